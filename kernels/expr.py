@@ -1,0 +1,188 @@
+"""A tiny, safe evaluator for the integer/float expressions in a KernelSpec.
+
+Shapes (``"M * K"``), grids (``"cdiv(N, BLOCK)"``), derived constexprs (``"next_power_of_2(N)"``),
+scalar argument values and the FLOP / byte formulas of a spec are strings. They are parsed once with
+:mod:`ast` into a closure over a whitelist of node types; nothing is ever handed to ``eval``.
+
+Grammar: integer and float literals, names, ``+ - * / // % **``, unary ``+``/``-``, parentheses,
+and calls of the functions in :data:`FUNCTIONS`. Anything else (attributes, subscripts,
+comparisons, lambdas, keyword arguments, strings) raises :class:`ExprError`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+
+__all__ = ["ExprError", "Expr", "FUNCTIONS", "compile_expr", "evaluate"]
+
+Number = int | float
+
+
+def _cdiv(a: int, b: int) -> int:
+    """Ceiling division, as ``triton.cdiv``."""
+    return -(-a // b)
+
+
+def _next_power_of_2(n: int) -> int:
+    """Smallest power of two >= n (1 for n <= 1), as ``triton.next_power_of_2``."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+FUNCTIONS: dict[str, Callable[..., Number]] = {
+    "cdiv": _cdiv,
+    "next_power_of_2": _next_power_of_2,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "log2": math.log2,
+    "sqrt": math.sqrt,
+    "int": int,
+}
+"""Functions an expression may call."""
+
+_BINOPS: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Number], Number]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+_MAX_LEN = 512
+_MAX_POW = 64
+
+
+class ExprError(ValueError):
+    """An expression is malformed, uses something outside the grammar, or names an unknown value.
+
+    Attributes:
+        expr: the expression text.
+        col: 1-based column of the offending token, when known.
+        reason: what is wrong, in a few words.
+    """
+
+    def __init__(self, expr: str, reason: str, col: int | None = None):
+        self.expr, self.reason, self.col = expr, reason, col
+        where = f" at column {col}" if col else ""
+        super().__init__(f"expression {expr!r}{where}: {reason}")
+
+    def __reduce__(self):  # pickle across process boundaries
+        return (ExprError, (self.expr, self.reason, self.col))
+
+
+Env = Mapping[str, Number]
+_Fn = Callable[[Env], Number]
+
+
+class Expr:
+    """A parsed expression: call it with a mapping of names to numbers.
+
+    Attributes:
+        text: the source text.
+        names: the free names it reads (function names excluded).
+    """
+
+    __slots__ = ("text", "names", "_fn")
+
+    def __init__(self, text: str, fn: _Fn, names: frozenset[str]):
+        self.text, self._fn, self.names = text, fn, names
+
+    def __call__(self, env: Env) -> Number:
+        """Evaluate with ``env``; raises :class:`ExprError` for a missing name or arithmetic error."""
+        missing = self.names - env.keys()
+        if missing:
+            raise ExprError(self.text, f"unknown name(s) {', '.join(sorted(missing))}; "
+                                       f"known: {', '.join(sorted(env)) or 'none'}")
+        try:
+            return self._fn(env)
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
+            raise ExprError(self.text, f"cannot evaluate: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"Expr({self.text!r})"
+
+
+def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
+    col = getattr(node, "col_offset", None)
+    col = None if col is None else col + 1
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, int | float):
+            raise ExprError(text, f"only numeric literals are allowed, got {node.value!r}", col)
+        value = node.value
+        return lambda env: value
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_"):
+            raise ExprError(text, f"name {node.id!r} is not allowed", col)
+        names.add(node.id)
+        name = node.id
+        return lambda env: env[name]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        op = _BINOPS[type(node.op)]
+        left, right = _build(node.left, text, names), _build(node.right, text, names)
+        if isinstance(node.op, ast.Pow):
+            def power(env: Env) -> Number:
+                b, e = left(env), right(env)
+                if abs(e) > _MAX_POW:
+                    raise ValueError(f"exponent {e} exceeds {_MAX_POW}")
+                return op(b, e)
+            return power
+        return lambda env: op(left(env), right(env))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        op1 = _UNARY[type(node.op)]
+        inner = _build(node.operand, text, names)
+        return lambda env: op1(inner(env))
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            fname = node.func.id if isinstance(node.func, ast.Name) else ast.dump(node.func)
+            raise ExprError(text, f"unknown function {fname!r}; allowed: "
+                                  f"{', '.join(sorted(FUNCTIONS))}", col)
+        if node.keywords:
+            raise ExprError(text, "keyword arguments are not allowed", col)
+        fn = FUNCTIONS[node.func.id]
+        args = [_build(a, text, names) for a in node.args]
+        return lambda env: fn(*(a(env) for a in args))
+    raise ExprError(text, f"{type(node).__name__} is not allowed in an expression", col)
+
+
+@lru_cache(maxsize=4096)
+def compile_expr(text: str) -> Expr:
+    """Parse ``text`` into an :class:`Expr`.
+
+    Raises:
+        ExprError: the text is empty, too long (> 512 characters), not valid Python expression
+            syntax, or uses a construct outside the grammar.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ExprError(str(text), "empty expression")
+    if len(text) > _MAX_LEN:
+        raise ExprError(text[:40] + "...", f"longer than {_MAX_LEN} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(text, f"syntax error: {exc.msg}", exc.offset) from None
+    names: set[str] = set()
+    fn = _build(tree.body, text, names)
+    return Expr(text, fn, frozenset(names))
+
+
+def evaluate(text: str | int | float, env: Env) -> Number:
+    """Evaluate an expression (or pass a number through) against ``env``.
+
+    Raises:
+        ExprError: see :func:`compile_expr` and :meth:`Expr.__call__`.
+    """
+    if isinstance(text, bool):
+        raise ExprError(str(text), "booleans are not numbers here")
+    if isinstance(text, int | float):
+        return text
+    return compile_expr(text)(env)

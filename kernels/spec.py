@@ -1,0 +1,612 @@
+"""KernelSpec: a declarative, JSON/YAML-serialisable description of one Triton kernel.
+
+A spec names the ``@triton.jit`` function (import path, file path or inline source), every
+parameter in order (pointer / scalar / constexpr / tensor descriptor; dtype; shape as an expression
+over named problem dims; role in/out/inout), named problem sizes (at least ``verify`` and
+``bench``), the launch grid as expressions over dims and meta-parameters, the autotune space
+(meta-parameters x num_warps x num_stages x num_ctas), input distributions, per-dtype tolerances,
+FLOP and byte formulas for the roofline, and optionally a float64 NumPy reference.
+
+Expressions are evaluated by :mod:`kernels.expr`, never ``eval``.
+
+A lowering candidate is PTX for *one* set of constexpr values, so every derived constexpr of a spec
+must evaluate to the same value at every problem size (checked when the spec is built).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import itertools
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kernels.dtypes import DTYPES
+from kernels.expr import ExprError, compile_expr, evaluate
+
+__all__ = [
+    "SourceRef",
+    "Distribution",
+    "Param",
+    "Config",
+    "AutotuneSpace",
+    "Tolerance",
+    "KernelSpec",
+    "SpecError",
+    "load_spec",
+    "DEFAULT_TOLERANCES",
+]
+
+Num = int | float
+ExprLike = str | int
+
+
+class SpecError(ValueError):
+    """A spec file or spec object is invalid; the message names the field and what is wrong."""
+
+    def __init__(self, where: str, reason: str):
+        self.where, self.reason = where, reason
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self):
+        return (SpecError, (self.where, self.reason))
+
+
+class SourceRef(BaseModel):
+    """Where the ``@triton.jit`` function lives: exactly one of ``module``, ``path`` or ``text``.
+
+    Attributes:
+        function: the function's name.
+        module: an importable module path (``kernels.suite.softmax``).
+        path: a Python file path (relative paths resolve against the spec file's folder).
+        text: the module source itself (written to the data dir's source cache to be imported,
+            since Triton reads source with ``inspect``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    function: str
+    module: str | None = None
+    path: str | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> "SourceRef":
+        given = [k for k in ("module", "path", "text") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of module/path/text, got {given or 'none'}")
+        return self
+
+    def source_text(self) -> str:
+        """The module source text (for hashing and prompts).
+
+        Raises:
+            SpecError: the module or file cannot be found or read.
+        """
+        if self.text is not None:
+            return self.text
+        if self.path is not None:
+            try:
+                return Path(self.path).read_text()
+            except OSError as exc:
+                raise SpecError("source.path", f"cannot read {self.path}: {exc.strerror}") from None
+        spec = importlib.util.find_spec(self.module)  # type: ignore[arg-type]
+        if spec is None or spec.origin is None:
+            raise SpecError("source.module", f"module {self.module!r} not found")
+        return Path(spec.origin).read_text()
+
+    def load(self, cache_dir: Path | None = None) -> Any:
+        """Import the module and return the ``triton.runtime.JITFunction``.
+
+        Raises:
+            SpecError: import failed, the function is missing, or it is not ``@triton.jit``.
+        """
+        from triton.runtime.jit import JITFunction
+
+        try:
+            if self.module is not None:
+                mod = importlib.import_module(self.module)
+            else:
+                if self.path is not None:
+                    file = Path(self.path).resolve()
+                else:
+                    digest = hashlib.sha256(self.text.encode()).hexdigest()[:16]  # type: ignore[union-attr]
+                    root = cache_dir or Path.home() / ".ailower"
+                    file = root / "sources" / f"src_{digest}.py"
+                    file.parent.mkdir(parents=True, exist_ok=True)
+                    if not file.exists():
+                        file.write_text(self.text)  # type: ignore[arg-type]
+                name = f"_ailower_src_{hashlib.sha256(str(file).encode()).hexdigest()[:12]}"
+                if name in sys.modules:
+                    mod = sys.modules[name]
+                else:
+                    ispec = importlib.util.spec_from_file_location(name, file)
+                    if ispec is None or ispec.loader is None:
+                        raise SpecError("source.path", f"cannot import {file}")
+                    mod = importlib.util.module_from_spec(ispec)
+                    sys.modules[name] = mod
+                    ispec.loader.exec_module(mod)
+        except (ImportError, OSError, SyntaxError) as exc:
+            raise SpecError("source", f"cannot import the kernel source: {exc}") from None
+        fn = getattr(mod, self.function, None)
+        if fn is None:
+            raise SpecError("source.function", f"no function {self.function!r} in the source")
+        if not isinstance(fn, JITFunction):
+            raise SpecError("source.function", f"{self.function!r} is not a @triton.jit function")
+        return fn
+
+
+class Distribution(BaseModel):
+    """How to draw an input tensor's elements (host NumPy, float64 then cast to the dtype).
+
+    ``normal``: mean + std * N(0, 1); ``uniform``: U[low, high); ``randint``: integers in [low, high).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["normal", "uniform", "randint"] = "normal"
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = 0.0
+    high: float = 1.0
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...], np_dtype: np.dtype) -> np.ndarray:
+        """Draw an array of ``shape`` stored as ``np_dtype``."""
+        n = int(np.prod(shape)) if shape else 1
+        if self.kind == "randint":
+            x = rng.integers(int(self.low), int(self.high), size=n)
+        elif self.kind == "uniform":
+            x = rng.uniform(self.low, self.high, size=n).astype(np.float32)
+        else:
+            x = rng.standard_normal(size=n, dtype=np.float32)
+            if self.std != 1.0 or self.mean != 0.0:
+                x = x * np.float32(self.std) + np.float32(self.mean)
+        return np.ascontiguousarray(x.astype(np_dtype).reshape(shape))
+
+
+class Param(BaseModel):
+    """One parameter of the jit function, in declaration order.
+
+    Attributes:
+        name: the Python parameter name.
+        kind: ``pointer`` (a tensor the harness allocates), ``scalar`` (a runtime number),
+            ``constexpr`` (compile-time; vanishes from the PTX entry), ``tensordesc`` (a host TMA
+            descriptor; compiled, not yet launchable).
+        dtype: element dtype (pointers, tensordescs) or scalar type; a Triton type name.
+        shape: pointer shape as expressions over dims (row-major, contiguous).
+        role: pointer role: ``in`` (read only; checked unchanged), ``out`` (written; sentinel
+            pre-filled) or ``inout``.
+        value: scalar: expression over dims; constexpr: expression over dims and meta-parameters
+            (omit it to take the constexpr from the autotune config's meta of the same name).
+        divisibility: ``tt.divisibility`` hint; every problem size must satisfy it for scalars.
+            Pointers get 16 by default (the harness allocates 256-byte aligned buffers).
+        distribution: how to draw the input (``in``/``inout`` pointers).
+        block_shape: tensordesc block shape (expressions).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    kind: Literal["pointer", "scalar", "constexpr", "tensordesc"]
+    dtype: str | None = None
+    shape: tuple[ExprLike, ...] | None = None
+    role: Literal["in", "out", "inout"] | None = None
+    value: ExprLike | float | None = None
+    divisibility: int | None = None
+    distribution: Distribution = Distribution()
+    block_shape: tuple[ExprLike, ...] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Param":
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
+        if self.kind in ("pointer", "tensordesc"):
+            if self.dtype is None or self.shape is None or self.role is None:
+                raise ValueError(f"{self.kind} parameter needs dtype, shape and role")
+        if self.kind == "tensordesc" and self.block_shape is None:
+            raise ValueError("tensordesc parameter needs block_shape")
+        if self.kind == "scalar" and (self.dtype is None or self.value is None):
+            raise ValueError("scalar parameter needs dtype and value")
+        for e in (self.shape or ()) + (self.block_shape or ()):
+            if isinstance(e, str):
+                compile_expr(e)
+        if isinstance(self.value, str):
+            compile_expr(self.value)
+        return self
+
+    @property
+    def is_tensor(self) -> bool:
+        """Pointer or tensor descriptor: a buffer the harness allocates."""
+        return self.kind in ("pointer", "tensordesc")
+
+    def triton_type(self) -> str:
+        """The ``ASTSource`` signature string: ``*fp16``, ``i32``, ``constexpr``, ``tensordesc<...>``."""
+        if self.kind == "pointer":
+            return f"*{self.dtype}"
+        if self.kind == "constexpr":
+            return "constexpr"
+        if self.kind == "tensordesc":
+            raise SpecError(f"params.{self.name}", "tensordesc signature needs the block values")
+        return str(self.dtype)
+
+
+class Config(BaseModel):
+    """One autotune configuration: meta-parameter values plus Triton's compile options."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    meta: dict[str, int] = Field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    num_ctas: int = 1
+
+    @field_validator("num_warps")
+    @classmethod
+    def _pow2(cls, v: int) -> int:
+        if v < 1 or v & (v - 1) or v > 32:
+            raise ValueError(f"num_warps must be a power of two in [1, 32], got {v}")
+        return v
+
+    def key(self) -> str:
+        """A short stable text key, e.g. ``BLOCK=1024,w4,s3,c1``."""
+        meta = ",".join(f"{k}={v}" for k, v in sorted(self.meta.items()))
+        return f"{meta + ',' if meta else ''}w{self.num_warps},s{self.num_stages},c{self.num_ctas}"
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+
+class AutotuneSpace(BaseModel):
+    """The autotune space: the cross product of ``meta`` x num_warps x num_stages x num_ctas (skipped
+    when only explicit ``configs`` are given), plus explicit ``configs``; ``constraints`` (expressions over meta and dims) prune it (kept when nonzero)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    meta: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    num_warps: tuple[int, ...] = (4,)
+    num_stages: tuple[int, ...] = (3,)
+    num_ctas: tuple[int, ...] = (1,)
+    configs: tuple[Config, ...] = ()
+    constraints: tuple[str, ...] = ()
+
+    def expand(self) -> list[Config]:
+        """Every configuration, cross product first then explicit ones, duplicates removed."""
+        names = sorted(self.meta)
+        out: dict[str, Config] = {}
+        product = itertools.product(*(self.meta[n] for n in names))
+        if self.configs and not self.meta:
+            product = iter(())  # explicit configs only
+        for values in product:
+            for w, s, c in itertools.product(self.num_warps, self.num_stages, self.num_ctas):
+                cfg = Config(meta=dict(zip(names, values)), num_warps=w, num_stages=s, num_ctas=c)
+                out.setdefault(cfg.key(), cfg)
+        for cfg in self.configs:
+            out.setdefault(cfg.key(), cfg)
+        return list(out.values())
+
+
+class Tolerance(BaseModel):
+    """Correctness tolerance for one output dtype.
+
+    An element passes when ``|out - ref| <= atol + rtol * |ref|``; the whole output also needs
+    ``||out - ref||_2 / ||ref||_2 <= max_norm_err``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rtol: float = Field(ge=0)
+    atol: float = Field(ge=0)
+    max_norm_err: float = Field(gt=0)
+
+
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    # fp32 arithmetic lands far under 1e-5 relative (METHOD.md: "float32 arithmetic lands far
+    # under 1e-3"); fp16 storage rounds at 2^-11 = 4.9e-4; bf16 at 2^-8 = 3.9e-3; fp8 e4m3 at 2^-4.
+    "fp64": Tolerance(rtol=1e-12, atol=1e-14, max_norm_err=1e-12),
+    "fp32": Tolerance(rtol=1e-5, atol=1e-6, max_norm_err=1e-5),
+    "fp16": Tolerance(rtol=2e-3, atol=1e-5, max_norm_err=1e-3),
+    "bf16": Tolerance(rtol=1.6e-2, atol=1e-4, max_norm_err=8e-3),
+    "fp8e4nv": Tolerance(rtol=1.25e-1, atol=1e-2, max_norm_err=6e-2),
+    "fp8e5": Tolerance(rtol=2.5e-1, atol=1e-2, max_norm_err=1.2e-1),
+}
+"""Per-dtype defaults; a spec overrides them with ``tolerances``."""
+
+
+class KernelSpec(BaseModel):
+    """A declarative description of one Triton kernel and how to run, check and time it.
+
+    Attributes:
+        name: suite name (``softmax``).
+        description: one line.
+        source: where the ``@triton.jit`` function lives.
+        params: every parameter of the jit function, in order.
+        sizes: named problem sizes, dim name -> int; must include ``verify`` (small; checked
+            against the float64 reference) and ``bench`` (timed; fills the GPU).
+        grid: 1-3 expressions over dims and meta-parameters giving the number of programs.
+        autotune: the autotune space.
+        tolerances: per output dtype, overriding :data:`DEFAULT_TOLERANCES`.
+        flops: FLOP count of one launch (expression over dims); 0 for memory-bound kernels.
+        bytes: minimum DRAM bytes one launch must move (each input read and output written once).
+        flop_dtype: the dtype whose tensor-core rate bounds the FLOPs (``fp16``), for the roofline.
+        reference: optional float64 NumPy reference, ``module:function`` or ``file.py::function``;
+            called as ``f(inputs: dict[str, ndarray], dims: dict[str, int]) -> dict[str, ndarray]``
+            with inputs as float64 and returning every out/inout parameter.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    description: str = ""
+    source: SourceRef
+    params: tuple[Param, ...]
+    sizes: dict[str, dict[str, int]]
+    grid: tuple[ExprLike, ...]
+    autotune: AutotuneSpace = AutotuneSpace()
+    tolerances: dict[str, Tolerance] = Field(default_factory=dict)
+    flops: ExprLike = 0
+    bytes: ExprLike = 0
+    flop_dtype: str | None = None
+    reference: str | None = None
+
+    # ---- validation -------------------------------------------------------------------------
+    @model_validator(mode="after")
+    def _check(self) -> "KernelSpec":
+        names = [p.name for p in self.params]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate parameter name(s): {', '.join(sorted(dup))}")
+        for req in ("verify", "bench"):
+            if req not in self.sizes:
+                raise ValueError(f"sizes must include {req!r} (have: {', '.join(self.sizes)})")
+        if not 1 <= len(self.grid) <= 3:
+            raise ValueError(f"grid has {len(self.grid)} expressions; give 1 to 3")
+        if not any(p.is_tensor and p.role in ("out", "inout") for p in self.params):
+            raise ValueError("the kernel has no out/inout pointer: nothing to check")
+        for e in (*self.grid, self.flops, self.bytes):
+            if isinstance(e, str):
+                compile_expr(e)
+        configs = self.configs()
+        if not configs:
+            raise ValueError("the autotune space is empty (after constraints)")
+        # Every expression must evaluate at every size for every config; derived constexprs must
+        # not depend on the size (a candidate is PTX for one set of constexprs).
+        for cfg in configs:
+            seen: dict[str, Num] | None = None
+            for size_name in self.sizes:
+                where = f"sizes.{size_name} with config {cfg.key()}"
+                try:
+                    ce = self.constexprs(cfg, size_name)
+                    env = self.env(cfg, size_name)
+                    self.grid_dims(size_name, cfg.meta)
+                    for p in self.params:
+                        if p.is_tensor:
+                            self.shape(p, size_name)
+                        if p.kind == "scalar":
+                            v = evaluate(p.value, env)  # type: ignore[arg-type]
+                            if p.divisibility and int(v) % p.divisibility:
+                                raise ValueError(
+                                    f"scalar {p.name}={v} is not divisible by {p.divisibility} "
+                                    "(its declared divisibility hint)")
+                    evaluate(self.flops, env)
+                    evaluate(self.bytes, env)
+                except ExprError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+                if seen is None:
+                    seen = ce
+                elif seen != ce:
+                    raise ValueError(
+                        f"constexprs differ between sizes for config {cfg.key()}: {seen} vs {ce}; "
+                        "a candidate is compiled for one set of constexpr values")
+        return self
+
+    # ---- derived values ---------------------------------------------------------------------
+    def configs(self) -> list[Config]:
+        """The autotune space after constraints (evaluated at the ``bench`` size)."""
+        out = []
+        for cfg in self.autotune.expand():
+            env = {**self.sizes["bench"], **cfg.meta, "num_warps": cfg.num_warps,
+                   "num_stages": cfg.num_stages}
+            if all(evaluate(c, env) for c in self.autotune.constraints):
+                out.append(cfg)
+        return out
+
+    def dims(self, size: str) -> dict[str, int]:
+        """The named problem size; raises :class:`SpecError` for an unknown name."""
+        try:
+            return dict(self.sizes[size])
+        except KeyError:
+            raise SpecError("size", f"unknown size {size!r}; have {', '.join(self.sizes)}") from None
+
+    def constexprs(self, cfg: Config, size: str = "bench") -> dict[str, Num]:
+        """constexpr name -> value for ``cfg`` (derived ones evaluated at ``size``).
+
+        Raises:
+            SpecError: a constexpr has no value and ``cfg.meta`` lacks it.
+        """
+        env: dict[str, Num] = {**self.dims(size), **cfg.meta}
+        out: dict[str, Num] = {}
+        for p in self.params:
+            if p.kind != "constexpr":
+                continue
+            if p.value is None:
+                if p.name not in cfg.meta:
+                    raise SpecError(f"params.{p.name}",
+                                    f"constexpr has no value and config {cfg.key()} lacks it")
+                out[p.name] = cfg.meta[p.name]
+            else:
+                out[p.name] = evaluate(p.value, env)
+            env[p.name] = out[p.name]
+        return out
+
+    def env(self, cfg: Config, size: str) -> dict[str, Num]:
+        """Names visible to expressions: dims, meta, constexprs, num_warps, num_stages, num_ctas."""
+        return {**self.dims(size), **cfg.meta, **self.constexprs(cfg, size),
+                "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "num_ctas": cfg.num_ctas}
+
+    def grid_dims(self, size: str, meta: Mapping[str, int]) -> tuple[int, int, int]:
+        """Programs along x, y, z for ``size`` and meta-parameter values ``meta``.
+
+        Raises:
+            SpecError: a grid expression fails or gives a non-positive count.
+        """
+        env = {**self.dims(size), **meta}
+        for p in self.params:
+            if p.kind == "constexpr" and p.value is not None and p.name not in env:
+                try:
+                    env[p.name] = evaluate(p.value, env)
+                except ExprError:
+                    pass
+        vals = []
+        for e in self.grid:
+            try:
+                v = evaluate(e, env)
+            except ExprError as exc:
+                raise SpecError("grid", str(exc)) from None
+            if int(v) != v or v < 1:
+                raise SpecError("grid", f"{e!r} gave {v}; need a positive integer")
+            vals.append(int(v))
+        return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+    def shape(self, p: Param, size: str) -> tuple[int, ...]:
+        """The concrete shape of tensor parameter ``p`` at ``size``."""
+        dims = self.dims(size)
+        out = []
+        for e in p.shape or ():
+            v = evaluate(e, dims)
+            if int(v) != v or v < 0:
+                raise SpecError(f"params.{p.name}.shape", f"{e!r} gave {v}")
+            out.append(int(v))
+        return tuple(out)
+
+    def scalar_value(self, p: Param, cfg: Config, size: str) -> Num:
+        """The runtime value of scalar parameter ``p``."""
+        return evaluate(p.value, self.env(cfg, size))  # type: ignore[arg-type]
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Tolerance for outputs of ``dtype_name`` (spec override, else the default)."""
+        if dtype_name in self.tolerances:
+            return self.tolerances[dtype_name]
+        if dtype_name in DEFAULT_TOLERANCES:
+            return DEFAULT_TOLERANCES[dtype_name]
+        return Tolerance(rtol=0.0, atol=0.0, max_norm_err=1e-30)  # integers: exact
+
+    def flop_count(self, size: str, cfg: Config | None = None) -> float:
+        """FLOPs of one launch at ``size``."""
+        cfg = cfg or self.configs()[0]
+        return float(evaluate(self.flops, self.env(cfg, size)))
+
+    def byte_count(self, size: str, cfg: Config | None = None) -> float:
+        """Minimum DRAM bytes of one launch at ``size``."""
+        cfg = cfg or self.configs()[0]
+        return float(evaluate(self.bytes, self.env(cfg, size)))
+
+    def tensors(self) -> list[Param]:
+        """Tensor parameters (pointers and descriptors), in order."""
+        return [p for p in self.params if p.is_tensor]
+
+    def outputs(self) -> list[Param]:
+        """Out and inout tensor parameters."""
+        return [p for p in self.tensors() if p.role in ("out", "inout")]
+
+    def signature(self) -> dict[str, str]:
+        """The ``ASTSource`` signature: parameter name -> Triton type string."""
+        return {p.name: p.triton_type() for p in self.params}
+
+    def attrs(self) -> dict[tuple[int, ...], list[list[Any]]]:
+        """``ASTSource`` attrs: ``tt.divisibility`` 16 on pointers, declared hints on scalars."""
+        out: dict[tuple[int, ...], list[list[Any]]] = {}
+        for i, p in enumerate(self.params):
+            div = p.divisibility or (16 if p.kind == "pointer" else None)
+            if div and p.kind in ("pointer", "scalar"):
+                out[(i,)] = [["tt.divisibility", div]]
+        return out
+
+    def load_reference(self) -> Callable[..., dict[str, np.ndarray]] | None:
+        """Import the float64 reference function, or None when the spec has none.
+
+        Raises:
+            SpecError: the reference cannot be imported.
+        """
+        if not self.reference:
+            return None
+        if "::" in self.reference:
+            path, fn = self.reference.split("::", 1)
+            src = SourceRef(path=path, function=fn)
+            try:
+                ispec = importlib.util.spec_from_file_location(
+                    f"_ailower_ref_{hashlib.sha256(path.encode()).hexdigest()[:12]}", path)
+                mod = importlib.util.module_from_spec(ispec)  # type: ignore[arg-type]
+                ispec.loader.exec_module(mod)  # type: ignore[union-attr]
+            except (ImportError, OSError, SyntaxError, AttributeError) as exc:
+                raise SpecError("reference", f"cannot import {src.path}: {exc}") from None
+        elif ":" in self.reference:
+            modname, fn = self.reference.split(":", 1)
+            try:
+                mod = importlib.import_module(modname)
+            except ImportError as exc:
+                raise SpecError("reference", f"cannot import {modname}: {exc}") from None
+        else:
+            raise SpecError("reference", "use 'module:function' or 'file.py::function'")
+        ref = getattr(mod, fn, None)
+        if not callable(ref):
+            raise SpecError("reference", f"{fn!r} not found or not callable")
+        return ref
+
+    def identity(self) -> str:
+        """A content hash of the spec and its kernel source (sha256 hex, 16 digits).
+
+        Keys caches, results and the database; never derived from Python object identity.
+        """
+        h = hashlib.sha256()
+        h.update(self.model_dump_json().encode())
+        h.update(self.source.source_text().encode())
+        return h.hexdigest()[:16]
+
+
+def load_spec(path: str | Path, *, source: str | None = None) -> KernelSpec:
+    """Read a spec from a JSON or YAML file.
+
+    Relative ``source.path`` / ``reference`` file paths resolve against the spec file's folder.
+    ``source`` (``file.py::function``) overrides the file's ``source``.
+
+    Raises:
+        SpecError: the file cannot be read or parsed, or the spec is invalid (message lists the
+            offending fields).
+    """
+    p = Path(path)
+    try:
+        raw = p.read_text()
+    except OSError as exc:
+        raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(raw) if p.suffix == ".json" else yaml.safe_load(raw)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(str(p), f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(str(p), "the top level must be a mapping")
+    if source is not None:
+        file, _, fn = source.partition("::")
+        if not fn:
+            raise SpecError("KERNEL", f"{source!r}: use path.py::function")
+        data["source"] = {"path": str(Path(file).resolve()), "function": fn}
+    src = data.get("source")
+    if isinstance(src, dict) and src.get("path") and not Path(src["path"]).is_absolute():
+        src["path"] = str((p.parent / src["path"]).resolve())
+    ref = data.get("reference")
+    if isinstance(ref, str) and "::" in ref and not Path(ref.split("::")[0]).is_absolute():
+        data["reference"] = str((p.parent / ref.split("::")[0]).resolve()) + "::" + ref.split("::")[1]
+    try:
+        return KernelSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(x) for x in e['loc']) or '(spec)'}: {e['msg']}" for e in exc.errors()]
+        raise SpecError(str(p), "invalid spec:\n  " + "\n  ".join(lines)) from None
