@@ -1,0 +1,126 @@
+"""Every difference between the Triton versions we support, in one place.
+
+Supported: Triton 3.6 (the H200 device image) through the newest release on PyPI (3.9 at the time
+of writing). Differences handled here (``../shared/reference/triton_toolchain.md`` sections 1, 5, 6):
+
+* **Bundled ptxas.** 3.6 assembles arch < 100 with ``ptxas`` (CUDA 12.8) and arch >= 100 with
+  ``ptxas-blackwell`` (12.9); 3.7+ uses ``ptxas-blackwell`` (CUDA 13.x) for every arch >= 90. We ask
+  Triton's own ``get_ptxas(arch)`` so we always match the version in use.
+* **Default PTX ``.version``.** Triton stamps the highest version its bundled ptxas accepts: 8.7/8.8
+  in 3.6, 9.4 in 3.9. CUDA 13.0 drivers and ptxas accept at most 9.0, so we pass
+  ``ptx_version=min(default, max_ptx_version)``; LLVM caps PTX *features* at 8.6 in both, so only
+  the ``.version`` line changes.
+* **ptxas flags.** 3.9 adds ``--regAllocOptLevel=2`` (a ptxas 13.x workaround); 3.6 does not (read
+  from the installed ``make_cubin`` source, so no version table can drift). We assemble candidates with exactly the flags Triton uses, so Triton's own PTX assembles to the same
+  SASS as the reference cubin.
+* **FP fusion default.** 3.9 warns unless ``TRITON_DEFAULT_FP_FUSION`` is set; we pass
+  ``enable_fp_fusion=True`` explicitly (3.6's default), which silences it and keeps the cache key
+  stable.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import subprocess
+from dataclasses import dataclass
+
+__all__ = [
+    "TritonToolchain",
+    "toolchain",
+    "triton_version",
+    "arch_capability",
+    "compile_options",
+    "SUPPORTED_ARCHS",
+]
+
+SUPPORTED_ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100a")
+"""Targets the reference compile accepts (``a`` is added by Triton for capability >= 90)."""
+
+_DEFAULT_MAX_PTX = 90  # CUDA 13.0 driver/ptxas: PTX ISA 9.0
+
+
+def triton_version() -> str:
+    """The installed Triton version string (``3.6.0``)."""
+    import triton
+
+    return triton.__version__
+
+
+@functools.lru_cache(maxsize=1)
+def _make_cubin_source() -> str:
+    """Source of Triton's ``CUDABackend.make_cubin``: its ptxas command line is read from it."""
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    try:
+        return inspect.getsource(CUDABackend.make_cubin)
+    except (OSError, TypeError):
+        return ""
+
+
+def arch_capability(arch: str) -> int:
+    """``sm_90a`` -> 90. Raises ``ValueError`` for an arch outside :data:`SUPPORTED_ARCHS`."""
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"unsupported arch {arch!r}; choose one of {', '.join(SUPPORTED_ARCHS)}")
+    return int(arch[3:].rstrip("a"))
+
+
+@dataclass(frozen=True)
+class TritonToolchain:
+    """Triton's bundled ptxas for one arch and how Triton drives it.
+
+    Attributes:
+        triton_version: e.g. ``3.9.0``.
+        ptxas_path: absolute path of the ptxas Triton uses for this arch.
+        ptxas_version: its CUDA version (``13.4``).
+        default_ptx_version: the PTX ISA Triton would stamp (e.g. 94 for 9.4).
+        ptxas_flags: flags Triton passes besides ``--gpu-name`` and the files.
+    """
+
+    triton_version: str
+    ptxas_path: str
+    ptxas_version: str
+    default_ptx_version: int
+    ptxas_flags: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain(arch: str) -> TritonToolchain:
+    """The toolchain Triton uses for ``arch`` (cached per process)."""
+    from triton.backends.nvidia import compiler as nv
+
+    cap = arch_capability(arch)
+    tool = nv.get_ptxas(cap)
+    version = tool.version if isinstance(tool.version, str) else str(tool.version)
+    m = re.search(r"(\d+\.\d+)", version)
+    cuda = m.group(1) if m else version
+    default_ptx = nv.ptx_get_version(cuda)
+    flags = ["-lineinfo", "-v"]
+    if "regAllocOptLevel=2" in _make_cubin_source():
+        flags.append("--regAllocOptLevel=2")
+    return TritonToolchain(triton_version(), tool.path, cuda, default_ptx, tuple(flags))
+
+
+def compile_options(arch: str, num_warps: int, num_stages: int, num_ctas: int,
+                    max_ptx_version: int = _DEFAULT_MAX_PTX) -> dict:
+    """``triton.compile`` options for one config.
+
+    ``ptx_version`` is lowered to ``max_ptx_version`` (default 90 = PTX ISA 9.0, the CUDA 13.0
+    driver's limit) when Triton's default is newer.
+    """
+    opts = {"num_warps": num_warps, "num_stages": num_stages, "num_ctas": num_ctas,
+            "enable_fp_fusion": True}
+    tc = toolchain(arch)
+    if tc.default_ptx_version > max_ptx_version:
+        opts["ptx_version"] = max_ptx_version
+    return opts
+
+
+def ptxas_version_of(path: str) -> str:
+    """Run ``path --version`` and return the CUDA release (``13.0``); raises ``OSError``."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    if not m:
+        raise OSError(f"{path} --version printed no release number")
+    return m.group(1)

@@ -1,0 +1,297 @@
+"""GPU evaluation from the parent's side: build worker requests, run the worker, read its result.
+
+The worker (:mod:`harness.gpu.worker`) runs in its own process group; a hang or a crash kills only
+it. Reference and candidate are described the same way (:class:`~harness.results.KernelUnderTest`)
+and go through the same launcher.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.candidate import Candidate
+from harness.errors import UsageError, WorkerError
+from harness.gpu.driver import probe_gpu
+from harness.gpu.worker import WorkerRequest
+from harness.reference import ReferenceArtifacts
+from harness.results import EvalResult, KernelRun, KernelUnderTest
+from kernels.abi import KernelABI
+from kernels.spec import Config, KernelSpec
+
+__all__ = ["GPUEvaluator", "kernel_under_test", "reference_under_test", "autotune",
+           "evaluate_candidate", "gpu_available",
+           "Baseline"]
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def gpu_available() -> tuple[bool, str]:
+    """``(available, reason)``: is there a CUDA driver with a device? Safe without a GPU."""
+    return probe_gpu()
+
+
+def _ctype(abi_type: str, size: int, dt: str) -> str:
+    if dt in ("fp32",):
+        return "f32"
+    if dt == "fp64":
+        return "f64"
+    if dt in ("fp16", "bf16"):
+        return "u16"
+    if size == 8:
+        return "i64" if dt.startswith("i") else "u64"
+    return "i32" if dt.startswith("i") else "u32"
+
+
+def _scalar_bits(value: float | int, dt: str) -> float | int:
+    import ml_dtypes
+    import numpy as np
+
+    if dt == "fp16":
+        return int(np.array(value, dtype=np.float16).view(np.uint16))
+    if dt == "bf16":
+        return int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
+    if dt in ("fp32", "fp64"):
+        return float(value)
+    return int(value)
+
+
+def kernel_under_test(spec: KernelSpec, abi: KernelABI, cubin: bytes, *, label: str, role: str,
+                      config: Config, threads: int, dynamic_smem: int,
+                      cluster: tuple[int, int, int] = (1, 1, 1), meta: dict[str, int] | None = None,
+                      global_scratch_bytes: int = 0, global_scratch_align: int = 1,
+                      sizes: tuple[str, ...] = ("verify", "bench")) -> KernelUnderTest:
+    """Describe one cubin and its launch for the worker.
+
+    ``abi`` is the *contract* (the reference's ABI): arguments are packed by it for reference and
+    candidate alike. ``meta`` (the candidate's meta-parameters) overrides ``config.meta`` in the
+    grid expression.
+
+    Raises:
+        UsageError: a tensor-descriptor parameter (not launchable yet), or a scalar whose packed
+            size differs from the ABI's.
+    """
+    m = {**config.meta, **(meta or {})}
+    cfg = Config(meta=m, num_warps=config.num_warps, num_stages=config.num_stages,
+                 num_ctas=config.num_ctas)
+    params: list[tuple[str, str]] = []
+    scalars: dict[str, dict[int, tuple[str, float | int]]] = {s: {} for s in sizes}
+    by_name = {p.name: p for p in spec.params}
+    for i, ap in enumerate(abi.params):
+        if ap.source == "pointer":
+            params.append(("buf", ap.spec_param or ""))
+        elif ap.source == "scalar":
+            p = by_name[ap.spec_param or ""]
+            ct = _ctype(ap.ptx_type, ap.size, p.dtype or "i32")
+            if {"f32": 4, "f64": 8, "u16": 2, "i64": 8, "u64": 8, "i32": 4, "u32": 4}[ct] != ap.size:
+                raise UsageError(f"parameter {ap.name}: spec dtype {p.dtype} packs to {ct}, but the "
+                                 f"entry declares .{ap.ptx_type} ({ap.size} B)")
+            for s in sizes:
+                scalars[s][i] = (ct, _scalar_bits(spec.scalar_value(p, cfg, s), p.dtype or "i32"))
+            params.append(("scalar", p.name))
+        elif ap.source in ("global_scratch", "profile_scratch"):
+            params.append(("scratch", "global" if ap.source == "global_scratch" else "profile"))
+        else:
+            raise UsageError(f"{spec.name}: tensor-descriptor parameters cannot be launched yet "
+                             f"({ap.name})")
+    grid = {s: spec.grid_dims(s, m) for s in sizes}
+    return KernelUnderTest(
+        label=label, role=role, cubin_b64=base64.b64encode(cubin).decode(), entry=abi.entry,
+        threads=threads, dynamic_smem=dynamic_smem, cluster=cluster, grid=grid, params=params,
+        scalars=scalars, global_scratch_bytes=global_scratch_bytes,
+        global_scratch_align=global_scratch_align)
+
+
+def reference_under_test(spec: KernelSpec, art: ReferenceArtifacts, label: str | None = None
+                         ) -> KernelUnderTest:
+    """A reference config as a kernel under test (Triton's launch contract: block = 32 x warps,
+    grid x multiplied by num_ctas, ``metadata.shared`` dynamic shared memory)."""
+    abi = art.abi
+    return kernel_under_test(
+        spec, abi, art.cubin, label=label or f"triton [{art.config.key()}]", role="reference",
+        config=art.config, threads=abi.threads, dynamic_smem=abi.dynamic_smem,
+        cluster=(abi.num_ctas, 1, 1), global_scratch_bytes=abi.global_scratch_size,
+        global_scratch_align=abi.global_scratch_align)
+
+
+class GPUEvaluator:
+    """Runs worker jobs in subprocesses.
+
+    Args:
+        python: interpreter for the worker.
+        hang_timeout_s: per-launch limit inside the worker, seconds.
+        job_timeout_s: wall limit for the whole job; past it the process group is killed.
+        timing_budget_s: target wall time of one timed loop, seconds.
+    """
+
+    def __init__(self, *, python: str = sys.executable, hang_timeout_s: float = 10.0,
+                 job_timeout_s: float = 900.0, timing_budget_s: float = 1.0):
+        self.python, self.hang_timeout_s = python, hang_timeout_s
+        self.job_timeout_s, self.timing_budget_s = job_timeout_s, timing_budget_s
+
+    def request(self, spec: KernelSpec, job: str, kernels: list[KernelUnderTest], **kw: Any
+                ) -> WorkerRequest:
+        """Build a request with the spec's roofline numbers at the bench size."""
+        cfg = spec.configs()[0]
+        return WorkerRequest(job=job, spec=spec.model_dump(mode="json"), kernels=kernels,
+                             hang_timeout_s=self.hang_timeout_s,
+                             timing_budget_s=self.timing_budget_s,
+                             flops=spec.flop_count("bench", cfg), bytes=spec.byte_count("bench", cfg),
+                             flop_dtype=spec.flop_dtype, **kw)
+
+    def run(self, req: WorkerRequest) -> EvalResult:
+        """Run one job; a hang, a crash or a timeout comes back as a status, not an exception.
+
+        Raises:
+            WorkerError: the worker could not be started or spoke an unknown protocol.
+        """
+        env = dict(os.environ)
+        env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            proc = subprocess.Popen([self.python, "-m", "harness.gpu.worker"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True, env=env, cwd=_ROOT)
+        except OSError as exc:
+            raise WorkerError(f"cannot start the GPU worker: {exc}") from None
+        lines: queue.Queue[str | None] = queue.Queue()
+        err_tail: list[str] = []
+
+        def pump_out() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err_tail.append(line)
+                del err_tail[:-40]
+
+        threading.Thread(target=pump_out, daemon=True).start()
+        threading.Thread(target=pump_err, daemon=True).start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(req.model_dump_json())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the worker died at once; its exit status and stderr tell why below
+        deadline = time.monotonic() + self.job_timeout_s
+        last_stage: dict[str, Any] = {}
+        result: EvalResult | None = None
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                self._kill(proc)
+                return EvalResult(status="hang", stage=last_stage.get("stage", ""),
+                                  message=f"the worker produced no result within {self.job_timeout_s:g} s"
+                                          f" (last stage: {last_stage.get('stage')} "
+                                          f"{last_stage.get('label') or ''}); killed")
+            if line is None:
+                break
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # stray output from a library: ignore
+            kind = ev.get("event")
+            if kind == "stage":
+                last_stage = ev
+            elif kind == "result":
+                result = EvalResult.model_validate(ev["result"])
+            elif kind in ("hang", "crash"):
+                self._kill(proc, grace_s=10.0)
+                partial = [KernelRun.model_validate(r) for r in ev.get("partial", [])]
+                for r in partial:
+                    if r.label == ev.get("label"):
+                        r.status = kind
+                        r.message = ev.get("message", "")
+                return EvalResult(status=kind, stage=ev.get("stage", ""), message=ev.get("message", ""),
+                                  kernels=partial)
+            else:
+                raise WorkerError(f"unknown worker event {kind!r}")
+        rc = proc.wait(timeout=30)
+        if result is None:
+            tail = "".join(err_tail)[-2000:]
+            sig = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
+            return EvalResult(status="crash", stage=last_stage.get("stage", ""),
+                              message=f"the worker died ({sig}) in stage {last_stage.get('stage')!r} "
+                                      f"{last_stage.get('label') or ''}\n{tail}")
+        return result
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen, grace_s: float = 0.0) -> None:
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        proc.wait(timeout=30)
+
+
+class Baseline:
+    """The autotuned baseline: the fastest correct reference config and the autotune job's result.
+
+    Attributes:
+        artifacts: the winning config's reference artifacts.
+        result: the autotune job's :class:`EvalResult` (per-config timings).
+    """
+
+    def __init__(self, artifacts: ReferenceArtifacts, result: EvalResult):
+        self.artifacts, self.result = artifacts, result
+
+
+def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEvaluator,
+             seeds: tuple[int, ...] = (0,)) -> Baseline:
+    """Time every compiled config and pick the fastest correct one.
+
+    Raises:
+        WorkerError: no config was correct (the result's messages say why), or the job failed.
+    """
+    kuts = [reference_under_test(spec, a) for a in refs]
+    res = evaluator.run(evaluator.request(spec, "autotune", kuts, seeds=list(seeds),
+                                          min_reps=10, max_reps=100))
+    if res.status != "ok" or res.best is None:
+        detail = "; ".join(f"{k.label}: {k.status} {k.message}" for k in res.kernels)
+        raise WorkerError(f"autotune of {spec.name} found no correct config ({res.status}: "
+                          f"{res.message.strip()[:500]}) {detail}")
+    best = next(a for a, k in zip(refs, kuts) if k.label == res.best)
+    return Baseline(best, res)
+
+
+def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
+                       cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
+                       time_it: bool = True) -> EvalResult:
+    """Correctness (>= 3 seeds) and interleaved timing of ``candidate`` against ``baseline``.
+
+    The candidate is launched with the baseline's ABI (the contract), its own threads, dynamic
+    shared memory, cluster and meta-parameters (for the grid).
+
+    Raises:
+        UsageError: fewer than 3 seeds, or the spec cannot be launched.
+    """
+    if len(seeds) < 3:
+        raise UsageError("correctness needs at least 3 seeds")
+    ref = reference_under_test(spec, baseline, label="reference")
+    cand = kernel_under_test(
+        spec, baseline.abi, cubin, label="candidate", role="candidate", config=baseline.config,
+        threads=candidate.threads, dynamic_smem=candidate.dynamic_smem,
+        cluster=candidate.cluster_dims, meta=candidate.meta,
+        global_scratch_bytes=candidate.global_scratch_size,
+        global_scratch_align=candidate.global_scratch_align)
+    return evaluator.run(evaluator.request(spec, "evaluate", [ref, cand], seeds=list(seeds),
+                                           time=time_it))

@@ -1,0 +1,268 @@
+"""Reference compile: a KernelSpec through Triton's own pipeline, without a GPU.
+
+``triton.compile(ASTSource(...), target=GPUTarget("cuda", cap, 32), options=...)`` runs on a
+machine with no GPU and no libcuda (``../shared/reference/triton_toolchain.md`` section 2). For each
+config we keep TTIR, TTGIR, LLIR, PTX, the cubin, the launch metadata and the exact kernel ABI
+(the PTX ``.param`` list, with the two scratch pointers Triton appends).
+
+Results are cached on disk under ``<cache_dir>/reference/<key>/``, keyed by the kernel source, the
+spec, the config, the arch, the Triton version and the compile options; entries are written to a
+temporary folder and moved into place with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harness import _triton_compat as compat
+from harness.errors import ReferenceCompileError, UsageError
+from kernels.abi import ABIParam, KernelABI
+from kernels.spec import Config, KernelSpec
+
+__all__ = ["ReferenceArtifacts", "compile_reference", "compile_space", "extract_entry_params"]
+
+_CACHE_FORMAT = 1
+
+
+class ReferenceArtifacts(BaseModel):
+    """Everything Triton produced for one (spec, config, arch).
+
+    Attributes:
+        spec_name, spec_id: the spec's name and content hash.
+        arch: ``sm_90a`` etc.
+        config: the autotune config.
+        triton_version: Triton that compiled it.
+        ttir, ttgir, llir, ptx: the IR texts.
+        cubin: the assembled binary (Triton's own ptxas and flags).
+        metadata: Triton's metadata as JSON-able values (``shared`` bytes, ``num_warps``, ...).
+        abi: the entry signature and launch contract.
+        compile_s: wall time of the compile in seconds (0 on a cache hit is not reported: the
+            original compile time is kept).
+        cache_hit: loaded from the disk cache.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    spec_name: str
+    spec_id: str
+    arch: str
+    config: Config
+    triton_version: str
+    ttir: str
+    ttgir: str
+    llir: str
+    ptx: str
+    cubin: bytes
+    metadata: dict[str, Any]
+    abi: KernelABI
+    compile_s: float
+    cache_hit: bool = False
+
+
+_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*?)\)", re.S)
+_PARAM_RE = re.compile(
+    r"\.param\s+(?P<attrs>(?:\.[\w:]+\s+(?:\d+\s+)?)*?)\.(?P<type>[busf]\d+|pred)\s+"
+    r"(?:(?P<ptr>\.ptr)\s+(?P<ptrattrs>(?:\.[\w:]+\s+(?:\d+\s+)?)*))?"
+    r"(?P<name>[A-Za-z_$][\w$]*)\s*(?:\[(?P<count>\d+)\])?")
+_ALIGN_RE = re.compile(r"\.align\s+(\d+)")
+_REQNTID_RE = re.compile(r"\.reqntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+
+
+def extract_entry_params(ptx: str) -> tuple[str, list[tuple[str, str, int, int | None, bool]]]:
+    """Read the first ``.entry`` of Triton-generated PTX.
+
+    Returns:
+        ``(entry_name, [(param_name, ptx_type, size_bytes, align_or_None, is_ptr), ...])``.
+
+    Raises:
+        ValueError: no ``.entry`` or an unreadable parameter (this is for *Triton's* PTX; candidate
+            PTX goes through the verifier's full parser instead).
+    """
+    m = _ENTRY_RE.search(ptx)
+    if not m:
+        raise ValueError("no .entry in the PTX")
+    name, body = m.group(1), m.group(2)
+    params = []
+    for chunk in (c.strip() for c in body.split(",")):
+        if not chunk:
+            continue
+        pm = _PARAM_RE.search(chunk)
+        if not pm:
+            raise ValueError(f"cannot read parameter {chunk!r}")
+        ptype = pm.group("type")
+        width = 1 if ptype == "pred" else int(ptype[1:]) // 8
+        count = int(pm.group("count") or 1)
+        am = _ALIGN_RE.search(chunk)
+        params.append((pm.group("name"), ptype, width * count, int(am.group(1)) if am else None,
+                       bool(pm.group("ptr"))))
+    return name, params
+
+
+def _build_abi(spec: KernelSpec, arch: str, ptx: str, md: dict[str, Any]) -> KernelABI:
+    entry, raw = extract_entry_params(ptx)
+    sources: list[tuple[str, str | None]] = []
+    for p in spec.params:
+        if p.kind == "pointer":
+            sources.append(("pointer", p.name))
+        elif p.kind == "scalar":
+            sources.append(("scalar", p.name))
+        elif p.kind == "tensordesc":
+            rank = len(p.shape or ())
+            sources.extend([("tensordesc", p.name)] * (1 + 2 * rank))
+    sources += [("global_scratch", None), ("profile_scratch", None)]
+    if len(sources) != len(raw):
+        raise ReferenceCompileError(
+            f"{spec.name}: Triton's entry {entry!r} has {len(raw)} parameters but the spec implies "
+            f"{len(sources)} (non-constexpr params + 2 scratch pointers); check the spec's kinds")
+    params = tuple(
+        ABIParam(name=n, ptx_type=t, size=size, align=align, is_pointer=isptr or src in (
+            "pointer", "global_scratch", "profile_scratch"), source=src, spec_param=sp)
+        for (n, t, size, align, isptr), (src, sp) in zip(raw, sources))
+    rq = _REQNTID_RE.search(ptx)
+    threads = int(rq.group(1)) if rq else 32 * int(md["num_warps"])
+    return KernelABI(
+        entry=entry, params=params, threads=threads, num_ctas=int(md.get("num_ctas", 1)),
+        dynamic_smem=int(md.get("shared", 0)),
+        global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
+        global_scratch_align=int(md.get("global_scratch_align", 1) or 1),
+        profile_scratch_size=int(md.get("profile_scratch_size", 0) or 0),
+        tmem_size=int(md.get("tmem_size", 0) or 0), arch=arch)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if hasattr(v, "_asdict"):
+        return {k: _jsonable(x) for k, x in v._asdict().items()}
+    if isinstance(v, list | tuple | set | frozenset):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, str | int | float | bool) or v is None:
+        return v
+    return str(v)
+
+
+def _cache_key(spec: KernelSpec, cfg: Config, arch: str, options: dict) -> str:
+    h = hashlib.sha256()
+    for part in (f"fmt{_CACHE_FORMAT}", spec.identity(), cfg.key(), arch, compat.triton_version(),
+                 json.dumps(options, sort_keys=True), compat.toolchain(arch).ptxas_version):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _load_cached(folder: Path) -> dict | None:
+    try:
+        data = json.loads((folder / "artifacts.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("format") == _CACHE_FORMAT else None
+
+
+def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
+                      cache_dir: Path | None = None, max_ptx_version: int = 90) -> ReferenceArtifacts:
+    """Compile ``spec`` with Triton for ``arch`` and ``config`` (no GPU needed).
+
+    Args:
+        spec: the kernel spec.
+        arch: ``sm_80`` | ``sm_89`` | ``sm_90a`` | ``sm_100a``.
+        config: one config of ``spec.configs()``.
+        cache_dir: disk cache root (None: no caching).
+        max_ptx_version: highest PTX ISA to stamp (90 = 9.0, the CUDA 13.0 driver's limit).
+
+    Raises:
+        UsageError: unknown arch.
+        ReferenceCompileError: Triton failed (its message is included).
+    """
+    try:
+        cap = compat.arch_capability(arch)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    options = compat.compile_options(arch, config.num_warps, config.num_stages, config.num_ctas,
+                                     max_ptx_version)
+    folder = None
+    if cache_dir is not None:
+        folder = Path(cache_dir) / "reference" / _cache_key(spec, config, arch, options)
+        data = _load_cached(folder)
+        if data is not None:
+            return ReferenceArtifacts.model_validate(
+                {**data["artifacts"], "cubin": (folder / "kernel.cubin").read_bytes(),
+                 "cache_hit": True})
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = spec.source.load(cache_dir)
+    constexprs = spec.constexprs(config, "bench")
+    src = ASTSource(fn=fn, signature=spec.signature(), constexprs=constexprs, attrs=spec.attrs())
+    t0 = time.perf_counter()
+    try:
+        ck = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)
+    except Exception as exc:  # Triton raises many types (CompilationError, RuntimeError, ...)
+        raise ReferenceCompileError(
+            f"Triton failed to compile {spec.name} [{config.key()}] for {arch}: "
+            f"{type(exc).__name__}: {exc}") from None
+    elapsed = time.perf_counter() - t0
+    md = _jsonable(ck.metadata._asdict() if hasattr(ck.metadata, "_asdict") else dict(ck.metadata))
+    asm = ck.asm
+    art = ReferenceArtifacts(
+        spec_name=spec.name, spec_id=spec.identity(), arch=arch, config=config,
+        triton_version=compat.triton_version(), ttir=asm["ttir"], ttgir=asm["ttgir"],
+        llir=asm["llir"], ptx=asm["ptx"], cubin=bytes(asm["cubin"]), metadata=md,
+        abi=_build_abi(spec, arch, asm["ptx"], md), compile_s=elapsed)
+    if folder is not None:
+        _store(folder, art)
+    return art
+
+
+def _store(folder: Path, art: ReferenceArtifacts) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    try:
+        (tmp / "kernel.cubin").write_bytes(art.cubin)
+        for ext in ("ttir", "ttgir", "llir", "ptx"):
+            (tmp / f"kernel.{ext}").write_text(getattr(art, ext))
+        payload = art.model_dump(mode="json", exclude={"cubin", "cache_hit"})
+        (tmp / "artifacts.json").write_text(json.dumps({"format": _CACHE_FORMAT, "artifacts": payload}))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process won the race: its entry is equivalent
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
+                  configs: list[Config] | None = None, max_ptx_version: int = 90,
+                  ) -> tuple[list[ReferenceArtifacts], list[ReferenceCompileError]]:
+    """Compile every config of the autotune space (or ``configs``).
+
+    Returns:
+        ``(compiled, failures)``: a config Triton cannot compile is reported, not raised, as the
+        autotuner scores it +inf. Raises :class:`UsageError` for an unknown arch.
+    """
+    ok, bad = [], []
+    for cfg in configs if configs is not None else spec.configs():
+        try:
+            ok.append(compile_reference(spec, arch, cfg, cache_dir=cache_dir,
+                                        max_ptx_version=max_ptx_version))
+        except ReferenceCompileError as exc:
+            bad.append(exc)
+    return ok, bad
+
+
+def cubin_b64(art: ReferenceArtifacts) -> str:
+    """The cubin as base64 text (for JSON transport to the worker)."""
+    return base64.b64encode(art.cubin).decode()

@@ -1,0 +1,143 @@
+"""Result records of GPU evaluation, shared by the worker process and its parent (JSON on the wire)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.correctness import CompareResult
+from harness.timing import TimingStats
+
+__all__ = ["DeviceSummary", "SeedCheck", "KernelRun", "EvalResult", "KernelUnderTest", "RunStatus"]
+
+RunStatus = Literal["ok", "incorrect", "load_error", "launch_error", "hang", "crash", "resource_error",
+                    "not_run"]
+
+
+class KernelUnderTest(BaseModel):
+    """One cubin plus how to launch it, as sent to the worker.
+
+    Attributes:
+        label: display name (``reference [BLOCK_SIZE=1024,w4,s1,c1]`` or ``candidate``).
+        role: ``reference`` or ``candidate``.
+        cubin_b64: the cubin, base64.
+        entry: the entry function to load (the ABI's entry: a candidate must keep it).
+        threads: block x.
+        dynamic_smem: bytes.
+        cluster: CTAs per cluster.
+        grid: size name -> programs (x, y, z) before the cluster multiplication.
+        params: the packed ``.param`` values, in order: ``["buf", name]`` for a tensor,
+            ``["scalar", ctype, value]`` per size (see ``scalars``), ``["scratch", "global"]`` /
+            ``["scratch", "profile"]``.
+        scalars: size name -> param index -> (ctype, value).
+        global_scratch_bytes: global scratch per CTA, bytes (0: NULL).
+        global_scratch_align: alignment, bytes.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    role: Literal["reference", "candidate"]
+    cubin_b64: str
+    entry: str
+    threads: int
+    dynamic_smem: int = 0
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    grid: dict[str, tuple[int, int, int]]
+    params: list[tuple[str, str]]
+    scalars: dict[str, dict[int, tuple[str, float | int]]] = Field(default_factory=dict)
+    global_scratch_bytes: int = 0
+    global_scratch_align: int = 1
+
+
+class DeviceSummary(BaseModel):
+    """The GPU the worker ran on, and the ceilings it measured."""
+
+    name: str
+    cc: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    smem_optin_bytes: int
+    driver_version: int
+    copy_gbps: float = 0.0
+    peak_tflops: float | None = None
+
+
+class SeedCheck(BaseModel):
+    """Correctness evidence for one seed at the ``verify`` size.
+
+    Attributes:
+        seed: the input seed.
+        sentinel: the byte every output was pre-filled with.
+        vs_reference: candidate vs the Triton reference run (per output name).
+        vs_float64: this kernel vs the spec's float64 NumPy reference (per output name).
+        inputs_unchanged: every ``in`` tensor was bitwise unchanged after the launch.
+        guards_intact: no write landed in the guard bands around any buffer.
+        deterministic: the second run gave bitwise the same outputs (candidates run twice).
+        ok: every check passed.
+    """
+
+    seed: int
+    sentinel: int
+    vs_reference: dict[str, CompareResult] = Field(default_factory=dict)
+    vs_float64: dict[str, CompareResult] = Field(default_factory=dict)
+    inputs_unchanged: bool = True
+    guards_intact: bool = True
+    deterministic: bool | None = None
+    ok: bool = True
+
+
+class KernelRun(BaseModel):
+    """Everything measured for one kernel under test."""
+
+    label: str
+    role: Literal["reference", "candidate"]
+    status: RunStatus = "not_run"
+    message: str = ""
+    load_ms: float | None = None
+    registers: int | None = None
+    static_smem: int | None = None
+    local_bytes: int | None = None
+    checks: list[SeedCheck] = Field(default_factory=list)
+    timing: TimingStats | None = None
+    bench_check: dict[str, CompareResult] = Field(default_factory=dict)
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    roofline_fraction: float | None = None
+    roofline_bound: str | None = None
+
+
+class EvalResult(BaseModel):
+    """The outcome of one worker job.
+
+    Attributes:
+        status: ``ok`` (the job ran to its end), ``hang`` (a kernel never finished; the worker was
+            killed), ``crash`` (the worker died: a sticky CUDA error or a signal), ``error`` (a
+            harness problem: message says what).
+        message: human-readable detail for a non-ok status.
+        device: the GPU.
+        kernels: per kernel under test.
+        speedup: reference median / candidate median (evaluate jobs, when both were timed).
+        best: label of the fastest correct kernel (autotune jobs).
+        seconds: wall-time breakdown: ``load``, ``correctness``, ``timing``, ``total``.
+        stage: the last stage reached (``load``, ``correctness``, ``timing``, ``done``).
+    """
+
+    status: Literal["ok", "hang", "crash", "error"] = "ok"
+    message: str = ""
+    device: DeviceSummary | None = None
+    kernels: list[KernelRun] = Field(default_factory=list)
+    speedup: float | None = None
+    best: str | None = None
+    seconds: dict[str, float] = Field(default_factory=dict)
+    stage: str = ""
+
+    def kernel(self, label: str) -> KernelRun | None:
+        """The run with ``label``, or None."""
+        return next((k for k in self.kernels if k.label == label), None)
+
+    @property
+    def candidate(self) -> KernelRun | None:
+        """The first candidate run, or None."""
+        return next((k for k in self.kernels if k.role == "candidate"), None)
