@@ -1,0 +1,343 @@
+"""The tools a model may call, as JSON schemas, and the validation of their arguments.
+
+Four tools (names in :data:`agent.providers.base.TOOL_NAMES`):
+
+``compile``
+    ``{ptx}``: assemble with ``ptxas`` for the target; returns ptxas' result text (errors,
+    warnings, registers, spills, shared memory).
+``verify``
+    ``{ptx, threads?}``: run the static PTX verifier (entry signature, launch contract, rules);
+    returns its findings.
+``evaluate``
+    ``{ptx, threads, meta, dynamic_smem?}``: run the candidate on the GPU against the reference
+    and time it; returns correctness and timings.
+``submit``
+    ``{ptx, threads, meta?, dynamic_smem?, cluster_dims?, global_scratch_size?, notes?}``: ends
+    the model's turn with a :class:`~harness.candidate.Candidate`.
+
+The schemas are written once (:data:`TOOL_SCHEMAS`) and rendered for each wire format by
+:func:`anthropic_tools` and :func:`openai_tools`. :func:`validate_tool_args` checks arguments
+by hand (no ``jsonschema`` dependency) so that every error names the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.candidate import Candidate
+
+__all__ = [
+    "TOOL_SCHEMAS",
+    "tool_names",
+    "anthropic_tools",
+    "openai_tools",
+    "validate_tool_args",
+    "candidate_from_submit",
+    "submit_defaults",
+    "MAX_THREADS",
+    "MAX_DYNAMIC_SMEM",
+]
+
+MAX_THREADS = 1024
+"""Threads per CTA allowed by every supported target."""
+
+MAX_DYNAMIC_SMEM = 1 << 20
+"""Upper bound on dynamic shared memory accepted from a model (bytes); the GPU's own limit is
+lower and is reported by the harness."""
+
+_PTX = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A complete PTX module: .version, .target, .address_size, then the .entry "
+                   "with exactly the required signature.",
+}
+_THREADS = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_THREADS,
+    "description": "Threads per CTA (block x). Must equal the entry's .reqntid if it declares one.",
+}
+_META = {
+    "type": "object",
+    "additionalProperties": {"type": "integer"},
+    "description": "Meta-parameter values (name -> integer) that feed the grid expression, "
+                   "e.g. {\"BLOCK_SIZE\": 1024}.",
+}
+_DYNAMIC_SMEM = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_DYNAMIC_SMEM,
+    "description": "Dynamic shared memory per CTA in bytes (extern .shared arrays).",
+}
+_CLUSTER_DIMS = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 1},
+    "minItems": 3,
+    "maxItems": 3,
+    "description": "CTAs per cluster [x, y, z]; [1, 1, 1] without clusters.",
+}
+_SCRATCH = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "Bytes of global scratch per CTA the kernel expects through the global_scratch "
+                   "pointer (0: the pointer is NULL).",
+}
+
+TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "compile": {
+        "description": "Assemble a PTX module with ptxas for the target architecture. Returns "
+                       "ptxas' result: errors and warnings with line numbers, or registers, "
+                       "spills and shared memory per kernel on success.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ptx": _PTX},
+            "required": ["ptx"],
+            "additionalProperties": False,
+        },
+    },
+    "verify": {
+        "description": "Run ailower's static PTX verifier: checks the entry signature and launch "
+                       "contract and the PTX rules (memory safety, synchronisation, ...). Returns "
+                       "the findings, one per line, or a clean report.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ptx": _PTX, "threads": _THREADS},
+            "required": ["ptx"],
+            "additionalProperties": False,
+        },
+    },
+    "evaluate": {
+        "description": "Run the candidate on the GPU: assemble, launch at the verify size and "
+                       "compare against the float64 reference, then time it at the bench size "
+                       "next to Triton. Returns correctness (max error, mismatches) and timings.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ptx": _PTX, "threads": _THREADS, "meta": _META,
+                           "dynamic_smem": _DYNAMIC_SMEM},
+            "required": ["ptx", "threads", "meta"],
+            "additionalProperties": False,
+        },
+    },
+    "submit": {
+        "description": "Submit your candidate for this turn; the turn ends here. Call it exactly "
+                       "once per turn. Omitted launch settings take the reference contract's "
+                       "values.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "ptx": _PTX,
+                "threads": _THREADS,
+                "meta": _META,
+                "dynamic_smem": _DYNAMIC_SMEM,
+                "cluster_dims": _CLUSTER_DIMS,
+                "global_scratch_size": _SCRATCH,
+                "notes": {"type": "string",
+                          "description": "What changed and why (short; kept in the transcript)."},
+            },
+            "required": ["ptx", "threads"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""Tool name -> ``{"description", "parameters"}`` (a JSON schema object)."""
+
+
+def tool_names(gpu_available: bool = True) -> list[str]:
+    """The tools offered to a model.
+
+    Args:
+        gpu_available: offer ``evaluate`` only when a GPU can run it.
+
+    Returns:
+        Tool names in a fixed order (``compile``, ``verify``, [``evaluate``], ``submit``).
+    """
+    return [n for n in TOOL_SCHEMAS if gpu_available or n != "evaluate"]
+
+
+def anthropic_tools(gpu_available: bool = True) -> list[dict[str, Any]]:
+    """The tools in the Anthropic Messages API format.
+
+    Args:
+        gpu_available: include ``evaluate``.
+
+    Returns:
+        ``[{"name", "description", "input_schema"}, ...]`` (fresh copies).
+    """
+    return [{"name": n, "description": TOOL_SCHEMAS[n]["description"],
+             "input_schema": _copy(TOOL_SCHEMAS[n]["parameters"])}
+            for n in tool_names(gpu_available)]
+
+
+def openai_tools(gpu_available: bool = True) -> list[dict[str, Any]]:
+    """The tools in the OpenAI Chat Completions format (function tools).
+
+    Args:
+        gpu_available: include ``evaluate``.
+
+    Returns:
+        ``[{"type": "function", "function": {"name", "description", "parameters"}}, ...]``.
+    """
+    return [{"type": "function",
+             "function": {"name": n, "description": TOOL_SCHEMAS[n]["description"],
+                          "parameters": _copy(TOOL_SCHEMAS[n]["parameters"])}}
+            for n in tool_names(gpu_available)]
+
+
+def _copy(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy(v) for v in obj]
+    return obj
+
+
+def _int(where: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer argument (integral floats such as ``128.0`` are accepted; bools are not)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{where}: expected an integer, got a boolean ({v!r})")
+    if isinstance(v, float):
+        if not math.isfinite(v) or v != int(v):
+            raise ValueError(f"{where}: expected an integer, got {v!r}")
+        v = int(v)
+    if not isinstance(v, int):
+        raise ValueError(f"{where}: expected an integer, got {type(v).__name__} {_short(v)}")
+    if lo is not None and v < lo:
+        raise ValueError(f"{where}: must be >= {lo}, got {v}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{where}: must be <= {hi}, got {v}")
+    return v
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def validate_tool_args(name: str, args: Any) -> dict[str, Any]:
+    """Check a tool call's arguments against its schema and normalise them.
+
+    Args:
+        name: the tool name (one of :data:`TOOL_SCHEMAS`).
+        args: the decoded JSON arguments.
+
+    Returns:
+        A new dict with the same keys, integers normalised (``128.0`` -> ``128``) and
+        ``cluster_dims`` as a list of three ints.
+
+    Raises:
+        ValueError: unknown tool, arguments not an object, a missing required field, an unknown
+            field, or a field of the wrong type or range; the message reads
+            ``<tool>.<field>: <what is wrong>``.
+    """
+    if name not in TOOL_SCHEMAS:
+        raise ValueError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_SCHEMAS)}")
+    if not isinstance(args, Mapping):
+        raise ValueError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
+    schema = TOOL_SCHEMAS[name]["parameters"]
+    props: dict[str, Any] = schema["properties"]
+    for req in schema["required"]:
+        if req not in args or args[req] is None:
+            raise ValueError(f"{name}.{req}: required field is missing")
+    unknown = sorted(k for k in args if k not in props)
+    if unknown:
+        raise ValueError(f"{name}.{unknown[0]}: unknown field (allowed: {', '.join(props)})")
+    out: dict[str, Any] = {}
+    for key, v in args.items():
+        where = f"{name}.{key}"
+        if v is None:  # optional field given as null: treat as omitted
+            continue
+        if key == "ptx":
+            if not isinstance(v, str):
+                raise ValueError(f"{where}: expected a string of PTX, got {type(v).__name__}")
+            if not v.strip():
+                raise ValueError(f"{where}: empty PTX")
+            out[key] = v
+        elif key == "threads":
+            out[key] = _int(where, v, 1, MAX_THREADS)
+        elif key == "dynamic_smem":
+            out[key] = _int(where, v, 0, MAX_DYNAMIC_SMEM)
+        elif key == "global_scratch_size":
+            out[key] = _int(where, v, 0)
+        elif key == "meta":
+            if not isinstance(v, Mapping):
+                raise ValueError(f"{where}: expected an object of name -> integer, got "
+                                 f"{type(v).__name__}")
+            meta = {}
+            for mk, mv in v.items():
+                if not isinstance(mk, str) or not mk:
+                    raise ValueError(f"{where}: keys must be non-empty strings, got {mk!r}")
+                meta[mk] = _int(f"{where}.{mk}", mv)
+            out[key] = meta
+        elif key == "cluster_dims":
+            if not isinstance(v, (list, tuple)) or len(v) != 3:
+                raise ValueError(f"{where}: expected [x, y, z] (three integers >= 1), "
+                                 f"got {_short(v)}")
+            out[key] = [_int(f"{where}[{i}]", d, 1) for i, d in enumerate(v)]
+        elif key == "notes":
+            if not isinstance(v, str):
+                raise ValueError(f"{where}: expected a string, got {type(v).__name__}")
+            out[key] = v
+        else:  # pragma: no cover - every property is handled above
+            out[key] = v
+    return out
+
+
+def submit_defaults(ctx: Any) -> dict[str, Any]:
+    """Launch settings a ``submit`` call may omit, taken from the reference contract.
+
+    Args:
+        ctx: a :class:`~agent.providers.base.ProposalContext` (duck-typed: ``config.meta`` and
+            ``abi``).
+
+    Returns:
+        ``{"meta", "dynamic_smem", "cluster_dims", "global_scratch_size",
+        "global_scratch_align"}``.
+    """
+    abi = ctx.abi
+    return {
+        "meta": dict(ctx.config.meta),
+        "dynamic_smem": abi.dynamic_smem,
+        "cluster_dims": [abi.num_ctas, 1, 1],
+        "global_scratch_size": abi.global_scratch_size,
+        "global_scratch_align": abi.global_scratch_align,
+    }
+
+
+def candidate_from_submit(args: Any, origin: str, *,
+                          defaults: Mapping[str, Any] | None = None) -> Candidate:
+    """Build the candidate a ``submit`` call describes.
+
+    Args:
+        args: the decoded ``submit`` arguments.
+        origin: recorded as :attr:`Candidate.origin` (``anthropic:<model>``).
+        defaults: values for omitted fields (see :func:`submit_defaults`): ``meta``,
+            ``dynamic_smem``, ``cluster_dims``, ``global_scratch_size``, ``global_scratch_align``.
+            Without them the :class:`Candidate` defaults apply.
+
+    Returns:
+        The :class:`~harness.candidate.Candidate` (``notes`` is not part of it).
+
+    Raises:
+        ValueError: the arguments do not match the ``submit`` schema; the message names the
+            field (``submit.threads: must be <= 1024, got 2048``).
+    """
+    clean = validate_tool_args("submit", args)
+    fields: dict[str, Any] = {}
+    for key in ("meta", "dynamic_smem", "cluster_dims", "global_scratch_size",
+                "global_scratch_align"):
+        if key in clean:
+            fields[key] = clean[key]
+        elif defaults is not None and key in defaults:
+            fields[key] = defaults[key]
+    if "cluster_dims" in fields:
+        fields["cluster_dims"] = tuple(fields["cluster_dims"])
+    try:
+        return Candidate(ptx=clean["ptx"], threads=clean["threads"], origin=origin, **fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        raise ValueError(f"submit.{loc}: {err.get('msg', 'invalid')}") from None
