@@ -23,7 +23,14 @@ from harness.errors import (
     UsageError,
     WorkerError,
 )
-from harness.evaluate import Baseline, GPUEvaluator, autotune, evaluate_candidate, gpu_available
+from harness.evaluate import (
+    Baseline,
+    GPUEvaluator,
+    autotune,
+    device_arch,
+    evaluate_candidate,
+    gpu_available,
+)
 from harness.inputs import make_inputs, reference_outputs
 from harness.ptxas import AssemblyResult, PtxasDiagnostic, assemble, resolve_ptxas
 from harness.reference import ReferenceArtifacts, compile_reference, compile_space
@@ -33,7 +40,7 @@ __all__ = [
     "SUPPORTED_ARCHS", "toolchain", "triton_version", "Candidate", "CompareResult", "compare",
     "GPUUnavailable", "HarnessError", "PtxasNotFound", "ReferenceCompileError", "ToolError",
     "UsageError", "WorkerError", "Baseline", "GPUEvaluator", "autotune", "evaluate_candidate",
-    "gpu_available", "make_inputs", "reference_outputs", "AssemblyResult", "PtxasDiagnostic",
+    "gpu_available", "device_arch", "make_inputs", "reference_outputs", "AssemblyResult", "PtxasDiagnostic",
     "assemble", "resolve_ptxas", "ReferenceArtifacts", "compile_reference", "compile_space",
     "EvalResult", "KernelRun", "SeedCheck",
 ]

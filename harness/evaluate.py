@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.candidate import Candidate
 from harness.errors import UsageError, WorkerError
-from harness.gpu.driver import probe_gpu
+from harness.gpu.driver import device_arch, probe_gpu
 from harness.gpu.worker import WorkerRequest
 from harness.reference import ReferenceArtifacts
 from harness.results import EvalResult, KernelRun, KernelUnderTest
@@ -29,7 +29,7 @@ from kernels.abi import KernelABI
 from kernels.spec import Config, KernelSpec
 
 __all__ = ["GPUEvaluator", "kernel_under_test", "reference_under_test", "autotune",
-           "evaluate_candidate", "gpu_available",
+           "evaluate_candidate", "gpu_available", "device_arch",
            "Baseline"]
 
 _ROOT = str(Path(__file__).resolve().parent.parent)

@@ -19,6 +19,7 @@ __all__ = [
     "CudaError",
     "check",
     "probe_gpu",
+    "device_arch",
     "DeviceInfo",
     "Context",
     "DeviceBuffer",
@@ -79,7 +80,18 @@ def probe_gpu() -> tuple[bool, str]:
     count = ctypes.c_int(0)
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
         return False, "the CUDA driver reports no device"
-    return True, f"{count.value} CUDA device(s)"
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76 (cuda.h)
+    lib.cuDeviceGetAttribute(ctypes.byref(major), 75, 0)
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, 0)
+    arch = f"sm_{major.value}{minor.value}" + ("a" if major.value >= 9 else "")
+    return True, f"{count.value} CUDA device(s); device 0 is {arch}"
+
+
+def device_arch() -> str | None:
+    """The ``a`` target of device 0 (``sm_90a`` on an H200), or None without a GPU."""
+    ok, reason = probe_gpu()
+    return reason.rsplit(" is ", 1)[1] if ok else None
 
 
 @dataclass(frozen=True)

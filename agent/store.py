@@ -1,0 +1,149 @@
+"""Run records in a SQL database (SQLite by default) through SQLAlchemy 2.0.
+
+One ``runs`` row per lowering (kernel, arch, provider, baseline, best candidate, where its files
+are) and one ``iterations`` row per proposal. The whole ``report.json`` is kept in the run row so
+nothing depends on the output folder surviving.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from agent.loop import LoweringResult
+
+__all__ = ["Base", "RunRow", "IterationRow", "RunStore", "StoreError"]
+
+
+class StoreError(RuntimeError):
+    """The database cannot be opened or written (message names the URL, without credentials)."""
+
+
+class Base(DeclarativeBase):
+    """Declarative base of ailower's tables."""
+
+
+class RunRow(Base):
+    """One lowering run."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kernel: Mapped[str] = mapped_column(String(200), index=True)
+    spec_id: Mapped[str] = mapped_column(String(32))
+    arch: Mapped[str] = mapped_column(String(16))
+    provider: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(200))
+    triton_version: Mapped[str] = mapped_column(String(32))
+    device: Mapped[str | None] = mapped_column(String(128))
+    gpu: Mapped[bool]
+    baseline_config: Mapped[str] = mapped_column(String(200))
+    baseline_ms: Mapped[float | None] = mapped_column(Float)
+    best_iteration: Mapped[int | None]
+    best_origin: Mapped[str | None] = mapped_column(String(200))
+    best_speedup: Mapped[float | None] = mapped_column(Float)
+    best_verdict: Mapped[str | None] = mapped_column(String(32))
+    stop_reason: Mapped[str] = mapped_column(String(500))
+    out_dir: Mapped[str | None] = mapped_column(Text)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    iterations: Mapped[list["IterationRow"]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="IterationRow.iteration")
+
+
+class IterationRow(Base):
+    """One proposal of a run."""
+
+    __tablename__ = "iterations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    iteration: Mapped[int]
+    origin: Mapped[str] = mapped_column(String(200))
+    verdict: Mapped[str] = mapped_column(String(32))
+    candidate_digest: Mapped[str | None] = mapped_column(String(32))
+    speedup: Mapped[float | None] = mapped_column(Float)
+    run: Mapped[RunRow] = relationship(back_populates="iterations")
+
+
+class RunStore:
+    """Open (and create) the database at ``url``.
+
+    Raises:
+        StoreError: the URL is invalid or the database cannot be created.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            if url.startswith("sqlite:///"):
+                Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(url)
+            Base.metadata.create_all(self.engine)
+        except (SQLAlchemyError, OSError, ValueError) as exc:
+            raise StoreError(f"cannot open the database {self._safe_url()}: {exc}") from None
+
+    def _safe_url(self) -> str:
+        from sqlalchemy.engine import make_url
+
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except (SQLAlchemyError, ValueError):
+            return "<invalid url>"
+
+    def record(self, result: LoweringResult, report: dict[str, Any], *, model: str | None = None,
+               out_dir: Path | None = None) -> int:
+        """Insert a run and its iterations; returns the run id.
+
+        Raises:
+            StoreError: the write failed (the transaction is rolled back; nothing partial stays).
+        """
+        best = result.best
+        base = report.get("reference", {})
+        device = (base.get("device") or {}).get("name") if base.get("device") else None
+        baseline_ms = None
+        for row in base.get("autotune", []) or []:
+            if row.get("config", "").endswith(f"[{base['baseline']['config']}]"):
+                baseline_ms = row.get("median_ms")
+        run = RunRow(
+            created_at=datetime.now(timezone.utc), kernel=result.kernel, spec_id=result.spec_id,
+            arch=result.arch, provider=result.provider, model=model,
+            triton_version=str(base.get("triton_version", "")), device=device, gpu=result.gpu,
+            baseline_config=base.get("baseline", {}).get("config", ""), baseline_ms=baseline_ms,
+            best_iteration=best.iteration if best else None, best_origin=best.origin if best else None,
+            best_speedup=best.speedup if best else None, best_verdict=best.verdict if best else None,
+            stop_reason=result.stop_reason, out_dir=str(out_dir) if out_dir else None,
+            report=json.loads(json.dumps(report, default=str)),
+            iterations=[IterationRow(iteration=r.iteration, origin=r.origin, verdict=r.verdict,
+                                     candidate_digest=r.candidate_digest, speedup=r.speedup)
+                        for r in result.iterations])
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(run)
+                s.flush()
+                return run.id
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot record the run in {self._safe_url()}: {exc}") from None
+
+    def runs(self, kernel: str | None = None, limit: int = 50) -> list[RunRow]:
+        """Most recent runs first, optionally of one kernel."""
+        q = select(RunRow).order_by(RunRow.id.desc()).limit(limit)
+        if kernel:
+            q = q.where(RunRow.kernel == kernel)
+        with Session(self.engine, expire_on_commit=False) as s:
+            return list(s.scalars(q))
+
+    def get(self, run_id: int) -> RunRow | None:
+        """One run with its iterations loaded, or None."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(RunRow, run_id)
+            if row is not None:
+                _ = list(row.iterations)
+            return row

@@ -1,0 +1,5 @@
+"""``python -m ailower`` runs the command line."""
+
+from ailower.cli import main
+
+main()

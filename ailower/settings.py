@@ -1,0 +1,63 @@
+"""Settings, from the environment (prefix ``AILOWER_``) and an optional ``.env`` file.
+
+Provider credentials are *not* ailower settings: the official SDKs read their usual variables
+(``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """ailower's settings.
+
+    Attributes:
+        data_dir: ``AILOWER_DATA_DIR``; caches, sources and the default database (``~/.ailower``).
+        db_url: ``AILOWER_DB_URL``; SQLAlchemy URL (default: SQLite ``<data_dir>/ailower.db``).
+        ptxas: ``AILOWER_PTXAS``; ptxas to use instead of Triton's bundled one.
+        provider: ``AILOWER_PROVIDER``; default provider (``triton``).
+        model: ``AILOWER_MODEL``; model name for the anthropic/openai providers.
+        iterations: ``AILOWER_ITERATIONS``; default iteration budget.
+        hang_timeout_s: ``AILOWER_HANG_TIMEOUT_S``; a launch running longer is a hang (seconds).
+        job_timeout_s: ``AILOWER_JOB_TIMEOUT_S``; wall limit of one GPU worker job (seconds).
+        max_ptx_version: ``AILOWER_MAX_PTX_VERSION``; PTX ISA cap for Triton's output (90 = 9.0,
+            the CUDA 13.0 driver's limit).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AILOWER_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".ailower")
+    db_url: str | None = None
+    ptxas: str | None = None
+    provider: str = "triton"
+    model: str | None = None
+    iterations: int = Field(default=4, ge=1, le=1000)
+    hang_timeout_s: float = Field(default=10.0, gt=0)
+    job_timeout_s: float = Field(default=900.0, gt=0)
+    max_ptx_version: int = Field(default=90, ge=60, le=200)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return Path(v).expanduser()
+
+    @property
+    def database_url(self) -> str:
+        """``db_url`` or the SQLite file in ``data_dir``."""
+        return self.db_url or f"sqlite:///{self.data_dir / 'ailower.db'}"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Reference-compile and source cache."""
+        return self.data_dir / "cache"
+
+
+def get_settings() -> Settings:
+    """Read the settings now (environment at call time)."""
+    return Settings()
