@@ -257,7 +257,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     def run_tool(name: str, args: dict[str, Any]) -> str:
         ptx = args.get("ptx", "")
         if name == "compile":
-            return assemble(ptx, arch, ptxas=options.ptxas).summary()
+            return assemble(ptx, arch, ptxas=options.ptxas).summary(ptx)
         if name == "verify":
             rep = verifier.verify(ptx, arch=arch, abi=art.abi, threads=args.get("threads"),
                                   filename="candidate.ptx")
@@ -267,7 +267,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                 return "evaluate: no GPU on this host; GPU evaluation is skipped"
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:
-                return a.summary()
+                return a.summary(ptx)
             cand = Candidate(ptx=ptx, threads=int(args.get("threads", art.abi.threads)),
                              meta={**art.config.meta, **(args.get("meta") or {})},
                              dynamic_smem=int(args.get("dynamic_smem", art.abi.dynamic_smem)))
@@ -312,7 +312,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                               filename="candidate.ptx")
         times["verify"] = time.perf_counter() - t
         rec.verifier = rep.to_dict()
-        parts = [asm.summary()]
+        parts = [asm.summary(cand.ptx)]
         rendered = rep.render("full")
         parts.append("verifier: " + ("no errors" if rep.ok else "REJECTED") + (
             "\n" + rendered if rendered else ""))

@@ -131,12 +131,15 @@ class GPUEvaluator:
         hang_timeout_s: per-launch limit inside the worker, seconds.
         job_timeout_s: wall limit for the whole job; past it the process group is killed.
         timing_budget_s: target wall time of one timed loop, seconds.
+        input_cache: folder where the worker memoises bench-size inputs (None: draw each time).
     """
 
     def __init__(self, *, python: str = sys.executable, hang_timeout_s: float = 10.0,
-                 job_timeout_s: float = 900.0, timing_budget_s: float = 1.0):
+                 job_timeout_s: float = 900.0, timing_budget_s: float = 1.0,
+                 input_cache: Path | None = None):
         self.python, self.hang_timeout_s = python, hang_timeout_s
         self.job_timeout_s, self.timing_budget_s = job_timeout_s, timing_budget_s
+        self.input_cache = input_cache
 
     def request(self, spec: KernelSpec, job: str, kernels: list[KernelUnderTest], **kw: Any
                 ) -> WorkerRequest:
@@ -146,7 +149,8 @@ class GPUEvaluator:
                              hang_timeout_s=self.hang_timeout_s,
                              timing_budget_s=self.timing_budget_s,
                              flops=spec.flop_count("bench", cfg), bytes=spec.byte_count("bench", cfg),
-                             flop_dtype=spec.flop_dtype, **kw)
+                             flop_dtype=spec.flop_dtype,
+                             input_cache=str(self.input_cache) if self.input_cache else None, **kw)
 
     def run(self, req: WorkerRequest) -> EvalResult:
         """Run one job; a hang, a crash or a timeout comes back as a status, not an exception.
@@ -178,14 +182,18 @@ class GPUEvaluator:
                 err_tail.append(line)
                 del err_tail[:-40]
 
-        threading.Thread(target=pump_out, daemon=True).start()
-        threading.Thread(target=pump_err, daemon=True).start()
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(req.model_dump_json())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # the worker died at once; its exit status and stderr tell why below
+        def feed() -> None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(payload)
+                proc.stdin.close()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the worker died or stopped reading; its exit status and stderr tell why
+
+        payload = req.model_dump_json()
+        # the request is written from a thread: a worker that never reads stdin cannot block us
+        for target in (pump_out, pump_err, feed):
+            threading.Thread(target=target, daemon=True).start()
         deadline = time.monotonic() + self.job_timeout_s
         last_stage: dict[str, Any] = {}
         result: EvalResult | None = None

@@ -7,12 +7,16 @@ pre-filled with a sentinel instead.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
 
-__all__ = ["make_inputs", "reference_outputs"]
+__all__ = ["make_inputs", "cached_inputs", "reference_outputs"]
 
 
 def make_inputs(spec: KernelSpec, size: str, seed: int) -> dict[str, np.ndarray]:
@@ -30,6 +34,36 @@ def make_inputs(spec: KernelSpec, size: str, seed: int) -> dict[str, np.ndarray]
             rng = np.random.default_rng([seed, i])
             out[p.name] = p.distribution.sample(rng, spec.shape(p, size), dtype(p.dtype).np)
     return out
+
+
+def cached_inputs(spec: KernelSpec, size: str, seed: int, cache_dir: str | Path | None
+                  ) -> dict[str, np.ndarray]:
+    """:func:`make_inputs`, memoised as ``.npy`` files under ``cache_dir/inputs`` (None: no cache).
+
+    Large ``bench`` inputs take seconds to draw; loading them back memory-mapped takes
+    milliseconds. Files are keyed by the spec's identity, the size name and the seed, and written
+    atomically (temporary name, then ``os.replace``).
+    """
+    if cache_dir is None:
+        return make_inputs(spec, size, seed)
+    folder = Path(cache_dir) / "inputs" / f"{spec.identity()}_{size}_{seed}"
+    names = [p.name for p in spec.params if p.is_tensor and p.role in ("in", "inout")]
+    files = {n: folder / f"{n}.npy" for n in names}
+    dts = {p.name: dtype(p.dtype).np for p in spec.params if p.name in files}
+    if all(f.exists() for f in files.values()):
+        try:
+            # stored as unsigned integers of the same width: ml_dtypes types do not round-trip .npy
+            return {n: np.load(f, mmap_mode="r").view(dts[n]) for n, f in files.items()}
+        except (OSError, ValueError):
+            pass  # a damaged cache entry is rebuilt below
+    arrays = make_inputs(spec, size, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, arr in arrays.items():
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npy.tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, arr.view(f"u{arr.dtype.itemsize}"))
+        os.replace(tmp, files[n])
+    return arrays
 
 
 def reference_outputs(spec: KernelSpec, size: str, inputs: dict[str, np.ndarray]

@@ -108,15 +108,23 @@ class AssemblyResult(BaseModel):
         """Info lines where ptxas silently changed the program (C7514/C7517/C7519/C7520)."""
         return [d for d in self.diagnostics if d.code in WGMMA_REPAIR_CODES]
 
-    def summary(self) -> str:
-        """A concise multi-line rendering for logs and model feedback."""
+    def summary(self, source: str | None = None) -> str:
+        """A concise multi-line rendering for logs and model feedback; with the PTX ``source``,
+        each diagnostic that has a line is followed by that source line."""
         head = (f"ptxas {self.ptxas_version} ({self.ptxas_source}) for {self.arch}: "
                 + ("ok" if self.ok else f"FAILED (exit {self.returncode})"))
         if self.ok:
             head += (f"; {self.registers} registers, {self.shared_bytes or 0} B static smem, "
                      f"{self.stack_frame or 0} B stack, {self.spill_stores or 0}/{self.spill_loads or 0}"
                      " B spill stores/loads")
-        lines = [head] + [d.render() for d in self.diagnostics if d.severity != "info" or d.code]
+        src = source.splitlines() if source else []
+        lines = [head]
+        for d in self.diagnostics:
+            if d.severity == "info" and not d.code:
+                continue
+            lines.append(d.render())
+            if d.line and 0 < d.line <= len(src):
+                lines.append(f"    | {src[d.line - 1].strip()}")
         return "\n".join(lines)
 
 
@@ -188,7 +196,7 @@ def parse_ptxas_output(text: str) -> tuple[list[PtxasDiagnostic], dict[str, int]
                 res["barriers"] = int(r.group(1))
             if r := _SMEM_RE.search(msg):
                 res["shared_bytes"] = int(r.group(1))
-            if msg.startswith(_PROPERTY_MSGS):
+            if any(p in msg for p in _PROPERTY_MSGS):
                 continue
         diags.append(PtxasDiagnostic(severity=m.group("sev"), code=m.group("code"),
                                      line=int(m.group("line")) if m.group("line") else None,

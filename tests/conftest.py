@@ -1,0 +1,35 @@
+"""Shared fixtures: GPU gating for ``@pytest.mark.gpu`` tests and an isolated data directory."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.gpu.driver import probe_gpu
+
+_GPU, _WHY = probe_gpu()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``gpu`` tests cleanly when there is no driver or device (the reason is shown)."""
+    if _GPU:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {_WHY}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """An empty ``AILOWER_DATA_DIR`` (and default database) for one test."""
+    d = tmp_path / "ailower-data"
+    monkeypatch.setenv("AILOWER_DATA_DIR", str(d))
+    monkeypatch.delenv("AILOWER_DB_URL", raising=False)
+    monkeypatch.delenv("AILOWER_PTXAS", raising=False)
+    return d
+
+
+@pytest.fixture(scope="session")
+def ref_cache(tmp_path_factory):
+    """A reference-compile cache shared by the whole session (compiles are the slow part)."""
+    return tmp_path_factory.mktemp("ref-cache")

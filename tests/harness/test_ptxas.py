@@ -1,0 +1,98 @@
+"""ptxas resolution, assembly, and structured diagnostics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+
+import pytest
+
+import kernels
+from harness import PtxasNotFound, assemble, compile_reference, resolve_ptxas, toolchain
+from harness.ptxas import parse_ptxas_output
+from tests import mutants
+
+
+@pytest.fixture(scope="module")
+def add_ptx(tmp_path_factory):
+    spec = kernels.get("vector_add")
+    return compile_reference(spec, "sm_90a", spec.configs()[0],
+                             cache_dir=tmp_path_factory.mktemp("c")).ptx
+
+
+def test_triton_ptx_assembles_with_bundled_ptxas(add_ptx):
+    r = assemble(add_ptx, "sm_90a")
+    assert r.ok and r.cubin[:4] == b"\x7fELF"
+    assert r.ptxas_source == "triton" and r.ptxas_path == toolchain("sm_90a").ptxas_path
+    assert r.registers and r.registers > 0
+    assert r.spill_stores == 0 and r.stack_frame == 0
+    assert not r.errors
+    assert f"--gpu-name=sm_90a" in r.command
+
+
+def test_ptxas_error_is_a_diagnostic_with_line(add_ptx):
+    bad = mutants.ptxas_error(add_ptx)
+    r = assemble(bad, "sm_90a")
+    assert not r.ok and r.cubin is None and r.returncode != 0
+    errs = r.errors
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if "bogus.op" in t)
+    assert any(d.line == line and d.severity == "error" for d in errs), errs
+    assert "candidate.ptx:" in r.summary() and "FAILED" in r.summary()
+
+
+def test_wrong_arch_instruction_is_reported(tmp_path):
+    spec = kernels.get("matmul")
+    ptx = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path).ptx
+    r = assemble(ptx.replace(".target sm_90a", ".target sm_100a"), "sm_100a")
+    assert not r.ok
+    assert any("wgmma" in d.message and d.line for d in r.errors)
+
+
+def test_setting_must_name_an_executable(tmp_path):
+    with pytest.raises(PtxasNotFound, match="AILOWER_PTXAS=.*not an executable"):
+        resolve_ptxas("sm_90a", tmp_path / "nope")
+
+
+def test_setting_is_used_and_recorded(tmp_path, add_ptx):
+    real = toolchain("sm_90a").ptxas_path
+    wrapper = tmp_path / "my-ptxas"
+    wrapper.write_text(f"#!/bin/sh\nexec {real} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    path, source, version = resolve_ptxas("sm_90a", wrapper)
+    assert (path, source) == (str(wrapper), "setting") and version.count(".") == 1
+    r = assemble(add_ptx, "sm_90a", ptxas=wrapper)
+    assert r.ok and r.ptxas_source == "setting"
+
+
+def test_path_is_the_last_resort(monkeypatch, tmp_path):
+    from harness import _triton_compat
+    from harness._triton_compat import TritonToolchain
+
+    real = _triton_compat.toolchain("sm_90a").ptxas_path
+    monkeypatch.setattr("harness.ptxas.compat.toolchain", lambda arch: TritonToolchain(
+        "x", str(tmp_path / "missing"), "0.0", 90, ()))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(real, bindir / "ptxas")
+    monkeypatch.setenv("PATH", str(bindir))
+    assert resolve_ptxas("sm_90a")[:2] == (shutil.which("ptxas"), "path")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(PtxasNotFound, match="no ptxas"):
+        resolve_ptxas("sm_90a")
+
+
+def test_parse_wgmma_repair_notes():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_90a'
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 42 by compiler to allow use of registers in GMMA in function 'k'
+ptxas /tmp/x.ptx, line 57; warning : Instruction 'foo' is deprecated
+ptxas info    : Function properties for k
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 16 bytes smem
+"""
+    diags, res = parse_ptxas_output(log)
+    assert res == {"registers": 168, "barriers": 1, "shared_bytes": 16, "stack_frame": 8,
+                   "spill_stores": 4, "spill_loads": 4}
+    assert [(d.severity, d.code, d.line) for d in diags] == [("info", "C7519", None),
+                                                             ("warning", None, 57)]
