@@ -116,7 +116,7 @@ def lower(
         gpu_note = f"GPU evaluation skipped: the GPU is {dev}, the target is {target}"
     else:
         evaluator = GPUEvaluator(hang_timeout_s=settings.hang_timeout_s,
-                                 job_timeout_s=settings.job_timeout_s)
+                                 job_timeout_s=settings.job_timeout_s, input_cache=settings.cache_dir)
     out_dir = out or Path("ailower-out") / f"{ks.name}-{target}"
     out_dir.mkdir(parents=True, exist_ok=True)
     transcript_path = out_dir / "transcript.jsonl"
