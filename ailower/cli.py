@@ -254,25 +254,21 @@ def runs(
 
 
 def main() -> None:
-    """Console-script entry: run the app, turning known errors into exit status 2."""
+    """Console-script entry: run the app, turning known errors into exit status 2.
+
+    Usage errors (unknown option, bad value) are handled by typer itself (exit status 2).
+    """
     from agent.providers.base import ProviderError
     from agent.store import StoreError
     from harness.errors import HarnessError
     from kernels import ExprError, SpecError
 
-    import click
-
     try:
-        rv = app(standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        app()
     except (CliFailure, SpecError, ExprError, HarnessError, StoreError, ProviderError) as exc:
         err.print(f"[red]error:[/] {exc}")
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         err.print("aborted")
         sys.exit(130)
     except Exception:  # an ailower bug: say so, with the repro command
@@ -280,4 +276,3 @@ def main() -> None:
         err.print(f"command: {' '.join(sys.argv)}")
         err.print(traceback.format_exc())
         sys.exit(2)
-    sys.exit(rv if isinstance(rv, int) else 0)

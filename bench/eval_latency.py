@@ -35,7 +35,7 @@ def main() -> int:
     if not ok:
         print(f"no GPU: {why}", file=sys.stderr)
         return 2
-    ev = GPUEvaluator()
+    ev = GPUEvaluator(input_cache=Path(args.cache))
     rows = []
     for name in args.kernels:
         spec = get(name)
