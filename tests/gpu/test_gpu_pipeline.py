@@ -40,7 +40,10 @@ def test_lower_with_triton_provider_matches_the_autotuned_baseline(name, data_di
     assert len(cand["checks"]) >= 3 and all(c["ok"] for c in cand["checks"])
     assert all(c["vs_float64"] for c in cand["checks"])  # the float64 reference was used
     assert 0.97 <= rep["speedup"] <= 1.03, rep["speedup"]
-    assert rep["candidate"]["origin"] == "triton:" + rep["reference"]["baseline"]["config"]
+    # iteration 1 is the baseline config's own PTX: same code, same launcher
+    first = rep["iterations"][0]
+    assert first["origin"] == "triton:" + rep["reference"]["baseline"]["config"]
+    assert first["verdict"] == "accepted" and 0.97 <= first["speedup"] <= 1.03, first
     runs = RunStore(f"sqlite:///{data_dir / 'ailower.db'}").runs(kernel=name)
     assert len(runs) == 1 and runs[0].best_speedup == pytest.approx(rep["speedup"])
     assert runs[0].device and runs[0].baseline_ms > 0
