@@ -2,7 +2,9 @@
 
 Times are milliseconds. The roofline time of a launch is ``max(bytes / copy_bandwidth,
 flops / peak_flops)``; the roofline fraction is that over the measured median (1.0 = at the
-roofline; a value above 1 is physically impossible and flagged as fraud-or-bug by callers).
+roofline). The memory ceiling is the *measured* ``cuMemcpyDtoD`` bandwidth, which a streaming
+kernel can beat by a few percent (seen on an H200: vector_add at 1.02), so only a fraction well
+above 1 points at a bug or a cheat.
 """
 
 from __future__ import annotations

@@ -96,3 +96,29 @@ ptxas info    : Used 168 registers, used 1 barriers, 16 bytes smem
                    "spill_stores": 4, "spill_loads": 4}
     assert [(d.severity, d.code, d.line) for d in diags] == [("info", "C7519", None),
                                                              ("warning", None, 57)]
+
+
+def _path_ptxas_13_0() -> str | None:
+    found = shutil.which("ptxas")
+    if found is None:
+        return None
+    from harness._triton_compat import ptxas_version_of
+
+    return found if ptxas_version_of(found) == "13.0" else None
+
+
+@pytest.mark.skipif(_path_ptxas_13_0() is None, reason="needs CUDA 13.0's ptxas on PATH: it reports "
+                    "the C7519 repair, while Triton's bundled 13.4 ptxas stays silent on it")
+def test_real_wgmma_repair_is_reported(tmp_path):
+    """Drop ``wgmma.fence``: ptxas 13.0 injects ``warpgroup.arrive`` and says so (C7519)."""
+    spec = kernels.get("matmul")
+    ptx = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path).ptx
+    broken = "\n".join(line for line in ptx.splitlines() if "wgmma.fence" not in line)
+    assert broken != ptx, "no wgmma.fence in the matmul PTX"
+    r = assemble(broken, "sm_90a", ptxas=_path_ptxas_13_0())
+    assert r.ok and r.ptxas_source == "setting" and r.ptxas_version == "13.0"
+    assert [d.code for d in r.repairs] == ["C7519"]
+    assert "warpgroup.arrive is injected" in r.repairs[0].message
+    assert "info[C7519]" in r.summary()
+    clean = assemble(ptx, "sm_90a", ptxas=_path_ptxas_13_0())
+    assert clean.ok and clean.repairs == []
