@@ -1,8 +1,9 @@
 """Run records in a SQL database (SQLite by default) through SQLAlchemy 2.0.
 
-One ``runs`` row per lowering (kernel, arch, provider, baseline, best candidate, where its files
-are) and one ``iterations`` row per proposal. The whole ``report.json`` is kept in the run row so
-nothing depends on the output folder surviving.
+One ``runs`` row per lowering (kernel, arch, provider, baseline, best candidate and its PTX, where
+its files are) and one ``iterations`` row per proposal. The whole ``report.json`` and the best PTX
+are kept in the run row, so nothing depends on the output folder surviving (a later run into the
+same ``--out`` overwrites the files, not the record).
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, select
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
@@ -53,6 +66,7 @@ class RunRow(Base):
     best_verdict: Mapped[str | None] = mapped_column(String(32))
     stop_reason: Mapped[str] = mapped_column(String(500))
     out_dir: Mapped[str | None] = mapped_column(Text)
+    best_ptx: Mapped[str | None] = mapped_column(Text)
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
     iterations: Mapped[list["IterationRow"]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="IterationRow.iteration")
@@ -87,8 +101,25 @@ class RunStore:
                 Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(url)
             Base.metadata.create_all(self.engine)
+            self._add_missing_columns()
         except (SQLAlchemyError, OSError, ValueError) as exc:
             raise StoreError(f"cannot open the database {self._safe_url()}: {exc}") from None
+
+    def _add_missing_columns(self) -> None:
+        """Bring a database made by an older ailower up to date: add new nullable columns
+        (``ALTER TABLE ... ADD COLUMN``); existing rows keep their data."""
+        insp = inspect(self.engine)
+        with self.engine.begin() as conn:
+            for table in Base.metadata.sorted_tables:
+                have = {c["name"] for c in insp.get_columns(table.name)}
+                for col in table.columns:
+                    if col.name in have:
+                        continue
+                    if not col.nullable:
+                        raise StoreError(f"{self._safe_url()}: table {table.name!r} lacks the "
+                                         f"required column {col.name!r}; use a new AILOWER_DB_URL")
+                    ctype = col.type.compile(dialect=self.engine.dialect)
+                    conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN {col.name} {ctype}'))
 
     def _safe_url(self) -> str:
         from sqlalchemy.engine import make_url
@@ -120,6 +151,7 @@ class RunStore:
             best_iteration=best.iteration if best else None, best_origin=best.origin if best else None,
             best_speedup=best.speedup if best else None, best_verdict=best.verdict if best else None,
             stop_reason=result.stop_reason, out_dir=str(out_dir) if out_dir else None,
+            best_ptx=result.best_candidate.ptx if result.best_candidate else None,
             report=json.loads(json.dumps(report, default=str)),
             iterations=[IterationRow(iteration=r.iteration, origin=r.origin, verdict=r.verdict,
                                      candidate_digest=r.candidate_digest, speedup=r.speedup)

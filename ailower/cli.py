@@ -151,6 +151,8 @@ def lower(
             files["cubin"] = out_dir / f"{ks.name}.cubin"
             files["cubin"].write_bytes(result.best_cubin)
     report["files"] = {k: str(v) for k, v in files.items()}
+    # the report reaches the disk before the database: a database failure loses nothing
+    files["report"].write_text(json.dumps(report, indent=2, default=str))
     store = RunStore(settings.database_url)
     run_id = store.record(result, report, model=model or settings.model, out_dir=out_dir)
     report["run_id"] = run_id

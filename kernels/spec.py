@@ -465,7 +465,7 @@ class KernelSpec(BaseModel):
                 try:
                     env[p.name] = evaluate(p.value, env)
                 except ExprError:
-                    pass
+                    continue  # not needed unless the grid names it; then the grid error says so
         vals = []
         for e in self.grid:
             try:

@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from harness.correctness import compare
-from harness.gpu.driver import Context, CudaError, DeviceBuffer, Kernel, LaunchSpec
+from harness.gpu.driver import Context, CudaError, DeviceBuffer, Kernel, LaunchSpec, check
 from harness.inputs import cached_inputs, make_inputs, reference_outputs
 from harness.results import (
     DeviceSummary,
@@ -346,7 +346,7 @@ class Worker:
             for kut in order:
                 i = r % 2
                 restore(kut, i)
-                ctx.cu.cuMemsetD32Async(flush.ptr, r + 1, n_words, ctx.stream)
+                check(ctx.cu.cuMemsetD32Async(flush.ptr, r + 1, n_words, ctx.stream), "cuMemsetD32Async")
                 s, e = events[kut.label][r]
                 ctx.record(s)
                 self._launch(kut, "bench", bufs_for(kut, i), scratches[kut.label])

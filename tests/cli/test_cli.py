@@ -40,6 +40,8 @@ def test_lower_softmax_static_writes_outputs_and_records_the_run(data_dir, tmp_p
     runs = RunStore(f"sqlite:///{data_dir / 'ailower.db'}").runs()
     assert [(x.kernel, x.arch, x.provider, x.gpu) for x in runs] == [("softmax", "sm_90a", "triton", False)]
     assert runs[0].report["candidate"]["digest"] == rep["candidate"]["digest"]
+    assert runs[0].best_ptx == (out / "softmax.ptx").read_text()
+    assert rep["run_id"] == runs[0].id
     r2 = ailower("runs")
     assert r2.returncode == 0 and "softmax" in r2.stdout
 

@@ -1,0 +1,49 @@
+"""The run store: records, listing, and opening a database made by an older ailower."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import kernels
+from agent.loop import LoopOptions, build_report, lower
+from agent.providers.triton import TritonProvider
+from agent.store import RunStore, StoreError
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("c")
+    return lower(kernels.get("vector_add"), "sm_90a", TritonProvider(cache_dir=cache),
+                 LoopOptions(iterations=2, cache_dir=cache))
+
+
+def test_record_and_read_back(tmp_path, result):
+    store = RunStore(f"sqlite:///{tmp_path / 'db' / 'runs.db'}")
+    rid = store.record(result, build_report(result), out_dir=tmp_path)
+    row = store.get(rid)
+    assert (row.kernel, row.arch, row.provider, row.gpu) == ("vector_add", "sm_90a", "triton", False)
+    assert [i.verdict for i in row.iterations] == ["static-only", "static-only"]
+    assert row.best_ptx == result.best_candidate.ptx and row.best_iteration == 1
+    assert row.report["verifier"]["ok"] is True
+    assert [r.id for r in store.runs(kernel="vector_add")] == [rid]
+    assert store.runs(kernel="softmax") == []
+
+
+def test_old_database_gains_new_columns_and_keeps_rows(tmp_path, result):
+    path = tmp_path / "old.db"
+    store = RunStore(f"sqlite:///{path}")
+    rid = store.record(result, build_report(result))
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE runs DROP COLUMN best_ptx")
+    con.commit()
+    con.close()
+    again = RunStore(f"sqlite:///{path}")
+    assert again.get(rid).kernel == "vector_add" and again.get(rid).best_ptx is None
+    assert again.get(again.record(result, build_report(result))).best_ptx
+
+
+def test_bad_url_is_a_store_error(tmp_path):
+    with pytest.raises(StoreError, match="cannot open the database"):
+        RunStore("nosuchdialect://x")
