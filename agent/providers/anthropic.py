@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import anthropic
 
 from agent.prompts import NO_SUBMIT_NOTE, feedback_prompt, initial_prompt, system_prompt
 from agent.providers.base import (
+    clip,
+    safe_url,
     Proposal,
     ProposalContext,
     Provider,
@@ -50,24 +51,6 @@ _SKIPPED_AFTER_SUBMIT = "Not run: submit ends the turn."
 _EXTRA_SUBMIT = "Ignored: only one submit per turn is used."
 
 
-def _safe_url(url: str | None) -> str | None:
-    """``url`` without user info, query or fragment (never logs credentials)."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(str(url))
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparsable url>"
-
-
-def _clip(text: str, n: int = 500) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
 def _map_error(exc: anthropic.AnthropicError) -> ProviderError:
     """Map an ``anthropic`` SDK exception to ailower's provider error (the one boundary).
 
@@ -83,10 +66,10 @@ def _map_error(exc: anthropic.AnthropicError) -> ProviderError:
     if isinstance(exc, anthropic.APITimeoutError):
         return ProviderTimeout("anthropic: the request timed out")
     if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderTimeout(f"anthropic: connection error ({_clip(str(exc), 200)})")
+        return ProviderTimeout(f"anthropic: connection error ({clip(str(exc), 200)})")
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
-        detail = _clip(str(getattr(exc, "api_message", None) or exc.message))
+        detail = clip(str(getattr(exc, "api_message", None) or exc.message))
         if isinstance(exc, anthropic.RateLimitError) or status in (429, 529):
             ra = retry_after_seconds(exc.response.headers)
             what = "rate limited" if status == 429 else "overloaded"
@@ -97,10 +80,10 @@ def _map_error(exc: anthropic.AnthropicError) -> ProviderError:
             return ProviderAuthError(f"anthropic: credentials rejected (HTTP {status}): {detail}")
         return ProviderBadOutput(f"anthropic: HTTP {status}: {detail}")
     if isinstance(exc, anthropic.APIResponseValidationError):
-        return ProviderBadOutput(f"anthropic: malformed response: {_clip(str(exc))}")
+        return ProviderBadOutput(f"anthropic: malformed response: {clip(str(exc))}")
     if isinstance(exc, getattr(anthropic, "CredentialsError", ())):
-        return ProviderAuthError(f"anthropic: credentials: {_clip(str(exc))}")
-    return ProviderBadOutput(f"anthropic: {type(exc).__name__}: {_clip(str(exc))}")
+        return ProviderAuthError(f"anthropic: credentials: {clip(str(exc))}")
+    return ProviderBadOutput(f"anthropic: {type(exc).__name__}: {clip(str(exc))}")
 
 
 class AnthropicProvider(Provider):
@@ -153,7 +136,7 @@ class AnthropicProvider(Provider):
         creds: dict[str, Any] = {"api_key": key} if key else {"auth_token": token}
         self._client = anthropic.Anthropic(**creds, base_url=base_url, timeout=timeout,
                                            max_retries=max_retries)
-        self._base_url = _safe_url(str(self._client.base_url))
+        self._base_url = safe_url(str(self._client.base_url))
         self._messages: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []  # tool_result blocks owed to the model
         self._notes: list[str] = []  # told to the model at the start of the next turn
@@ -240,7 +223,7 @@ class AnthropicProvider(Provider):
             blocks, stop, text = self._read(msg, events, usage)
             if stop == "refusal":
                 raise ProviderRefused("anthropic: the model refused"
-                                      + (f": {_clip(text)}" if text else ""))
+                                      + (f": {clip(text)}" if text else ""))
             if blocks:
                 self._messages.append({"role": "assistant", "content": blocks})
             uses = [b for b in blocks if b["type"] == "tool_use"]
@@ -341,7 +324,7 @@ class AnthropicProvider(Provider):
             raise _map_error(exc) from None
         except ValueError as exc:  # e.g. a 200 whose body is not JSON (json.JSONDecodeError)
             raise ProviderBadOutput(f"anthropic: unreadable response: "
-                                    f"{type(exc).__name__}: {_clip(str(exc))}") from None
+                                    f"{type(exc).__name__}: {clip(str(exc))}") from None
 
     def _read(self, msg: Any, events: list[dict[str, Any]],
               usage: dict[str, int]) -> tuple[list[dict[str, Any]], str | None, str]:

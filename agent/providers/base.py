@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +38,8 @@ __all__ = [
     "TOOL_NAMES",
     "retry_after_seconds",
     "redact",
+    "safe_url",
+    "clip",
 ]
 
 TOOL_NAMES = ("compile", "verify", "evaluate", "submit")
@@ -269,3 +272,22 @@ def redact(obj: Any, secrets: "list[str] | tuple[str, ...]") -> Any:
         return o
 
     return walk(obj)
+
+
+def safe_url(url: str | None) -> str | None:
+    """``url`` without user info, query or fragment, for transcripts (never logs credentials)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return "<unparsable url>"
+
+
+def clip(text: str, n: int = 500) -> str:
+    """``text`` cut to ``n`` characters (with ``...``) for messages and transcripts."""
+    return text if len(text) <= n else text[: n - 3] + "..."

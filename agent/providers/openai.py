@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
 from agent.prompts import NO_SUBMIT_NOTE, feedback_prompt, initial_prompt, system_prompt
 from agent.providers.base import (
+    clip,
+    safe_url,
     Proposal,
     ProposalContext,
     Provider,
@@ -51,24 +52,6 @@ _SKIPPED_AFTER_SUBMIT = "ERROR: not run: submit ends the turn."
 _EXTRA_SUBMIT = "ERROR: ignored: only one submit per turn is used."
 
 
-def _safe_url(url: str | None) -> str | None:
-    """``url`` without user info, query or fragment (never logs credentials)."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(str(url))
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "<unparsable url>"
-
-
-def _clip(text: str, n: int = 500) -> str:
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
 def _map_error(exc: openai.OpenAIError) -> ProviderError:
     """Map an ``openai`` SDK exception to ailower's provider error (the one boundary).
 
@@ -84,10 +67,10 @@ def _map_error(exc: openai.OpenAIError) -> ProviderError:
     if isinstance(exc, openai.APITimeoutError):
         return ProviderTimeout("openai: the request timed out")
     if isinstance(exc, openai.APIConnectionError):
-        return ProviderTimeout(f"openai: connection error ({_clip(str(exc), 200)})")
+        return ProviderTimeout(f"openai: connection error ({clip(str(exc), 200)})")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = _clip(str(exc.message))
+        detail = clip(str(exc.message))
         if isinstance(exc, openai.RateLimitError) or status == 429:
             ra = retry_after_seconds(exc.response.headers)
             hint = f"; retry after {ra:g} s" if ra is not None else ""
@@ -97,8 +80,8 @@ def _map_error(exc: openai.OpenAIError) -> ProviderError:
             return ProviderAuthError(f"openai: credentials rejected (HTTP {status}): {detail}")
         return ProviderBadOutput(f"openai: HTTP {status}: {detail}")
     if isinstance(exc, openai.APIResponseValidationError):
-        return ProviderBadOutput(f"openai: malformed response: {_clip(str(exc))}")
-    return ProviderBadOutput(f"openai: {type(exc).__name__}: {_clip(str(exc))}")
+        return ProviderBadOutput(f"openai: malformed response: {clip(str(exc))}")
+    return ProviderBadOutput(f"openai: {type(exc).__name__}: {clip(str(exc))}")
 
 
 class OpenAIProvider(Provider):
@@ -146,7 +129,7 @@ class OpenAIProvider(Provider):
         self._secrets = [key]
         self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
                                      max_retries=max_retries)
-        self._base_url = _safe_url(str(self._client.base_url))
+        self._base_url = safe_url(str(self._client.base_url))
         self._messages: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []  # tool messages owed to the model
         self._notes: list[str] = []
@@ -357,7 +340,7 @@ class OpenAIProvider(Provider):
             raise _map_error(exc) from None
         except ValueError as exc:  # e.g. a 200 whose body is not JSON (json.JSONDecodeError)
             raise ProviderBadOutput(f"openai: unreadable response: "
-                                    f"{type(exc).__name__}: {_clip(str(exc))}") from None
+                                    f"{type(exc).__name__}: {clip(str(exc))}") from None
 
     def _read(self, completion: Any, events: list[dict[str, Any]],
               usage: dict[str, int]) -> tuple[str | None, str, list[Any]]:
@@ -396,7 +379,7 @@ class OpenAIProvider(Provider):
         if counts:
             events.append({"type": "usage", **counts})
         if refusal:
-            raise ProviderRefused(f"openai: the model refused: {_clip(str(refusal))}")
+            raise ProviderRefused(f"openai: the model refused: {clip(str(refusal))}")
         if finish == "content_filter":
             raise ProviderRefused("openai: the reply was withheld by the content filter")
         return finish, text, calls
