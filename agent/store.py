@@ -104,6 +104,9 @@ class RunStore:
             self._add_missing_columns()
         except (SQLAlchemyError, OSError, ValueError) as exc:
             raise StoreError(f"cannot open the database {self._safe_url()}: {exc}") from None
+        except ImportError as exc:  # e.g. postgresql:// without a driver such as psycopg
+            raise StoreError(f"cannot open the database {self._safe_url()}: its driver is not "
+                             f"installed ({exc.name or exc})") from None
 
     def _add_missing_columns(self) -> None:
         """Bring a database made by an older ailower up to date: add new nullable columns

@@ -7,6 +7,7 @@ Exit codes (``style.md`` section 6): 0 clean, 1 findings (no valid candidate, ve
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -66,6 +67,8 @@ def _resolve_arch(arch: str) -> tuple[str, str | None]:
 
 
 def _make_provider(name: str, model: str | None, base_url: str | None, settings: Settings) -> Any:
+    if name not in PROVIDERS:
+        _fail(f"--provider {name!r}: choose one of {', '.join(PROVIDERS)}")
     if name == "triton":
         from agent.providers.triton import TritonProvider
 
@@ -102,9 +105,11 @@ def lower(
 
     settings = get_settings()
     ks = _load_spec(kernel, spec)
+    ks.load_reference()  # a broken reference fails now, not after the work (SpecError)
     target, dev = _resolve_arch(arch)
     prov_name = provider or settings.provider
     prov = _make_provider(prov_name, model or settings.model, base_url, settings)
+    store = RunStore(settings.database_url)  # a bad database URL fails before any work
     gpu_ok, why = gpu_available()
     gpu_note = ""
     evaluator = None
@@ -118,15 +123,21 @@ def lower(
         evaluator = GPUEvaluator(hang_timeout_s=settings.hang_timeout_s,
                                  job_timeout_s=settings.job_timeout_s, input_cache=settings.cache_dir)
     out_dir = out or Path("ailower-out") / f"{ks.name}-{target}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--out {out_dir}: cannot create the folder: {exc.strerror}")
+    if not os.access(out_dir, os.W_OK):
+        _fail(f"--out {out_dir}: the folder is not writable")
+    # the transcript is written beside the old one and replaces it only when the run ends
     transcript_path = out_dir / "transcript.jsonl"
-    if transcript_path.exists():
-        transcript_path.unlink()
+    partial = out_dir / "transcript.jsonl.partial"
+    partial.unlink(missing_ok=True)
     opts = LoopOptions(iterations=iterations or settings.iterations, gpu=evaluator is not None,
                        ptxas=settings.ptxas, cache_dir=settings.cache_dir,
                        max_ptx_version=settings.max_ptx_version)
     console.print(f"[bold]ailower lower[/] {ks.name} -> {target} with provider [cyan]{prov_name}[/]"
-                  f" ({opts.iterations} iterations)")
+                  f" (up to {opts.iterations} iterations)")
     if gpu_note:
         console.print(f"[yellow]{gpu_note}[/]: static path only (compile, assemble, verify)")
 
@@ -137,23 +148,29 @@ def lower(
             console.print(f"  autotuned baseline: [{data['config']}] {data['median_ms']:.4f} ms")
         elif kind == "iteration":
             console.print(f"  iteration {data['iteration']}: {data['origin'] or '-'} -> {data['verdict']}"
-                          + (f" ({data['speedup']:.3f}x)" if data.get("speedup") else ""))
+                          + (f" ({data['speedup']:.3f}x)" if data.get("speedup") else "")
+                          + (f": {data['provider_error']}" if data.get("provider_error") else ""))
 
     result = run_lower(ks, target, prov, opts, evaluator=evaluator,
-                       transcript=Transcript(transcript_path), on_event=progress)
+                       transcript=Transcript(partial), on_event=progress)
     result.gpu_note = gpu_note
     report = build_report(result)
+    os.replace(partial, transcript_path)
     files = {"report": out_dir / "report.json", "transcript": transcript_path}
+    stale = [out_dir / f"{ks.name}.ptx", out_dir / f"{ks.name}.cubin"]
     if result.best_candidate is not None:
-        files["ptx"] = out_dir / f"{ks.name}.ptx"
+        files["ptx"] = stale[0]
         files["ptx"].write_text(result.best_candidate.ptx)
         if result.best_cubin:
-            files["cubin"] = out_dir / f"{ks.name}.cubin"
+            files["cubin"] = stale[1]
             files["cubin"].write_bytes(result.best_cubin)
+    for f in stale:  # files of an earlier run into this folder (its record keeps them)
+        if f.exists() and f not in files.values():
+            f.unlink()
+            console.print(f"  removed {f} from an earlier run (its PTX stays in the database)")
     report["files"] = {k: str(v) for k, v in files.items()}
     # the report reaches the disk before the database: a database failure loses nothing
     files["report"].write_text(json.dumps(report, indent=2, default=str))
-    store = RunStore(settings.database_url)
     run_id = store.record(result, report, model=model or settings.model, out_dir=out_dir)
     report["run_id"] = run_id
     files["report"].write_text(json.dumps(report, indent=2, default=str))
@@ -161,6 +178,9 @@ def lower(
     for k, v in files.items():
         console.print(f"  {k:<10} {v}")
     console.print(f"  run #{run_id} recorded in {store._safe_url()}")
+    if result.iterations and all(r.verdict == "rejected-provider" for r in result.iterations):
+        _fail(f"the provider {prov_name!r} produced no candidate: "
+              f"{result.iterations[-1].provider_error}")
     if result.best_candidate is None:
         console.print("[red]no valid candidate[/]")
         raise typer.Exit(1)
@@ -208,31 +228,79 @@ def kernels() -> None:
     console.print(t)
 
 
+MAX_PTX_BYTES = 64 << 20
+"""``ailower verify`` refuses larger files (64 MiB); the largest Triton PTX is well under 1 MiB."""
+
+
+def read_ptx_file(file: Path) -> str:
+    """Read a PTX file as UTF-8 text; raises :class:`CliFailure` naming the file and the problem."""
+    try:
+        st = file.stat()
+    except OSError as exc:
+        _fail(f"{file}: cannot read: {exc.strerror}")
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        _fail(f"{file}: not a regular file")
+    if st.st_size > MAX_PTX_BYTES:
+        _fail(f"{file}: {st.st_size} bytes is over the {MAX_PTX_BYTES >> 20} MiB limit for PTX")
+    try:
+        return file.read_bytes().decode("utf-8")
+    except OSError as exc:
+        _fail(f"{file}: cannot read: {exc.strerror}")
+    except UnicodeDecodeError as exc:
+        _fail(f"{file}: not UTF-8 text (byte {exc.start}): PTX is ASCII text")
+    raise AssertionError("unreachable")
+
+
 @app.command()
 def verify(
     file: Annotated[Path, typer.Argument(help="PTX file")],
     arch: Annotated[str | None, typer.Option(help="sm_89 | sm_90a | sm_100a (default: the .target)")] = None,
+    kernel: Annotated[str | None, typer.Option(
+        help="suite kernel (or spec file) whose reference ABI the entry must keep (E1/E2/E3)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, max=1024, help="launch threads per CTA (E3)")] = None,
+    assemble_too: Annotated[bool, typer.Option("--assemble", help="also assemble with ptxas")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
-    """Run the static PTX verifier on FILE; exit 1 when it finds an error."""
+    """Run the static PTX verifier on FILE; exit 1 when it (or ptxas, with --assemble) finds an error."""
+    import re
+
     import verifier
 
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        _fail(f"{file}: cannot read: {exc.strerror}")
+    text = read_ptx_file(file)
     if arch is None:
-        import re
-
         m = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
         arch = m.group(1) if m else "sm_90a"
-    rep = verifier.verify(text, arch=arch, filename=str(file))
+    abi = None
+    if kernel is not None:
+        from harness import compile_reference
+
+        ks = _load_spec(kernel, None)
+        cfg = ks.configs()[0]
+        settings = get_settings()
+        abi = compile_reference(ks, arch, cfg, cache_dir=settings.cache_dir,
+                                max_ptx_version=settings.max_ptx_version).abi
+    rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file))
+    asm = None
+    if assemble_too:
+        from harness import assemble
+
+        asm = assemble(text, arch, ptxas=get_settings().ptxas)
     if json_out:
-        console.print_json(json.dumps(rep.to_dict()))
+        doc = rep.to_dict()
+        if asm is not None:
+            doc["assembly"] = asm.model_dump(mode="json", exclude={"cubin"})
+        console.print_json(json.dumps(doc))
     else:
         out = rep.render("full")
         print(out if out else f"{file}: no findings")
-    if not rep.ok:
+        if abi is None:
+            print(f"note: no --kernel given: the entry name and parameters (E1/E2) and the launch "
+                  f"threads (E3) were not checked against a reference ABI")
+        if asm is not None:
+            print(asm.summary(text))
+    if not rep.ok or (asm is not None and not asm.ok):
         raise typer.Exit(1)
 
 
@@ -250,7 +318,8 @@ def runs(
         t.add_column(col)
     for r in store.runs(kernel=kernel, limit=limit):
         t.add_row(str(r.id), r.created_at.strftime("%Y-%m-%d %H:%M"), r.kernel, r.arch, r.provider,
-                  r.device or ("no" if not r.gpu else "yes"), r.baseline_config,
+                  r.device or ("no" if not r.gpu else "yes"),
+                  r.baseline_config if r.baseline_ms else "- (not autotuned)",
                   r.best_origin or "-", f"{r.best_speedup:.3f}x" if r.best_speedup else "-")
     console.print(t)
 
@@ -265,10 +334,22 @@ def main() -> None:
     from harness.errors import HarnessError
     from kernels import ExprError, SpecError
 
+    from pydantic import ValidationError
+
+    from verifier import VerifierError
+
     try:
         app()
-    except (CliFailure, SpecError, ExprError, HarnessError, StoreError, ProviderError) as exc:
+    except (CliFailure, SpecError, ExprError, HarnessError, StoreError, ProviderError,
+            VerifierError) as exc:
         err.print(f"[red]error:[/] {exc}")
+        sys.exit(2)
+    except ValidationError as exc:  # settings from the environment
+        lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        err.print(f"[red]error:[/] invalid setting ({exc.title}): " + "; ".join(lines))
+        sys.exit(2)
+    except OSError as exc:  # the file system said no (data dir, output folder, ...)
+        err.print(f"[red]error:[/] {exc.strerror or exc}: {exc.filename or ''}")
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("aborted")

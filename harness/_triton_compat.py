@@ -33,12 +33,27 @@ __all__ = [
     "arch_capability",
     "compile_options",
     "SUPPORTED_ARCHS",
+    "MIN_PTX_VERSION",
+    "check_ptx_version",
 ]
 
 SUPPORTED_ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100a")
 """Targets the reference compile accepts (``a`` is added by Triton for capability >= 90)."""
 
 _DEFAULT_MAX_PTX = 90  # CUDA 13.0 driver/ptxas: PTX ISA 9.0
+
+MIN_PTX_VERSION = {"sm_80": 70, "sm_89": 78, "sm_90a": 80, "sm_100a": 86}
+"""The first PTX ISA version that knows each target (PTX ISA 9.1, "Release notes" and "PTX ISA
+version" of each target: sm_80 in 7.0, sm_89 in 7.8, sm_90a in 8.0, sm_100a in 8.6)."""
+
+
+def check_ptx_version(arch: str, max_ptx_version: int) -> None:
+    """Raise ``ValueError`` when ``max_ptx_version`` is too old for ``arch`` (LLVM would abort)."""
+    need = MIN_PTX_VERSION[arch]
+    if max_ptx_version < need:
+        raise ValueError(f"max PTX version {max_ptx_version / 10:.1f} (AILOWER_MAX_PTX_VERSION="
+                         f"{max_ptx_version}) is older than PTX {need / 10:.1f}, the first that "
+                         f"supports {arch}")
 
 
 def triton_version() -> str:

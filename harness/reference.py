@@ -181,11 +181,13 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         max_ptx_version: highest PTX ISA to stamp (90 = 9.0, the CUDA 13.0 driver's limit).
 
     Raises:
-        UsageError: unknown arch.
+        UsageError: unknown arch, or ``max_ptx_version`` below what the arch needs.
+        kernels.SpecError: the kernel source cannot be imported or does not match the spec.
         ReferenceCompileError: Triton failed (its message is included).
     """
     try:
         cap = compat.arch_capability(arch)
+        compat.check_ptx_version(arch, max_ptx_version)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     options = compat.compile_options(arch, config.num_warps, config.num_stages, config.num_ctas,
@@ -204,6 +206,7 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
     from triton.compiler import ASTSource
 
     fn = spec.source.load(cache_dir)
+    spec.check_function(fn)
     constexprs = spec.constexprs(config, "bench")
     src = ASTSource(fn=fn, signature=spec.signature(), constexprs=constexprs, attrs=spec.attrs())
     t0 = time.perf_counter()

@@ -4,9 +4,12 @@ Shapes (``"M * K"``), grids (``"cdiv(N, BLOCK)"``), derived constexprs (``"next_
 scalar argument values and the FLOP / byte formulas of a spec are strings. They are parsed once with
 :mod:`ast` into a closure over a whitelist of node types; nothing is ever handed to ``eval``.
 
-Grammar: integer and float literals, names, ``+ - * / // % **``, unary ``+``/``-``, parentheses,
-and calls of the functions in :data:`FUNCTIONS`. Anything else (attributes, subscripts,
-comparisons, lambdas, keyword arguments, strings) raises :class:`ExprError`.
+Grammar: integer and float literals, names, ``+ - * / // % **``, unary ``+``/``-``, comparisons
+(``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``, chained), ``and``/``or``/``not`` (these give 1 or 0),
+parentheses, and calls of the functions in :data:`FUNCTIONS`. Anything else (attributes,
+subscripts, lambdas, keyword arguments, strings) raises :class:`ExprError`. Every intermediate
+value must stay within +-2**256 (a size or FLOP count beyond that is a mistake, and unbounded
+integer powers could hang the process).
 """
 
 from __future__ import annotations
@@ -60,6 +63,21 @@ _UNARY: dict[type[ast.unaryop], Callable[[Number], Number]] = {
 }
 _MAX_LEN = 512
 _MAX_POW = 64
+_MAX_BITS = 256
+_CMPOPS: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne,
+}
+
+
+def _bounded(v: Number) -> Number:
+    """``v`` if its magnitude is at most 2**256 (and finite), else ``ValueError``."""
+    if isinstance(v, int):
+        if v.bit_length() > _MAX_BITS:
+            raise ValueError(f"intermediate value exceeds 2**{_MAX_BITS}")
+    elif not math.isfinite(v) or abs(v) > 2.0 ** _MAX_BITS:
+        raise ValueError(f"intermediate value {v} is not finite or exceeds 2**{_MAX_BITS}")
+    return v
 
 
 class ExprError(ValueError):
@@ -134,9 +152,32 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
                 b, e = left(env), right(env)
                 if abs(e) > _MAX_POW:
                     raise ValueError(f"exponent {e} exceeds {_MAX_POW}")
-                return op(b, e)
+                if abs(b) > 1 and e > 0 and e * math.log2(abs(b)) > _MAX_BITS:
+                    raise ValueError(f"{b} ** {e} exceeds 2**{_MAX_BITS}")
+                return _bounded(op(b, e))
             return power
-        return lambda env: op(left(env), right(env))
+        return lambda env: _bounded(op(left(env), right(env)))
+    if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+        first = _build(node.left, text, names)
+        rest = [(_CMPOPS[type(o)], _build(c, text, names)) for o, c in zip(node.ops, node.comparators)]
+
+        def compare(env: Env) -> Number:
+            a = first(env)
+            for cmp, fn in rest:
+                b = fn(env)
+                if not cmp(a, b):
+                    return 0
+                a = b
+            return 1
+        return compare
+    if isinstance(node, ast.BoolOp):
+        parts = [_build(v, text, names) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return lambda env: int(all(f(env) for f in parts))
+        return lambda env: int(any(f(env) for f in parts))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner_not = _build(node.operand, text, names)
+        return lambda env: int(not inner_not(env))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         op1 = _UNARY[type(node.op)]
         inner = _build(node.operand, text, names)
@@ -150,7 +191,7 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
             raise ExprError(text, "keyword arguments are not allowed", col)
         fn = FUNCTIONS[node.func.id]
         args = [_build(a, text, names) for a in node.args]
-        return lambda env: fn(*(a(env) for a in args))
+        return lambda env: _bounded(fn(*(a(env) for a in args)))
     raise ExprError(text, f"{type(node).__name__} is not allowed in an expression", col)
 
 

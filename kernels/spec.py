@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import itertools
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,7 +28,15 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kernels.dtypes import DTYPES
 from kernels.expr import ExprError, compile_expr, evaluate
@@ -46,7 +55,10 @@ __all__ = [
 ]
 
 Num = int | float
-ExprLike = str | int
+ExprLike = str | StrictInt
+
+MAX_TENSOR_BYTES = 1 << 36
+"""Largest tensor a spec may declare (64 GiB): more is a mistake on any current GPU (H200: 141 GB)."""
 
 
 class SpecError(ValueError):
@@ -134,14 +146,22 @@ class SourceRef(BaseModel):
                     mod = importlib.util.module_from_spec(ispec)
                     sys.modules[name] = mod
                     ispec.loader.exec_module(mod)
-        except (ImportError, OSError, SyntaxError) as exc:
-            raise SpecError("source", f"cannot import the kernel source: {exc}") from None
+        except SpecError:
+            raise
+        except Exception as exc:  # the user's module ran and raised: report it, naming the file
+            raise SpecError(f"source {self.origin()}",
+                            f"importing the kernel source raised {type(exc).__name__}: {exc}") from None
         fn = getattr(mod, self.function, None)
         if fn is None:
-            raise SpecError("source.function", f"no function {self.function!r} in the source")
+            raise SpecError("source.function", f"no function {self.function!r} in {self.origin()}")
         if not isinstance(fn, JITFunction):
-            raise SpecError("source.function", f"{self.function!r} is not a @triton.jit function")
+            raise SpecError("source.function",
+                            f"{self.function!r} in {self.origin()} is not a @triton.jit function")
         return fn
+
+    def origin(self) -> str:
+        """Where the source comes from, for messages (module name, file path or ``<inline text>``)."""
+        return self.module or self.path or "<inline text>"
 
 
 class Distribution(BaseModel):
@@ -154,9 +174,15 @@ class Distribution(BaseModel):
 
     kind: Literal["normal", "uniform", "randint"] = "normal"
     mean: float = 0.0
-    std: float = 1.0
+    std: float = Field(default=1.0, ge=0)
     low: float = 0.0
     high: float = 1.0
+
+    @model_validator(mode="after")
+    def _range(self) -> "Distribution":
+        if self.kind != "normal" and not self.low < self.high:
+            raise ValueError(f"{self.kind} distribution needs low < high, got [{self.low}, {self.high})")
+        return self
 
     def sample(self, rng: np.random.Generator, shape: tuple[int, ...], np_dtype: np.dtype) -> np.ndarray:
         """Draw an array of ``shape`` stored as ``np_dtype``."""
@@ -206,6 +232,8 @@ class Param(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Param":
+        if isinstance(self.value, bool):
+            raise ValueError("value must be a number or an expression, not a boolean")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         if self.kind in ("pointer", "tensordesc"):
@@ -243,10 +271,10 @@ class Config(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    meta: dict[str, int] = Field(default_factory=dict)
+    meta: dict[str, StrictInt] = Field(default_factory=dict)
     num_warps: int = 4
-    num_stages: int = 3
-    num_ctas: int = 1
+    num_stages: int = Field(default=3, ge=1, le=16)
+    num_ctas: int = Field(default=1, ge=1, le=16)
 
     @field_validator("num_warps")
     @classmethod
@@ -388,9 +416,14 @@ class KernelSpec(BaseModel):
                     self.grid_dims(size_name, cfg.meta)
                     for p in self.params:
                         if p.is_tensor:
-                            self.shape(p, size_name)
+                            nbytes = int(np.prod(self.shape(p, size_name), dtype=object)) * DTYPES[
+                                p.dtype].itemsize  # type: ignore[index]
+                            if nbytes > MAX_TENSOR_BYTES:
+                                raise ValueError(f"tensor {p.name} would take {nbytes} bytes "
+                                                 f"(> {MAX_TENSOR_BYTES} = 64 GiB)")
                         if p.kind == "scalar":
                             v = evaluate(p.value, env)  # type: ignore[arg-type]
+                            _check_scalar_range(p, v)
                             if p.divisibility and int(v) % p.divisibility:
                                 raise ValueError(
                                     f"scalar {p.name}={v} is not divisible by {p.divisibility} "
@@ -472,8 +505,8 @@ class KernelSpec(BaseModel):
                 v = evaluate(e, env)
             except ExprError as exc:
                 raise SpecError("grid", str(exc)) from None
-            if int(v) != v or v < 1:
-                raise SpecError("grid", f"{e!r} gave {v}; need a positive integer")
+            if not math.isfinite(v) or int(v) != v or v < 1 or v >= 2**31:
+                raise SpecError("grid", f"{e!r} gave {v}; need a positive integer below 2**31")
             vals.append(int(v))
         return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
 
@@ -483,8 +516,8 @@ class KernelSpec(BaseModel):
         out = []
         for e in p.shape or ():
             v = evaluate(e, dims)
-            if int(v) != v or v < 0:
-                raise SpecError(f"params.{p.name}.shape", f"{e!r} gave {v}")
+            if not math.isfinite(v) or int(v) != v or v < 0:
+                raise SpecError(f"params.{p.name}.shape", f"{e!r} gave {v}; need an integer >= 0")
             out.append(int(v))
         return tuple(out)
 
@@ -531,6 +564,18 @@ class KernelSpec(BaseModel):
                 out[(i,)] = [["tt.divisibility", div]]
         return out
 
+    def check_function(self, fn: Any) -> None:
+        """Check that ``params`` name the jit function's parameters, in order.
+
+        Raises:
+            SpecError: the names differ (both lists are given).
+        """
+        want = list(getattr(fn, "arg_names", []))
+        have = [p.name for p in self.params]
+        if want != have:
+            raise SpecError("params", f"the spec's parameters {have} differ from the parameters "
+                                      f"of {self.source.function}(): {want}")
+
     def load_reference(self) -> Callable[..., dict[str, np.ndarray]] | None:
         """Import the float64 reference function, or None when the spec has none.
 
@@ -547,14 +592,16 @@ class KernelSpec(BaseModel):
                     f"_ailower_ref_{hashlib.sha256(path.encode()).hexdigest()[:12]}", path)
                 mod = importlib.util.module_from_spec(ispec)  # type: ignore[arg-type]
                 ispec.loader.exec_module(mod)  # type: ignore[union-attr]
-            except (ImportError, OSError, SyntaxError, AttributeError) as exc:
-                raise SpecError("reference", f"cannot import {src.path}: {exc}") from None
+            except Exception as exc:  # the user's module ran and raised: report it, naming the file
+                raise SpecError("reference", f"cannot import {src.path}: {type(exc).__name__}: {exc}"
+                                ) from None
         elif ":" in self.reference:
             modname, fn = self.reference.split(":", 1)
             try:
                 mod = importlib.import_module(modname)
-            except ImportError as exc:
-                raise SpecError("reference", f"cannot import {modname}: {exc}") from None
+            except Exception as exc:  # as above: user code
+                raise SpecError("reference", f"cannot import {modname}: {type(exc).__name__}: {exc}"
+                                ) from None
         else:
             raise SpecError("reference", "use 'module:function' or 'file.py::function'")
         ref = getattr(mod, fn, None)
@@ -573,6 +620,21 @@ class KernelSpec(BaseModel):
         return h.hexdigest()[:16]
 
 
+_INT_RANGES = {"i1": (0, 1), "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1),
+               "i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "u8": (0, 2**8 - 1),
+               "u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1)}
+
+
+def _check_scalar_range(p: Param, v: Num) -> None:
+    """A scalar must fit its dtype: the launcher packs it into exactly that many bits."""
+    rng = _INT_RANGES.get(p.dtype or "")
+    if rng is not None:
+        if int(v) != v or not rng[0] <= v <= rng[1]:
+            raise ValueError(f"scalar {p.name}={v} does not fit {p.dtype} [{rng[0]}, {rng[1]}]")
+    elif not math.isfinite(v):
+        raise ValueError(f"scalar {p.name}={v} is not finite")
+
+
 def load_spec(path: str | Path, *, source: str | None = None) -> KernelSpec:
     """Read a spec from a JSON or YAML file.
 
@@ -588,6 +650,8 @@ def load_spec(path: str | Path, *, source: str | None = None) -> KernelSpec:
         raw = p.read_text()
     except OSError as exc:
         raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(str(p), "not a text file (UTF-8 expected)") from None
     try:
         data = json.loads(raw) if p.suffix == ".json" else yaml.safe_load(raw)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -78,3 +78,97 @@ def test_missing_provider_key_is_a_clear_error(data_dir, monkeypatch):
     r = ailower("lower", "softmax", "--provider", "anthropic", "--model", "m",
                 env_extra={"ANTHROPIC_API_KEY": ""})
     assert r.returncode == 2 and "ANTHROPIC_API_KEY" in r.stderr
+
+
+def test_verify_refuses_bad_files_clearly(data_dir, tmp_path):
+    binf = tmp_path / "bin.ptx"
+    binf.write_bytes(b"\x00\xff\xfe garbage")
+    for args, msg in [((str(binf),), "not UTF-8 text"), (("/dev/zero",), "not a regular file"),
+                      ((str(tmp_path),), "not a regular file")]:
+        r = ailower("verify", *args)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_verify_with_kernel_checks_the_abi(data_dir, tmp_path):
+    out = tmp_path / "o"
+    assert ailower("lower", "vector_add", "--iterations", "1", "--out", str(out)).returncode == 0
+    good = (out / "vector_add.ptx").read_text()
+    renamed = tmp_path / "renamed.ptx"
+    renamed.write_text(good.replace(".entry vector_add_kernel", ".entry other_kernel"))
+    r = ailower("verify", str(renamed))
+    assert r.returncode == 0 and "were not checked against a reference ABI" in r.stdout
+    r = ailower("verify", str(renamed), "--kernel", "vector_add")
+    assert r.returncode == 1 and "error[E1]" in r.stdout
+    r = ailower("verify", str(out / "vector_add.ptx"), "--kernel", "vector_add", "--assemble")
+    assert r.returncode == 0 and "ptxas" in r.stdout and "ok;" in r.stdout
+    bogus = tmp_path / "bogus.ptx"
+    bogus.write_text(good.replace("ret;", "shlx.b32 %r1, %r1, 1;\n\tret;"))
+    r = ailower("verify", str(bogus), "--assemble")
+    assert r.returncode == 1 and "FAILED" in r.stdout
+    r = ailower("verify", str(bogus), "--arch", "bogus")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_environment_and_output_problems_are_clear(data_dir, tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    cases = [
+        (("lower", "vector_add", "--out", str(f)), {}, "cannot create the folder"),
+        (("lower", "vector_add"), {"AILOWER_ITERATIONS": "abc"}, "invalid setting"),
+        (("lower", "vector_add", "--out", str(tmp_path / "o1")), {"AILOWER_DB_URL": "garbage"},
+         "cannot open the database"),
+        (("lower", "vector_add", "--out", str(tmp_path / "o2")),
+         {"AILOWER_DB_URL": "postgresql://u:secret@127.0.0.1/x"}, "driver is not installed"),
+        (("lower", "matmul", "--out", str(tmp_path / "o3")), {"AILOWER_MAX_PTX_VERSION": "70"},
+         "older than PTX 8.0"),
+        (("lower", "softmax", "--provider", "foo"), {}, "choose one of triton, anthropic, openai"),
+    ]
+    for args, env, msg in cases:
+        r = ailower(*args, env_extra=env)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and "secret" not in r.stderr
+    assert not (tmp_path / "o1" / "report.json").exists()  # failed before doing any work
+
+
+def test_unreachable_provider_is_exit_2_with_the_cause(data_dir):
+    r = ailower("lower", "softmax", "--provider", "openai", "--model", "m", "--iterations", "2",
+                "--base-url", "http://127.0.0.1:9/v1", env_extra={"OPENAI_API_KEY": "x"})
+    assert r.returncode == 2 and "produced no candidate" in r.stderr and "connection" in r.stderr
+
+
+def test_spec_must_match_the_function(data_dir, tmp_path):
+    import yaml
+
+    from kernels.suite import vector_add
+    src = tmp_path / "k.py"
+    src.write_text(open(vector_add.__file__).read())
+    d = json.loads(vector_add.SPEC.model_dump_json())
+    d["source"] = {"path": str(src), "function": "vector_add_kernel"}
+    d["reference"] = None
+    d["params"][0], d["params"][2] = d["params"][2], d["params"][0]  # out and x swapped
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(d))
+    r = ailower("lower", str(spec), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "differ from the parameters of vector_add_kernel()" in r.stderr
+    d["params"][0], d["params"][2] = d["params"][2], d["params"][0]
+    d["sizes"]["bench"] = {"N": 2**31 + 16}
+    spec.write_text(yaml.safe_dump(d))
+    r = ailower("lower", str(spec), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "does not fit i32" in r.stderr
+
+
+def test_rerun_into_the_same_out_replaces_files_and_keeps_records(data_dir, tmp_path):
+    out = tmp_path / "o"
+    assert ailower("lower", "softmax", "--iterations", "1", "--out", str(out)).returncode == 0
+    fake = tmp_path / "fake-ptxas"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Cuda compilation tools, "
+                    "release 13.0, V13.0.88'; exit 0; fi\necho 'ptxas fatal : nope' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    r = ailower("lower", "softmax", "--iterations", "1", "--out", str(out),
+                env_extra={"AILOWER_PTXAS": str(fake)})
+    assert r.returncode == 1 and "removed" in r.stdout
+    assert not (out / "softmax.ptx").exists()
+    assert json.loads((out / "report.json").read_text())["candidate"] is None
+    runs = RunStore(f"sqlite:///{data_dir / 'ailower.db'}").runs()
+    assert len(runs) == 2 and runs[1].best_ptx and runs[0].best_ptx is None
+    assert not (out / "transcript.jsonl.partial").exists()
