@@ -324,6 +324,16 @@ def runs(
     console.print(t)
 
 
+def _register_commands() -> None:
+    """Add the command groups that live in their own modules (one per area)."""
+    from ailower import cmd_server
+
+    cmd_server.register(app)
+
+
+_register_commands()
+
+
 def main() -> None:
     """Console-script entry: run the app, turning known errors into exit status 2.
 

@@ -12,6 +12,7 @@ PKGS=(
   "pydantic-settings" "python-dotenv"
   "sqlalchemy>=2.0" "greenlet"
   "openai==3.57.0" "anthropic==2.14.0" "distro" "jiter" "sniffio" "docstring-parser"
+  "fastapi" "starlette" "uvicorn" "argon2-cffi" "argon2-cffi-bindings" "cffi" "pycparser"
   "httpx2" "httpcore2" "opentelemetry-api" "truststore" "idna>=3.18" "anyio>=4.10" "h11>=0.16"
 )
 mkdir -p .whl

@@ -1,0 +1,172 @@
+"""The server's tables (SQLAlchemy 2.0 typed declarative mapping) and engine set-up.
+
+SQLite (the default, in WAL mode with a busy timeout so that the API, the job slots and the job
+runner processes can write concurrently) and PostgreSQL are reached through the same SQLAlchemy
+URL (``AILOWER_DB_URL``). The tables live next to :mod:`agent.store`'s ``runs`` tables, under
+their own names (``api_keys``, ``jobs``, ``job_events``, ``job_artifacts``).
+
+A job's ``version`` counter is bumped by every state change; a state change names the version it
+read, so of two racing writers only one advances the job (``sqla:doc/build/orm/versioning.rst``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+__all__ = ["Base", "ApiKey", "Job", "JobEvent", "JobArtifact", "make_engine", "make_sessionmaker",
+           "utcnow", "TERMINAL", "STATUSES"]
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def as_utc(t: datetime | None) -> datetime | None:
+    """``t`` as aware UTC (SQLite hands naive datetimes back)."""
+    if t is None:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the server's tables."""
+
+
+class ApiKey(Base):
+    """A client API key: only its argon2 hash is stored; ``key_id`` is the public prefix."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(32), unique=True, index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    hash: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    rate_per_minute: Mapped[int] = mapped_column(Integer)
+    max_concurrent: Mapped[int] = mapped_column(Integer)
+    max_body_bytes: Mapped[int] = mapped_column(Integer)
+    max_ptx_bytes: Mapped[int] = mapped_column(Integer)
+    max_source_bytes: Mapped[int] = mapped_column(Integer)
+
+
+class Job(Base):
+    """One lowering request and its state."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("key_id", "idempotency_key", name="uq_jobs_idempotency"),
+                      Index("ix_jobs_status_created", "status", "created_at"))
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(32), ForeignKey("api_keys.key_id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    kernel: Mapped[str] = mapped_column(String(200), index=True)
+    arch: Mapped[str] = mapped_column(String(16))
+    provider: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str | None] = mapped_column(String(200))
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    untrusted_source: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_owner: Mapped[str | None] = mapped_column(String(120))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    eval_seconds: Mapped[float | None] = mapped_column(Float)
+
+
+class JobEvent(Base):
+    """One entry of a job's event log; ``id`` is the SSE event id (increasing per job)."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    kind: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JobArtifact(Base):
+    """A file a job produced, kept under the data directory; ``sha256`` guards its content."""
+
+    __tablename__ = "job_artifacts"
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_job_artifacts_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"), index=True)
+    name: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(Text)
+    media_type: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` with the server's tables created.
+
+    SQLite: WAL journal, ``synchronous=NORMAL``, a 30 s busy timeout and foreign keys on, for every
+    connection (https://www.sqlite.org/wal.html). The parent folder of a SQLite file is created.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be reached or the tables created.
+    """
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if url.startswith("sqlite"):
+        from pathlib import Path
+
+        from sqlalchemy.engine import make_url
+
+        db = make_url(url).database
+        if db and db != ":memory:":
+            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    engine = create_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+    Base.metadata.create_all(engine)
+    return engine
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker:
+    """Sessions that keep loaded attributes after commit (rows are read after the transaction)."""
+    return sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,67 @@
+"""Request dependencies as ``Annotated`` aliases: ``SessionDep``, ``ApiKeyDep``, ``BodyLimitDep``.
+
+Tests may swap them via ``app.dependency_overrides`` (``style.md`` section 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from server.db import ApiKey
+from server.errors import ApiError
+from server.keys import authenticate
+
+__all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "check_body_size"]
+
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer ail_<id>_<secret>")
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A database session for the request (closed afterwards)."""
+    with request.app.state.sessionmaker() as s:
+        yield s
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_api_key(session: SessionDep,
+                creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> ApiKey:
+    """The caller's live API key.
+
+    Raises:
+        ApiError: 401 ``unauthorized`` when the header is missing, not a Bearer key, or the key is
+            unknown, revoked or wrong.
+    """
+    if creds is None or creds.scheme.lower() != "bearer":
+        raise ApiError(401, "unauthorized", "missing 'Authorization: Bearer <API key>' header",
+                       loc=["header", "Authorization"], headers={"WWW-Authenticate": "Bearer"})
+    row = authenticate(session, creds.credentials)
+    if row is None:
+        raise ApiError(401, "unauthorized", "unknown, revoked or malformed API key",
+                       loc=["header", "Authorization"], headers={"WWW-Authenticate": "Bearer"})
+    return row
+
+
+ApiKeyDep = Annotated[ApiKey, Depends(get_api_key)]
+
+
+async def check_body_size(request: Request, key: ApiKeyDep) -> ApiKey:
+    """Enforce the key's ``max_body_bytes`` on the request body (413 ``body-too-large``).
+
+    The server-wide cap (``max_body_bytes``) is enforced earlier by the body-limit middleware,
+    before authentication, so this reads at most that many bytes.
+    """
+    body = await request.body()
+    if len(body) > key.max_body_bytes:
+        raise ApiError(413, "body-too-large", f"request body is {len(body)} bytes; this key's "
+                       f"limit is {key.max_body_bytes}", loc=["body"])
+    return key
+
+
+BodyLimitedKeyDep = Annotated[ApiKey, Depends(check_body_size)]

@@ -1,0 +1,71 @@
+"""The FastAPI application: routers, error handlers, body limit, the job slots' lifespan."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from ailower.settings import Settings
+from server.db import make_engine, make_sessionmaker
+from server.errors import install_handlers
+from server.metrics import DBCollector
+from server.routers.lowerings import router as lowerings_router
+from server.routers.misc import kernels_router, ops_router, verify_router
+from server.settings import ServerSettings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("ailower.server")
+
+
+def create_app(settings: Settings | None = None, server_settings: ServerSettings | None = None,
+               *, workers: bool = True) -> FastAPI:
+    """Build the app.
+
+    Args:
+        settings, server_settings: read from the environment when None.
+        workers: start a :class:`server.workers.WorkerPool` with the app (False: an API-only
+            process; jobs wait for ``python -m server.workers`` elsewhere).
+    """
+    settings = settings or Settings()
+    ss = server_settings or ServerSettings()
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        pool = None
+        if workers:
+            from server.workers import WorkerPool
+
+            pool = WorkerPool(settings, ss)
+            pool.start()
+        app.state.pool = pool
+        log.info("ailower serve: %d job slot(s), GPUs %s", pool.n if pool else 0,
+                 pool.gpus if pool else [])
+        try:
+            yield
+        finally:
+            if pool is not None:
+                pool.shutdown()
+            engine.dispose()
+
+    app = FastAPI(title="ailower", version="1", lifespan=lifespan,
+                  max_body_size=ss.max_body_bytes,
+                  description="Lower Triton kernels to verified, measured PTX over HTTP. "
+                              "Every /v1 route except /v1/kernels needs "
+                              "'Authorization: Bearer <API key>'.")
+    app.state.settings, app.state.server_settings = settings, ss
+    app.state.engine, app.state.sessionmaker = engine, make_sessionmaker(engine)
+    app.state.pool = None
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(DBCollector(app.state.sessionmaker))
+    app.state.metrics_registry = registry
+    install_handlers(app)
+    app.include_router(lowerings_router)
+    app.include_router(kernels_router)
+    app.include_router(verify_router)
+    app.include_router(ops_router)
+    return app

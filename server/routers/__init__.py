@@ -1,0 +1,1 @@
+"""One router per resource: lowerings (jobs), kernels, verify, ops (health and metrics)."""

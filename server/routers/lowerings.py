@@ -1,0 +1,265 @@
+"""``/v1/lowerings``: submit, list, inspect, stream, fetch artifacts, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from server import jobs as J
+from server.db import TERMINAL, Job, JobArtifact, as_utc, utcnow
+from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep
+from server.errors import ApiError, error_responses
+from server.schemas import (
+    Budget,
+    LoweringCreate,
+    LoweringCreated,
+    LoweringPublic,
+    LoweringsPublic,
+    Status,
+)
+from server.submit import validate_submission
+
+router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"])
+
+
+
+def to_public(job: Job, artifacts: list[str]) -> LoweringPublic:
+    """The API view of ``job``."""
+    summary = job.summary or {}
+    return LoweringPublic(
+        id=job.id, status=job.status, kernel=job.kernel, arch=job.arch, provider=job.provider,
+        model=job.model, budget=Budget.model_validate(job.request.get("budget") or {}),
+        created_at=as_utc(job.created_at), started_at=as_utc(job.started_at),
+        finished_at=as_utc(job.finished_at), attempts=job.attempts,
+        cancel_requested=job.cancel_requested, progress=job.progress or {},
+        best=summary.get("best"), stop_reason=summary.get("stop_reason"),
+        gpu=summary.get("gpu"), gpu_note=summary.get("gpu_note"), error=job.error,
+        artifacts=artifacts)
+
+
+def _own_job(session, key, job_id: str) -> Job:
+    job = session.get(Job, job_id) if len(job_id) <= 36 else None
+    if job is None or job.key_id != key.key_id:
+        raise ApiError(404, "not-found", f"no lowering {job_id!r}", loc=["path", "id"])
+    return job
+
+
+def own_job(id: str, session: SessionDep, key: ApiKeyDep) -> Job:
+    """Dependency: the caller's job ``id`` (404 ``not-found`` for an unknown id or another key's
+    job). A dependency, so that it runs before a streaming response starts."""
+    return _own_job(session, key, id)
+
+
+OwnJobDep = Annotated[Job, Depends(own_job)]
+
+
+def _artifact_names(session, job_id: str) -> list[str]:
+    return sorted(session.scalars(select(JobArtifact.name).where(JobArtifact.job_id == job_id)))
+
+
+@router.post("", status_code=202, response_model=LoweringCreated,
+             responses=error_responses(400, 401, 409, 413, 422, 429),
+             summary="Submit a lowering")
+def create_lowering(body: LoweringCreate, request: Request, response: Response,
+                    session: SessionDep, key: BodyLimitedKeyDep,
+                    idempotency_key: Annotated[str | None, Header(max_length=200)] = None
+                    ) -> LoweringCreated:
+    """Queue a lowering of a suite kernel or a submitted spec; returns ``202`` with its id.
+
+    A repeated ``Idempotency-Key`` with the same body returns the first job; with a different
+    body, ``409``. ``429`` (with ``Retry-After``) when the key's submissions per minute or
+    concurrent jobs are at their limit.
+    """
+    ss = request.app.state.server_settings
+    payload = body.model_dump(mode="json")
+    rhash = J.request_hash(payload)
+    if idempotency_key is not None:
+        old = session.scalar(select(Job).where(Job.key_id == key.key_id,
+                                               Job.idempotency_key == idempotency_key))
+        if old is not None:
+            if old.request_hash != rhash:
+                raise ApiError(409, "idempotency-conflict", "this Idempotency-Key was used with a "
+                               "different request body", loc=["header", "Idempotency-Key"])
+            return _created(old, request)
+    now = utcnow()
+    window = session.scalars(select(Job.created_at).where(
+        Job.key_id == key.key_id, Job.created_at > now - timedelta(seconds=60))
+        .order_by(Job.created_at)).all()
+    if len(window) >= key.rate_per_minute:
+        oldest = as_utc(window[-key.rate_per_minute])
+        wait = max(1, math.ceil(60 - (now - oldest).total_seconds()))
+        raise ApiError(429, "rate-limited", f"{key.rate_per_minute} submissions per minute "
+                       f"allowed for this key; retry in {wait} s", headers={"Retry-After": str(wait)})
+    active = session.scalar(select(func.count()).select_from(Job).where(
+        Job.key_id == key.key_id, Job.status.in_(("queued", "running"))))
+    if active >= key.max_concurrent:
+        raise ApiError(429, "too-many-jobs", f"this key has {active} queued or running jobs; the "
+                       f"limit is {key.max_concurrent}", headers={"Retry-After": "5"})
+    kernel, untrusted = validate_submission(body, ss, key.max_source_bytes)
+    job = Job(id=str(uuid.uuid4()), key_id=key.key_id, status="queued", kernel=kernel,
+              arch=body.arch, provider=body.provider, model=body.model, request=payload,
+              request_hash=rhash, idempotency_key=idempotency_key, untrusted_source=untrusted,
+              created_at=now, progress={"stage": "queued"})
+    session.add(job)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        old = session.scalar(select(Job).where(Job.key_id == key.key_id,
+                                               Job.idempotency_key == idempotency_key))
+        if old is None or old.request_hash != rhash:
+            raise ApiError(409, "idempotency-conflict", "this Idempotency-Key was used with a "
+                           "different request body", loc=["header", "Idempotency-Key"]) from None
+        return _created(old, request)
+    J.add_event(session, job.id, "queued", {"kernel": kernel, "arch": body.arch,
+                                            "provider": body.provider,
+                                            "iterations": body.budget.iterations})
+    return _created(job, request)
+
+
+def _created(job: Job, request: Request) -> LoweringCreated:
+    return LoweringCreated(id=job.id, status=job.status, url=f"/v1/lowerings/{job.id}",
+                           events_url=f"/v1/lowerings/{job.id}/events")
+
+
+@router.get("", response_model=LoweringsPublic, responses=error_responses(401, 422),
+            summary="List the caller's lowerings")
+def list_lowerings(session: SessionDep, key: ApiKeyDep,
+                   status: Annotated[Status | None, Query()] = None,
+                   kernel: Annotated[str | None, Query(max_length=200)] = None,
+                   limit: Annotated[int, Query(ge=1, le=100)] = 20,
+                   offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0) -> LoweringsPublic:
+    """The caller's jobs, newest first, filtered by ``status`` and ``kernel``; ``count`` is the
+    total number of matches."""
+    q = select(Job).where(Job.key_id == key.key_id)
+    if status is not None:
+        q = q.where(Job.status == status)
+    if kernel is not None:
+        q = q.where(Job.kernel == kernel)
+    count = session.scalar(select(func.count()).select_from(q.subquery()))
+    rows = session.scalars(q.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset))
+    data = [to_public(j, _artifact_names(session, j.id)) for j in rows]
+    return LoweringsPublic(data=data, count=count or 0, limit=limit, offset=offset)
+
+
+@router.get("/{id}", response_model=LoweringPublic, responses=error_responses(401, 404),
+            summary="One lowering's status, progress and best candidate")
+def get_lowering(id: str, session: SessionDep, key: ApiKeyDep) -> LoweringPublic:
+    """Status (queued / running / succeeded / failed / cancelled), progress, the best candidate's
+    verdicts and speedup, error details, and the artifacts available."""
+    job = _own_job(session, key, id)
+    return to_public(job, _artifact_names(session, job.id))
+
+
+@router.post("/{id}/cancel", response_model=LoweringPublic, status_code=202,
+             responses=error_responses(401, 404), summary="Cancel a lowering")
+def cancel_lowering(id: str, session: SessionDep, key: ApiKeyDep) -> LoweringPublic:
+    """A queued job is cancelled at once; a running one is stopped by its worker within about a
+    second (``cancel_requested`` is set meanwhile). Cancelling a finished job changes nothing."""
+    job = _own_job(session, key, id)
+    if job.status == "queued" and not J.cancel_queued(session, job):
+        session.refresh(job)
+    if job.status == "running":
+        J.request_cancel(session, job)
+    session.refresh(job)
+    return to_public(job, _artifact_names(session, job.id))
+
+
+_ARTIFACT_FILES = {"ptx": "ptx", "cubin": "cubin", "report": "json", "transcript": "jsonl"}
+
+
+@router.get("/{id}/artifacts/{name}", responses={
+    **error_responses(401, 404),
+    200: {"content": {"text/plain": {}, "application/json": {}, "application/octet-stream": {},
+                      "application/x-ndjson": {}},
+          "description": "the artifact's bytes"}},
+    response_class=Response, summary="Fetch an artifact")
+def get_artifact(id: str, name: Literal["ptx", "cubin", "report", "transcript"],
+                 request: Request, session: SessionDep, key: ApiKeyDep) -> Response:
+    """``ptx`` (the best PTX), ``cubin``, ``report`` (report.json) or ``transcript``
+    (transcript.jsonl). ``404`` until the job has produced it."""
+    job = _own_job(session, key, id)
+    art = session.scalar(select(JobArtifact).where(JobArtifact.job_id == job.id,
+                                                   JobArtifact.name == name))
+    if art is None:
+        raise ApiError(404, "artifact-not-found", f"lowering {job.id} has no {name!r} artifact "
+                       f"(status {job.status})", loc=["path", "name"])
+    root = J.job_dir(request.app.state.settings.data_dir, job.id).resolve()
+    path = Path(art.path).resolve()
+    if root not in path.parents:
+        raise ApiError(404, "artifact-not-found", f"artifact {name!r} is outside the job folder",
+                       loc=["path", "name"])
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise ApiError(404, "artifact-not-found", f"artifact {name!r} is missing on disk",
+                       loc=["path", "name"]) from None
+    if hashlib.sha256(data).hexdigest() != art.sha256:
+        raise ApiError(409, "artifact-changed", f"artifact {name!r} does not match its recorded "
+                       "SHA-256", loc=["path", "name"])
+    fname = f"{job.kernel}.{_ARTIFACT_FILES[name]}"
+    return Response(data, media_type=art.media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{fname}"',
+                             "X-Content-SHA256": art.sha256})
+
+
+@router.get("/{id}/events", response_class=EventSourceResponse,
+            responses=error_responses(401, 404), summary="Stream a lowering's events (SSE)")
+async def stream_events(id: str, request: Request, job: OwnJobDep,
+                        last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+                        after: Annotated[int | None, Query(ge=0, le=2**62)] = None
+                        ) -> AsyncIterator[ServerSentEvent]:
+    """Server-Sent Events: ``queued``, ``claimed``, ``started``, ``reference_compiled``,
+    ``baseline``, one ``iteration`` per proposal (proposal origin and digest, ptxas result,
+    verifier findings, evaluation status, speedup), ``requeued``, ``stop``, ``done`` and a final
+    ``succeeded`` / ``failed`` / ``cancelled``; then an ``end`` event and the stream closes.
+    Each event's id is its id in the job's event log: reconnect with ``Last-Event-ID`` (or
+    ``?after=ID``) to resume."""
+    start = after or 0
+    if last_event_id is not None:
+        try:
+            start = max(start, int(last_event_id))
+        except ValueError:
+            raise ApiError(422, "validation-error", "Last-Event-ID must be an integer event id",
+                           loc=["header", "Last-Event-ID"]) from None
+    job_id = job.id
+    maker = request.app.state.sessionmaker
+    limit_s = request.app.state.server_settings.max_stream_s
+
+    def fetch(cursor: int) -> tuple[list, str]:
+        with maker() as s:
+            evs = J.events_after(s, job_id, cursor)
+            status = s.scalar(select(Job.status).where(Job.id == job_id))
+            return [(e.id, e.kind, e.data, e.attempt, as_utc(e.created_at)) for e in evs], status
+
+    t0 = time.monotonic()
+    cursor = start
+    while True:
+        evs, status = await run_in_threadpool(fetch, cursor)
+        for eid, kind, data, attempt, ts in evs:
+            cursor = eid
+            yield ServerSentEvent(id=str(eid), event=kind,
+                                  raw_data=json.dumps({"kind": kind, "attempt": attempt,
+                                                       "ts": ts.isoformat(), "data": data},
+                                                      default=str))
+        if not evs and status in TERMINAL:
+            yield ServerSentEvent(event="end", raw_data=json.dumps({"status": status}))
+            return
+        if not evs:
+            if time.monotonic() - t0 > limit_s or await request.is_disconnected():
+                return
+            await asyncio.sleep(0.25)

@@ -1,0 +1,86 @@
+"""Server settings, from the environment (prefix ``AILOWER_SERVER_``) and an optional ``.env`` file.
+
+The data directory and database URL are ailower's own settings (``AILOWER_DATA_DIR``,
+``AILOWER_DB_URL``; :mod:`ailower.settings`); this module holds only what the REST service adds.
+Provider credentials for jobs are read here and nowhere else: clients never send them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ailower.settings import Settings
+
+__all__ = ["ServerSettings", "get_server_settings"]
+
+
+class ServerSettings(BaseSettings):
+    """The REST service's settings (environment variables ``AILOWER_SERVER_<FIELD>``).
+
+    Attributes:
+        host, port: where uvicorn listens (default loopback ``127.0.0.1:8000``).
+        cpu_workers: job slots on a GPU-less host (static path: compile, assemble, verify).
+        gpu_workers: job slots on a GPU host; None = one per visible GPU (each slot's jobs see
+            only their GPU through ``CUDA_VISIBLE_DEVICES``).
+        lease_s: a claimed job's lease (seconds); a job whose lease lapses is re-queued.
+        heartbeat_s: how often a slot renews its lease and polls for cancellation (seconds).
+        max_attempts: a job re-queued this many times (its worker died each time) fails.
+        max_body_bytes: hard cap on any request body (bytes), before authentication.
+        default_max_body_bytes / default_max_ptx_bytes / default_max_source_bytes: per-key limits
+            given to new keys (a key may carry its own).
+        default_rate_per_minute: submissions per key per rolling minute.
+        default_max_concurrent: queued + running jobs per key.
+        max_iterations: the largest iteration budget a client may ask for.
+        max_wall_time_s: the largest wall-time budget a client may ask for (seconds).
+        sandbox_cpu_s / sandbox_memory_mb / sandbox_wall_s: limits of the subprocess that compiles
+            untrusted Triton source (``RLIMIT_CPU`` seconds, ``RLIMIT_AS`` MiB, wall seconds).
+        max_stream_s: an SSE stream closes after this long (the client resumes with
+            ``Last-Event-ID``).
+        anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
+            provider without credentials is refused at submission.
+        price_per_mtok: USD per million tokens by model, ``{"model": [input, output]}``; needed to
+            enforce a job's ``max_cost_usd``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="AILOWER_SERVER_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    cpu_workers: int = Field(default=2, ge=0, le=256)
+    gpu_workers: int | None = Field(default=None, ge=0, le=64)
+    lease_s: float = Field(default=30.0, gt=0)
+    heartbeat_s: float = Field(default=2.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    max_body_bytes: int = Field(default=2_000_000, ge=1024)
+    default_max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    default_max_ptx_bytes: int = Field(default=1_000_000, ge=1024)
+    default_max_source_bytes: int = Field(default=64_000, ge=256)
+    default_rate_per_minute: int = Field(default=30, ge=1)
+    default_max_concurrent: int = Field(default=4, ge=1)
+    max_iterations: int = Field(default=32, ge=1, le=1000)
+    max_wall_time_s: float = Field(default=3600.0, gt=0)
+    sandbox_cpu_s: int = Field(default=300, ge=1)
+    sandbox_memory_mb: int = Field(default=8192, ge=256)
+    sandbox_wall_s: float = Field(default=600.0, gt=0)
+    max_stream_s: float = Field(default=600.0, gt=0)
+    anthropic_api_key: SecretStr | None = None
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Every credential value, for redaction of events, logs and artifacts."""
+        return [s.get_secret_value() for s in (self.anthropic_api_key, self.openai_api_key) if s]
+
+
+def get_server_settings() -> tuple[Settings, ServerSettings]:
+    """ailower's settings and the server's, read from the environment now."""
+    return Settings(), ServerSettings()
+
+
+def server_dir(settings: Settings) -> Path:
+    """The server's folder under the data directory (job folders, sandbox caches)."""
+    return settings.data_dir / "server"

@@ -1,0 +1,133 @@
+"""Checks a ``POST /v1/lowerings`` body must pass before a job is queued (no code runs here).
+
+A submitted spec's ``source`` must be ``{"function", "text"}``; the text is checked with
+:func:`server.source_check.check_triton_source` (``ast`` only); a NumPy ``reference`` (a module to
+import) is refused; the autotune space is capped at :data:`MAX_CONFIGS`; problem dims must be in
+``[1, 2**31)``; expressions may use ``**`` at most once each. Only then is the spec built with
+:class:`kernels.KernelSpec` (whose expressions go through the safe evaluator).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernels import KernelSpec, SpecError, get, names
+from kernels.expr import ExprError
+from server.errors import ApiError
+from server.schemas import LoweringCreate
+from server.settings import ServerSettings
+from server.source_check import SourceRejected, check_triton_source
+
+__all__ = ["validate_submission", "MAX_CONFIGS"]
+
+MAX_CONFIGS = 64
+
+
+def _strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list | tuple):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+def _check_spec(spec: dict[str, Any], max_source_bytes: int) -> KernelSpec:
+    src = spec.get("source")
+    if not isinstance(src, dict) or set(src) != {"function", "text"} \
+            or not isinstance(src.get("text"), str) or not isinstance(src.get("function"), str):
+        raise ApiError(422, "source-not-allowed", "a submitted spec's 'source' must be exactly "
+                       "{'function': NAME, 'text': MODULE SOURCE}; module and path sources are "
+                       "refused", loc=["body", "spec", "source"])
+    size = len(src["text"].encode())
+    if size > max_source_bytes:
+        raise ApiError(413, "source-too-large", f"the kernel source is {size} bytes; this key's "
+                       f"limit is {max_source_bytes}", loc=["body", "spec", "source", "text"])
+    if spec.get("reference") is not None:
+        raise ApiError(422, "reference-not-allowed", "a submitted spec may not name a NumPy "
+                       "reference (it would be imported); omit 'reference'",
+                       loc=["body", "spec", "reference"])
+    try:
+        check_triton_source(src["text"], src["function"])
+    except SourceRejected as exc:
+        raise ApiError(422, "source-rejected", str(exc),
+                       loc=["body", "spec", "source", "text", exc.line, exc.col]) from None
+    for s in _strings({k: v for k, v in spec.items() if k not in ("source", "description")}):
+        if s.count("**") > 1:
+            raise ApiError(422, "expression-rejected", f"expression {s[:80]!r} uses '**' more "
+                           "than once", loc=["body", "spec"])
+    sizes = spec.get("sizes")
+    if isinstance(sizes, dict):
+        for sname, dims in sizes.items():
+            for d, v in (dims.items() if isinstance(dims, dict) else ()):
+                if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v < 2**31:
+                    raise ApiError(422, "validation-error", f"sizes.{sname}.{d} must be an "
+                                   "integer in [1, 2**31)", loc=["body", "spec", "sizes", sname, d])
+    at = spec.get("autotune")
+    if isinstance(at, dict):
+        n = 1
+        for k in ("num_warps", "num_stages", "num_ctas"):
+            v = at.get(k)
+            n *= len(v) if isinstance(v, list | tuple) else 1
+        meta = at.get("meta") or {}
+        if isinstance(meta, dict):
+            n *= math.prod(len(v) if isinstance(v, list | tuple) else 1 for v in meta.values())
+        n += len(at.get("configs") or ()) if isinstance(at.get("configs"), list) else 0
+        if n > MAX_CONFIGS:
+            raise ApiError(422, "autotune-space-too-large", f"the autotune space has up to {n} "
+                           f"configs; the limit is {MAX_CONFIGS}", loc=["body", "spec", "autotune"])
+    try:
+        ks = KernelSpec.model_validate(spec)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise ApiError(422, "invalid-spec", f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}",
+                       loc=["body", "spec", *[str(x) for x in e["loc"]]]) from None
+    except (SpecError, ExprError, ValueError, ArithmeticError, RecursionError) as exc:
+        raise ApiError(422, "invalid-spec", str(exc)[:1000], loc=["body", "spec"]) from None
+    if len(ks.configs()) > MAX_CONFIGS:
+        raise ApiError(422, "autotune-space-too-large", f"the autotune space has "
+                       f"{len(ks.configs())} configs; the limit is {MAX_CONFIGS}",
+                       loc=["body", "spec", "autotune"])
+    return ks
+
+
+def validate_submission(body: LoweringCreate, ss: ServerSettings,
+                        max_source_bytes: int) -> tuple[str, bool]:
+    """Check ``body`` against the server's rules; returns ``(kernel name, untrusted source)``.
+
+    Raises:
+        ApiError: 422 (unknown kernel, unconfigured provider, budget over the server's caps,
+            rejected source or spec), 413 (source too large).
+    """
+    b = body.budget
+    if b.iterations > ss.max_iterations:
+        raise ApiError(422, "budget-too-large", f"budget.iterations {b.iterations} exceeds the "
+                       f"server's limit {ss.max_iterations}", loc=["body", "budget", "iterations"])
+    if b.wall_time_s > ss.max_wall_time_s:
+        raise ApiError(422, "budget-too-large", f"budget.wall_time_s {b.wall_time_s:g} exceeds "
+                       f"the server's limit {ss.max_wall_time_s:g}",
+                       loc=["body", "budget", "wall_time_s"])
+    if body.provider != "triton":
+        if body.model is None:
+            raise ApiError(422, "model-required", f"provider {body.provider!r} needs 'model'",
+                           loc=["body", "model"])
+        key = ss.anthropic_api_key if body.provider == "anthropic" else ss.openai_api_key
+        if key is None:
+            raise ApiError(422, "provider-not-configured", f"provider {body.provider!r} has no "
+                           "credentials on this server", loc=["body", "provider"])
+        if b.max_cost_usd is not None and body.model not in ss.price_per_mtok:
+            raise ApiError(422, "no-price", f"no price is configured for model {body.model!r}, "
+                           "so budget.max_cost_usd cannot be enforced",
+                           loc=["body", "budget", "max_cost_usd"])
+    if body.kernel is not None:
+        if body.kernel not in names():
+            raise ApiError(422, "unknown-kernel", f"no suite kernel {body.kernel!r}; have: "
+                           f"{', '.join(names())}", loc=["body", "kernel"])
+        get(body.kernel)
+        return body.kernel, False
+    ks = _check_spec(body.spec or {}, max_source_bytes)
+    return ks.name, True
