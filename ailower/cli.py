@@ -326,9 +326,10 @@ def runs(
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_server
+    from ailower import cmd_baseline, cmd_server
 
     cmd_server.register(app)
+    cmd_baseline.register(app)
 
 
 _register_commands()

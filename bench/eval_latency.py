@@ -27,7 +27,8 @@ from kernels import get, names  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90a")
-    ap.add_argument("--kernels", nargs="*", default=names())
+    ap.add_argument("--kernels", nargs="*", default=["vector_add", "softmax", "matmul"],
+                    help=f"suite kernels (any of: {', '.join(names())})")
     ap.add_argument("--cache", default=str(Path.home() / ".ailower" / "cache"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

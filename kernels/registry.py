@@ -1,4 +1,15 @@
-"""The suite registry: the only list of suite kernels (name -> spec module)."""
+"""The suite registry: the only list of suite kernels (name -> the module attribute holding its spec).
+
+Names are ``kernel`` or ``kernel.variant`` (``gemm.fp8``, ``flash_attention.causal``): each variant
+is its own :class:`KernelSpec` (dtype or masking changes the compiled kernel). Values are
+``module`` (its ``SPEC``) or ``module:ATTRIBUTE``.
+
+The 22 kernels of the study (``../shared/reference/anchors.md`` §1): 12 common ones (sigmoid, relu,
+silu, swiglu, rmsnorm, rope, gemv, softmax, reduction_sum, conv2d, gemm, gemm_silu) and 10 from ML
+papers (bitdelta, bitdelta_batched, flash_sinkhorn, sage_attention, flash_attention,
+forgetting_attention, lion, dion_update, mamba2_chunk_state, mamba2_chunk_scan); plus the two
+walking-skeleton kernels vector_add and matmul.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +17,81 @@ import importlib
 
 from kernels.spec import KernelSpec, SpecError
 
-__all__ = ["SUITE", "get", "names", "all_specs"]
+__all__ = ["COMMON", "PAPERS", "SUITE", "all_specs", "base_name", "get", "names"]
+
+_S = "kernels.suite."
 
 SUITE: dict[str, str] = {
-    "vector_add": "kernels.suite.vector_add",
-    "softmax": "kernels.suite.softmax",
-    "matmul": "kernels.suite.matmul",
+    "vector_add": _S + "vector_add",
+    "softmax": _S + "softmax",
+    "matmul": _S + "matmul",
+    # common kernels
+    "sigmoid.fp16": _S + "sigmoid:SPEC_FP16",
+    "sigmoid.fp32": _S + "sigmoid:SPEC_FP32",
+    "relu.fp16": _S + "relu:SPEC_FP16",
+    "relu.fp32": _S + "relu:SPEC_FP32",
+    "silu.fp16": _S + "silu:SPEC_FP16",
+    "silu.fp32": _S + "silu:SPEC_FP32",
+    "swiglu.fp16": _S + "swiglu:SPEC_FP16",
+    "swiglu.fp32": _S + "swiglu:SPEC_FP32",
+    "rmsnorm": _S + "rmsnorm",
+    "rope": _S + "rope",
+    "gemv": _S + "gemv",
+    "reduction_sum": _S + "reduction_sum",
+    "conv2d.fp16": _S + "conv2d:SPEC_FP16",
+    "conv2d.fp8": _S + "conv2d:SPEC_FP8",
+    "gemm.fp16": _S + "gemm:SPEC_FP16",
+    "gemm.fp8": _S + "gemm:SPEC_FP8",
+    "gemm_silu.fp16": _S + "gemm_silu:SPEC_FP16",
+    "gemm_silu.fp8": _S + "gemm_silu:SPEC_FP8",
+    # paper kernels
+    "bitdelta": _S + "bitdelta",
+    "bitdelta_batched": _S + "bitdelta_batched",
+    "flash_sinkhorn": _S + "flash_sinkhorn",
+    "sage_attention": _S + "sage_attention",
+    "flash_attention.causal": _S + "flash_attention:SPEC_CAUSAL",
+    "flash_attention.noncausal": _S + "flash_attention:SPEC_NONCAUSAL",
+    "forgetting_attention": _S + "forgetting_attention",
+    "lion": _S + "lion",
+    "dion_update": _S + "dion_update",
+    "mamba2_chunk_state": _S + "mamba2_chunk_state",
+    "mamba2_chunk_scan": _S + "mamba2_chunk_scan",
 }
-"""Suite name -> module defining ``SPEC``."""
+"""Suite name -> ``module`` (defining ``SPEC``) or ``module:ATTRIBUTE``."""
+
+COMMON: tuple[str, ...] = ("sigmoid", "relu", "silu", "swiglu", "rmsnorm", "rope", "gemv",
+                           "softmax", "reduction_sum", "conv2d", "gemm", "gemm_silu")
+"""The 12 common kernels of the study (base names)."""
+PAPERS: tuple[str, ...] = ("bitdelta", "bitdelta_batched", "flash_sinkhorn", "sage_attention",
+                           "flash_attention", "forgetting_attention", "lion", "dion_update",
+                           "mamba2_chunk_state", "mamba2_chunk_scan")
+"""The 10 ML-paper kernels of the study (base names)."""
 
 
 def names() -> list[str]:
-    """Suite kernel names, in registry order."""
+    """Suite kernel names (variants included), in registry order."""
     return list(SUITE)
 
 
+def base_name(name: str) -> str:
+    """The kernel a suite name belongs to: ``gemm.fp8`` -> ``gemm``."""
+    return name.split(".", 1)[0]
+
+
 def get(name: str) -> KernelSpec:
-    """The spec of suite kernel ``name``.
+    """The spec of suite kernel ``name`` (``gemm.fp8``; a base name with one variant works too).
 
     Raises:
         SpecError: no suite kernel has that name (the message lists them).
     """
     try:
-        module = SUITE[name]
+        target = SUITE[name]
     except KeyError:
         raise SpecError("KERNEL", f"no suite kernel {name!r}; have: {', '.join(SUITE)}") from None
-    return importlib.import_module(module).SPEC
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr or "SPEC")
 
 
 def all_specs() -> list[KernelSpec]:
-    """Every suite spec, in registry order."""
+    """Every suite spec (variants included), in registry order."""
     return [get(n) for n in SUITE]
