@@ -254,57 +254,6 @@ def read_ptx_file(file: Path) -> str:
 
 
 @app.command()
-def verify(
-    file: Annotated[Path, typer.Argument(help="PTX file")],
-    arch: Annotated[str | None, typer.Option(help="sm_89 | sm_90a | sm_100a (default: the .target)")] = None,
-    kernel: Annotated[str | None, typer.Option(
-        help="suite kernel (or spec file) whose reference ABI the entry must keep (E1/E2/E3)")] = None,
-    threads: Annotated[int | None, typer.Option(min=1, max=1024, help="launch threads per CTA (E3)")] = None,
-    assemble_too: Annotated[bool, typer.Option("--assemble", help="also assemble with ptxas")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
-) -> None:
-    """Run the static PTX verifier on FILE; exit 1 when it (or ptxas, with --assemble) finds an error."""
-    import re
-
-    import verifier
-
-    text = read_ptx_file(file)
-    if arch is None:
-        m = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
-        arch = m.group(1) if m else "sm_90a"
-    abi = None
-    if kernel is not None:
-        from harness import compile_reference
-
-        ks = _load_spec(kernel, None)
-        cfg = ks.configs()[0]
-        settings = get_settings()
-        abi = compile_reference(ks, arch, cfg, cache_dir=settings.cache_dir,
-                                max_ptx_version=settings.max_ptx_version).abi
-    rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file))
-    asm = None
-    if assemble_too:
-        from harness import assemble
-
-        asm = assemble(text, arch, ptxas=get_settings().ptxas)
-    if json_out:
-        doc = rep.to_dict()
-        if asm is not None:
-            doc["assembly"] = asm.model_dump(mode="json", exclude={"cubin"})
-        console.print_json(json.dumps(doc))
-    else:
-        out = rep.render("full")
-        print(out if out else f"{file}: no findings")
-        if abi is None:
-            print(f"note: no --kernel given: the entry name and parameters (E1/E2) and the launch "
-                  f"threads (E3) were not checked against a reference ABI")
-        if asm is not None:
-            print(asm.summary(text))
-    if not rep.ok or (asm is not None and not asm.ok):
-        raise typer.Exit(1)
-
-
-@app.command()
 def runs(
     kernel: Annotated[str | None, typer.Option(help="only this kernel")] = None,
     limit: Annotated[int, typer.Option(min=1)] = 20,
@@ -326,8 +275,10 @@ def runs(
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_baseline, cmd_server
+    from ailower import cmd_baseline, cmd_server, cmd_verify
 
+    app.command("verify")(cmd_verify.verify_command)
+    cmd_verify.register(app)
     cmd_server.register(app)
     cmd_baseline.register(app)
 

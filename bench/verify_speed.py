@@ -1,9 +1,10 @@
-"""Parse and full-check time of the verifier on large Triton PTX (no GPU needed).
+"""Parse and full-check time of the verifier on the largest suite PTX (no GPU needed).
 
-Compiles the suite's ``matmul`` for every autotune config at the given targets, takes the largest
-PTX, and replicates its kernel (as renamed ``.func`` copies, so the module keeps one ``.entry``)
-until the module has at least ``--lines`` lines. Prints best-of-``--repeat`` wall times for
-``parse_ptx`` and for ``verify`` (parse + every rule).
+Compiles every suite kernel (``kernels.all_specs()``, config 0, plus every ``matmul`` config) at
+the given targets, reports ``parse_ptx`` and ``verify`` (parse + every rule, analyses included)
+best-of-``--repeat`` times on the largest PTX, then on a stress module that replicates that kernel
+(as renamed ``.func`` copies, so the module keeps one ``.entry``) to at least ``--lines`` lines,
+and times the ``ailower verify`` command itself (process start included) on the largest PTX.
 
     python3 bench/verify_speed.py [--lines 40000] [--repeat 5] [--cc 80 90 100]
 """
@@ -11,7 +12,6 @@ until the module has at least ``--lines`` lines. Prints best-of-``--repeat`` wal
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 import warnings
@@ -24,25 +24,33 @@ from verifier import parse_ptx, verify
 ARCHS = {80: "sm_80", 89: "sm_89", 90: "sm_90a", 100: "sm_100a"}
 
 
-def compile_all(ccs: list[int]) -> list[tuple[int, int, str]]:
-    """``(cc, config index, ptx)`` for every matmul config at each target."""
+def compile_all(ccs: list[int]) -> list[tuple[int, str, str]]:
+    """``(cc, "kernel/config", ptx)`` for config 0 of every suite kernel and every matmul config
+    at each target (kernels Triton cannot compile for a target are skipped)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.compiler.errors import CompilationError
 
-    spec = importlib.import_module("kernels.suite.matmul").SPEC
-    fn = spec.source.load()
+    import kernels
+
     out = []
-    for cc in ccs:
-        for i, cfg in enumerate(spec.configs()):
-            src = ASTSource(fn=fn, signature=spec.signature(), constexprs=spec.constexprs(cfg),
-                            attrs=spec.attrs())
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                                   options={"num_warps": cfg.num_warps,
-                                            "num_stages": cfg.num_stages})
-            out.append((cc, i, k.asm["ptx"]))
+    for spec in kernels.all_specs():
+        fn = spec.source.load()
+        cfgs = spec.configs() if spec.name == "matmul" else spec.configs()[:1]
+        for cc in ccs:
+            for i, cfg in enumerate(cfgs):
+                src = ASTSource(fn=fn, signature=spec.signature(),
+                                constexprs=spec.constexprs(cfg), attrs=spec.attrs())
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        k = triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                                           options={"num_warps": cfg.num_warps,
+                                                    "num_stages": cfg.num_stages})
+                except CompilationError:
+                    continue
+                out.append((cc, f"{spec.name}/{i}", k.asm["ptx"]))
     return out
 
 
@@ -82,20 +90,43 @@ def main() -> None:
 
     t0 = time.perf_counter()
     compiled = compile_all(args.cc)
-    print(f"compiled {len(compiled)} matmul variants in {time.perf_counter() - t0:.1f} s")
+    print(f"compiled {len(compiled)} suite PTX modules in {time.perf_counter() - t0:.1f} s")
+    worst = (0.0, "")
     for cc, i, ptx in compiled:
-        ms = best(lambda ptx=ptx: parse_ptx(ptx), args.repeat) * 1e3
-        print(f"  {ARCHS[cc]:8} config {i}: {ptx.count(chr(10)):6d} lines, parse {ms:7.1f} ms")
+        t = best(lambda ptx=ptx, cc=cc: verify(ptx, arch=ARCHS[cc]), 1)
+        worst = max(worst, (t, f"{ARCHS[cc]} {i}"))
+    print(f"slowest full check over the suite: {worst[0] * 1e3:.1f} ms ({worst[1]})")
     cc, i, ptx = max(compiled, key=lambda c: c[2].count("\n"))
     arch = ARCHS[cc]
     name = parse_ptx(ptx).entries[0].name
+    nl = ptx.count("\n")
+    rep = verify(ptx, arch=arch)
+    assert rep.ok, rep.render("concise")
+    t_parse = best(lambda: parse_ptx(ptx), args.repeat)
+    t_full = best(lambda: verify(ptx, arch=arch), args.repeat)
+    print(f"largest suite PTX: {i} for {arch}, {nl} lines")
+    print(f"  parse_ptx: {t_parse * 1e3:8.1f} ms")
+    print(f"  verify   : {t_full * 1e3:8.1f} ms  ({len(rep.rules)} rules, {len(rep.findings)} "
+          f"findings: {len(rep.errors)} errors, {len(rep.warnings)} warnings)")
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
+        fh.write(ptx)
+    cli = [sys.executable, "-c", "import sys, typer; from ailower.cmd_verify import "
+           "verify_command; typer.run(verify_command)", fh.name, "--arch", arch]
+    t0 = time.perf_counter()
+    r = subprocess.run(cli, capture_output=True, text=True)
+    t_cli = time.perf_counter() - t0
+    print(f"  'ailower verify' (cmd_verify.verify_command in a fresh process): {t_cli:.2f} s, "
+          f"exit {r.returncode}")
     big = replicate(ptx, name, args.lines)
     nlines = big.count("\n")
-    print(f"largest: {arch} config {i} ({ptx.count(chr(10))} lines); replicated to {nlines} lines, "
+    print(f"stress: {arch} {i} ({ptx.count(chr(10))} lines); replicated to {nlines} lines, "
           f"{len(big) / 1e6:.1f} MB")
 
     report = verify(big, arch=arch)
-    assert report.ok, report.render("concise")
+    assert report.ok, report.render("concise")[:2000]
     t_parse = best(lambda: parse_ptx(big), args.repeat)
     t_full = best(lambda: verify(big, arch=arch), args.repeat)
     print(f"parse_ptx: {t_parse * 1e3:8.1f} ms  ({nlines / t_parse / 1e3:.0f}k lines/s)")

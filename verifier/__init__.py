@@ -1,14 +1,18 @@
-"""ailower's static PTX verifier (v0).
+"""ailower's static PTX verifier (v1).
 
 Public API::
 
     parse_ptx(text, filename="<ptx>") -> Module          # raises PTXSyntaxError
-    verify(text, *, arch, abi=None, threads=None, filename="<ptx>", select=None) -> VerifierReport
+    verify(text, *, arch, abi=None, threads=None, filename="<ptx>", select=None, ignore=None)
+        -> VerifierReport
     rule_doc(rule_id) -> str
 
-Rules (ids assigned in :mod:`verifier.registry`): P1 syntax; G1 tcgen05 target, G2 wgmma target,
-G4 ``.target``; E1 entry, E2 entry parameters vs ABI, E3 ``.reqntid``/``.maxntid`` vs launch; D1
-undeclared register/identifier, D2 undefined branch/call target, D3 duplicate definition.
+Rules (ids assigned in :mod:`verifier.registry`): P1 syntax; G target gating; E entry ABI and
+launch; D declarations; and the synchronization families built on the shared analyses of
+:mod:`verifier.analysis` (CFG, dominators, def-use, values, thread-uniformity, path-sensitive
+dataflow): TA TMEM allocation, TL tcgen05.ld/st/wait, TM mma/cp/shift and descriptors, TC commit,
+TF tcgen05 ordering, MB mbarrier, AP async proxy and bulk copies, W wgmma, CA cp.async, B
+barriers. Flow findings carry a witness path; undecidable checks give a note.
 
 Sources: PTX ISA 9.1 (§4 syntax, §5 state spaces and types, §7 functions, §9.7 instructions, §10
 special registers, §11 directives) and ``shared/reference/ptx_rules.md``.
@@ -23,17 +27,17 @@ from verifier.registry import RULES, RuleInfo, rule_doc
 from verifier.report import VerifierReport
 
 __all__ = [
-    "parse_ptx",
-    "verify",
-    "rule_doc",
-    "VerifierReport",
-    "Finding",
-    "Note",
-    "Severity",
-    "Module",
     "RULES",
-    "RuleInfo",
+    "Finding",
+    "Module",
+    "Note",
     "PTXSyntaxError",
+    "RuleInfo",
+    "Severity",
     "VerifierError",
+    "VerifierReport",
     "VerifierUsageError",
+    "parse_ptx",
+    "rule_doc",
+    "verify",
 ]

@@ -19,7 +19,8 @@ _ARCH = re.compile(r"sm_\d+[af]?$")
 
 
 def verify(text: str, *, arch: str, abi: KernelABI | None = None, threads: int | None = None,
-           filename: str = "<ptx>", select: set[str] | None = None) -> VerifierReport:
+           filename: str = "<ptx>", select: set[str] | None = None,
+           ignore: set[str] | None = None) -> VerifierReport:
     """Check PTX statically and return every finding.
 
     Args:
@@ -31,6 +32,7 @@ def verify(text: str, *, arch: str, abi: KernelABI | None = None, threads: int |
         filename: the name used in findings.
         select: rule ids and/or family letters to run (``{"E", "D1"}``); None runs every rule.
             P1 (syntax) is always reported.
+        ignore: rule ids and/or families to leave out of ``select`` (``{"TF", "MB7"}``).
 
     Returns:
         A :class:`VerifierReport` sorted by position; ``report.ok`` is True without errors.
@@ -47,6 +49,9 @@ def verify(text: str, *, arch: str, abi: KernelABI | None = None, threads: int |
     if threads is not None and (not isinstance(threads, int) or threads <= 0):
         raise VerifierUsageError(f"threads must be a positive int, got {threads!r}")
     rules = select_rules(select)
+    if ignore:
+        drop = {r.id for r in select_rules(ignore)}
+        rules = [r for r in rules if r.id not in drop]
     ids = tuple(r.id for r in rules)
     # The syntax tree is acyclic and allocation-heavy: pausing the cyclic GC for the whole call
     # avoids full collections over it (it is freed by reference counting when we return).
@@ -61,7 +66,8 @@ def verify(text: str, *, arch: str, abi: KernelABI | None = None, threads: int |
             return VerifierReport(findings=[f], file=filename, arch=arch, rules=ids,
                                   source=text if isinstance(text, str) else "")
         ctx = Context(module, text, arch=arch, abi=abi, threads=threads,
-                      severities={r.id: r.severity for r in RULES.values()})
+                      severities={r.id: r.severity for r in RULES.values()},
+                      summaries={r.id: r.summary for r in RULES.values()})
         findings: list[Finding] = []
         for r in rules:
             findings.extend(r.check(ctx))

@@ -29,7 +29,7 @@ from verifier.ptx.ast import (
     VarDecl,
 )
 
-__all__ = ["ScopeInfo", "FunctionInfo", "Context", "Decl", "is_special_register"]
+__all__ = ["Context", "Decl", "FunctionInfo", "ScopeInfo", "is_special_register"]
 
 Decl = RegDecl | VarDecl | Param | Label | Function
 
@@ -180,7 +180,8 @@ class Context:
     """
 
     def __init__(self, module: Module, text: str, *, arch: str, abi: KernelABI | None = None,
-                 threads: int | None = None, severities: dict[str, Severity] | None = None):
+                 threads: int | None = None, severities: dict[str, Severity] | None = None,
+                 summaries: dict[str, str] | None = None):
         self.module = module
         self.text = text
         self.filename = module.filename
@@ -188,6 +189,7 @@ class Context:
         self.abi = abi
         self.threads = threads if threads is not None else (abi.threads if abi else None)
         self._severities = severities or {}
+        self._summaries = summaries or {}
         self._lines: list[str] | None = None
         self.module_vars: dict[str, VarDecl] = {}
         self.module_duplicates: list[tuple[str, Decl, Decl]] = []
@@ -207,11 +209,42 @@ class Context:
                 self.module_duplicates.append(("symbol", f, self.module_vars[f.name]))
             same.append(f)
         self.functions: list[FunctionInfo] = [_build_function(f) for f in module.functions]
+        self._analyses: dict[int, object] = {}
+
+    def analysis(self, fi: FunctionInfo):
+        """The :class:`~verifier.analysis.FunctionAnalysis` of a function with a body (built on
+        first use and cached: CFG, dominators, def-use, values, uniformity, solved properties).
+
+        Threads per CTA come from the function's ``.reqntid`` (product), else the launch.
+        """
+        a = self._analyses.get(id(fi))
+        if a is None:
+            from verifier.analysis import FunctionAnalysis
+
+            threads = self.threads
+            d = fi.fn.directive("reqntid")
+            if d is not None and all(isinstance(x, int) for x in d.args):
+                threads = 1
+                for x in d.args:
+                    threads *= int(x)
+            a = FunctionAnalysis(fi, threads)
+            self._analyses[id(fi)] = a
+        return a
+
+    def bodies(self) -> list[FunctionInfo]:
+        """Functions with a body, in source order."""
+        return [fi for fi in self.functions if fi.root is not None]
 
     def finding(self, rule: str, line: int, col: int, message: str, *,
                 notes: list[Note] | None = None, fix: str | None = None,
                 severity: Severity | None = None) -> Finding:
-        """Build a :class:`Finding` for this file with the rule's default severity."""
+        """Build a :class:`Finding` for this file with the rule's default severity.
+
+        A finding without notes gets one: the rule's summary (what is required), so every
+        diagnostic explains itself to the reader (and to the LLM fed the rendering).
+        """
+        if not notes and rule in self._summaries:
+            notes = [Note(message=f"{rule}: {self._summaries[rule]}")]
         return Finding(rule=rule, severity=severity or self._severities.get(rule, "error"),
                        file=self.filename, line=max(1, line), col=max(1, col), message=message,
                        notes=notes or [], fix=fix)

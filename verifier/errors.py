@@ -12,7 +12,7 @@ Every error carries its fields and pickles (``__reduce__``) so it can cross proc
 
 from __future__ import annotations
 
-__all__ = ["VerifierError", "PTXSyntaxError", "VerifierUsageError"]
+__all__ = ["PTXSyntaxError", "VerifierError", "VerifierUsageError"]
 
 
 class VerifierError(Exception):

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Severity", "Note", "Finding", "SEVERITY_ORDER"]
+__all__ = ["SEVERITY_ORDER", "Finding", "Note", "Severity"]
 
 Severity = Literal["error", "warning", "note"]
 

@@ -4,11 +4,12 @@ and responses that conform to the schema. Bounded: a few examples per operation.
 from __future__ import annotations
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, settings
-from schemathesis.checks import ignored_auth, positive_data_acceptance
 
-from .conftest import ServerProc
+schemathesis = pytest.importorskip("schemathesis")  # a test extra; absent on the GPU image
+from hypothesis import HealthCheck, settings  # noqa: E402
+from schemathesis.checks import ignored_auth, positive_data_acceptance  # noqa: E402
+
+from .conftest import ServerProc  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 # the helpers are imported by basename; keep that working however pytest roots this folder
 sys.path.insert(0, str(Path(__file__).parent))
 
-from verifier_testlib import TritonPTX  # noqa: E402
+from verifier_testlib import TritonPTX
 
 
 @pytest.fixture(scope="session")

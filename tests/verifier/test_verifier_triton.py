@@ -39,6 +39,19 @@ def check(ptx: str, abi, arch: str = "sm_90a"):
     return verify(ptx, arch=arch, abi=abi, filename="matmul.ptx")
 
 
+#: Non-error findings real Triton output may carry, by documented policy: TF4/TF5 (no tcgen05
+#: fences in Triton's sm_100a code, ptx_rules.md TF5), TM8/W5/AP1 warnings (no proxy fence after
+#: cp.async / behind a barrier in Triton 3.6), and notes where a rule cannot decide.
+POLICY_WARNINGS = {"TF4", "TF5", "TM8", "W5", "AP1"}
+
+
+def assert_no_false_alarm(report):
+    """No error; every warning is one of the documented real-code divergences."""
+    assert report.ok, report.render()
+    bad = [f for f in report.warnings if f.rule not in POLICY_WARNINGS]
+    assert not bad, report.render()
+
+
 @pytest.mark.parametrize("cc", CCS)
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_triton_ptx_is_clean(triton_ptx, kernel, cc):
@@ -48,8 +61,7 @@ def test_triton_ptx_is_clean(triton_ptx, kernel, cc):
     assert mod.arch == arch and len(mod.entries) == 1
     report = verify(ptx, arch=arch, abi=abi_from_ptx(ptx, arch, 32 * warps),
                     filename=f"{kernel}.ptx")
-    assert report.findings == [], report.render()
-    assert report.ok
+    assert_no_false_alarm(report)
 
 
 def test_matmul_uses_wgmma_on_sm90a_and_tcgen05_on_sm100a(triton_ptx):
@@ -95,7 +107,7 @@ def test_wrong_target_is_g4_and_wgmma_is_g2(matmul90):
 def test_tcgen05_off_blackwell_is_g1(triton_ptx):
     ptx, _ = triton_ptx.get("matmul", 100)
     report = verify(ptx.replace(".target sm_100a", ".target sm_90a"), arch="sm_90a")
-    assert report.rule_ids() == {"G1"}
+    assert {f.rule for f in report.errors} == {"G1"}
 
 
 def test_register_past_the_declared_range_is_d1(matmul90):
@@ -191,7 +203,7 @@ def test_device_print_and_noinline_call_are_clean():
     calls = [i for i in all_instructions(mod) if i.base == "call"]
     assert {c.operands[1].name for c in calls} >= {"vprintf"}
     report = verify(ptx, arch="sm_90a")
-    assert report.findings == [], report.render()
+    assert_no_false_alarm(report)
     # dropping the prototype of the helper: the call now precedes the declaration (D2)
     helper = next(f for f in funcs if f.body is not None)
     proto = re.search(r"\.func\s+\(\.param \.b32 func_retval0\) " + re.escape(helper.name)
@@ -209,4 +221,4 @@ def test_tensor_descriptor_param_is_clean(cc):
     assert any(p.dims and p.align for p in fn.params)
     abi = abi_from_ptx(ptx, ARCHS[cc], 32 * 4)
     report = verify(ptx, arch=ARCHS[cc], abi=abi)
-    assert report.findings == [], report.render()
+    assert_no_false_alarm(report)

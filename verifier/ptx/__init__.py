@@ -22,19 +22,19 @@ from verifier.ptx.ast import (
 from verifier.ptx.parser import parse_ptx
 
 __all__ = [
-    "parse_ptx",
-    "Module",
+    "TYPE_SIZES",
+    "Directive",
     "Function",
+    "Instruction",
+    "Label",
+    "Module",
+    "Operand",
     "Param",
     "PerfDirective",
-    "Scope",
-    "Instruction",
-    "Operand",
-    "Label",
     "RegDecl",
-    "VarDecl",
-    "Directive",
+    "Scope",
     "Statement",
-    "TYPE_SIZES",
+    "VarDecl",
+    "parse_ptx",
     "type_size",
 ]

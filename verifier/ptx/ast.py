@@ -22,20 +22,20 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
-    "OperandKind",
-    "Operand",
+    "TYPE_SIZES",
+    "Directive",
+    "Function",
     "Instruction",
     "Label",
-    "RegDecl",
-    "VarDecl",
-    "Directive",
-    "Scope",
+    "Module",
+    "Operand",
+    "OperandKind",
     "Param",
     "PerfDirective",
-    "Function",
-    "Module",
+    "RegDecl",
+    "Scope",
     "Statement",
-    "TYPE_SIZES",
+    "VarDecl",
     "type_size",
 ]
 

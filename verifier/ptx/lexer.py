@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from itertools import accumulate, chain
 
-__all__ = ["tokenize", "line_starts"]
+__all__ = ["line_starts", "tokenize"]
 
 # An unterminated /* runs to the end of the text (so it is scanned once, not once per later
 # position); tokenize() turns that case into a "/*" token the parser reports.

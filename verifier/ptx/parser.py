@@ -837,7 +837,7 @@ class _Parser:
             rhs = self.const_expr(prec + 1, depth + 1)
             lhs = self.binop(op, lhs, rhs, opk)
 
-    def binop(self, op: str, a: int | float, b: int | float, k: int) -> int | float:
+    def binop(self, op: str, a: float, b: float, k: int) -> int | float:
         isint = isinstance(a, int) and isinstance(b, int)
         if op in ("|", "^", "&", "<<", ">>", "%") and not isint:
             raise self.error(k, f"operator '{op}' needs integer operands")

@@ -13,7 +13,7 @@ from verifier.context import (
 from verifier.findings import Finding, Note
 from verifier.ptx.ast import Instruction, Label, Operand, RegDecl
 
-__all__ = ["undeclared_name", "undefined_target", "duplicate_definition"]
+__all__ = ["duplicate_definition", "undeclared_name", "undefined_target"]
 
 
 def _decl_text(d: object) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from verifier.context import Context
 from verifier.findings import Finding, Note
 
-__all__ = ["target_mismatch", "wgmma_needs_sm90a", "tcgen05_needs_sm100a", "TCGEN05_TARGETS"]
+__all__ = ["TCGEN05_TARGETS", "target_mismatch", "tcgen05_needs_sm100a", "wgmma_needs_sm90a"]
 
 #: Targets on which tcgen05.* assembles (arch-specific ``a`` and family ``f`` variants).
 TCGEN05_TARGETS = frozenset({"sm_100a", "sm_101a", "sm_103a", "sm_110a",

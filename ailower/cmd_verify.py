@@ -1,0 +1,105 @@
+"""``ailower verify`` (v1 options) and ``ailower rule``.
+
+``register(app)`` adds ``ailower rule ID`` (prints a rule's documentation) and ``ailower rules``
+(the registry table). :func:`verify_command` is the replacement for the ``verify`` command of
+``ailower/cli.py``: the same arguments (``FILE``, ``--arch``, ``--kernel``, ``--threads``,
+``--assemble``, ``--json``) plus ``--select``/``--ignore`` (rule ids or families, comma-separated),
+``--output-format full|concise|json`` and ``--exit-zero``. Exit status: 0 clean, 1 an error
+finding (or a ptxas error with ``--assemble``), 2 bad input (raised by the caller's handler).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register", "rule_command", "rules_command", "verify_command"]
+
+
+def _ids(value: str | None) -> set[str] | None:
+    if not value:
+        return None
+    return {x.strip() for x in value.split(",") if x.strip()}
+
+
+def verify_command(
+    file: Annotated[Path, typer.Argument(help="PTX file")],
+    arch: Annotated[str | None, typer.Option(help="sm_89 | sm_90a | sm_100a (default: the .target)")] = None,
+    kernel: Annotated[str | None, typer.Option(
+        help="suite kernel (or spec file) whose reference ABI the entry must keep (E1/E2/E3)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, max=1024, help="launch threads per CTA (E3)")] = None,
+    assemble_too: Annotated[bool, typer.Option("--assemble", help="also assemble with ptxas")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    select: Annotated[str | None, typer.Option(help="only these rule ids / families, e.g. 'TA,MB5'")] = None,
+    ignore: Annotated[str | None, typer.Option(help="leave out these rule ids / families")] = None,
+    output_format: Annotated[str, typer.Option(help="full | concise | json")] = "full",
+    exit_zero: Annotated[bool, typer.Option(help="exit 0 even when errors are found")] = False,
+) -> None:
+    """Run the static PTX verifier on FILE: compiler-style findings with witness paths; exit 1 on
+    an error (or, with --assemble, a ptxas error)."""
+    import re
+
+    import verifier
+    from ailower.cli import _load_spec, console, get_settings, read_ptx_file
+
+    if output_format not in ("full", "concise", "json"):
+        raise typer.BadParameter(f"--output-format must be full, concise or json, got {output_format!r}")
+    text = read_ptx_file(file)
+    if arch is None:
+        m = re.search(r"^\s*\.target\s+(\w+)", text, re.MULTILINE)
+        arch = m.group(1) if m else "sm_90a"
+    abi = None
+    if kernel is not None:
+        from harness import compile_reference
+
+        ks = _load_spec(kernel, None)
+        settings = get_settings()
+        abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
+                                max_ptx_version=settings.max_ptx_version).abi
+    rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file),
+                          select=_ids(select), ignore=_ids(ignore))
+    asm = None
+    if assemble_too:
+        from harness import assemble
+
+        asm = assemble(text, arch, ptxas=get_settings().ptxas)
+    if json_out or output_format == "json":
+        doc = rep.to_dict()
+        if asm is not None:
+            doc["assembly"] = asm.model_dump(mode="json", exclude={"cubin"})
+        console.print_json(json.dumps(doc))
+    else:
+        out = rep.render(output_format)
+        print(out if out else f"{file}: no findings")
+        if abi is None and output_format == "full":
+            print("note: no --kernel given: the entry name and parameters (E1/E2) and the launch "
+                  "threads (E3) were not checked against a reference ABI")
+        if asm is not None:
+            print(asm.summary(text))
+    if not exit_zero and (not rep.ok or (asm is not None and not asm.ok)):
+        raise typer.Exit(1)
+
+
+def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4")]) -> None:
+    """Print a rule's documentation (what it checks, why, example, fix, ptxas, references)."""
+    import verifier
+
+    print(verifier.rule_doc(rule_id))
+
+
+def rules_command() -> None:
+    """List every verifier rule: id, severity, status, summary."""
+    from verifier.registry import FAMILIES, RULES
+
+    for r in RULES.values():
+        print(f"{r.id:5} {r.severity:8} {r.status:8} [{FAMILIES[r.family]}] {r.summary}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``rule`` and ``rules`` to ``app`` (``verify`` stays the lead's to swap for
+    :func:`verify_command`)."""
+    app.command("rule")(rule_command)
+    app.command("rules")(rules_command)

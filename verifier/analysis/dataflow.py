@@ -1,0 +1,381 @@
+"""A path-sensitive forward dataflow framework shared by the synchronization rules.
+
+A rule describes a *property* (a typestate): an initial fact, a transfer function for the
+instructions it cares about, and checks at those instructions and at kernel exit. The engine
+solves it over the CFG to a fixed point (loops included) in the style of ESP (Das, Lerner and
+Seigle, "ESP: Path-Sensitive Program Verification in Polynomial Time", PLDI 2002):
+
+* the state at a program point is a set of ``(fact, assumptions)`` pairs; pairs with the same
+  fact are merged by intersecting their assumptions, so the domain stays finite and the solver
+  terminates;
+* assumptions are branch outcomes on the path (``%p7`` is false) and the integer ranges they imply
+  for the compared register (``setp.lt.s32 %p7, %r12, 64`` false gives ``%r12 >= 64``); ``and.pred``
+  / ``or.pred`` / ``not.pred`` definitions propagate them. An edge whose guard contradicts the
+  assumptions is infeasible and not followed, so correlated branches (an allocation and a free
+  under the same condition, a prologue MMA and the epilogue wait guarded by the same trip count)
+  are not confused with bugs. Redefining a register drops the assumptions about it;
+* each pair carries a witness: the relevant instructions and branch decisions that led to it
+  (first found, bounded), reported with every finding.
+
+Source of the method: ESP (PLDI 2002); Kildall's worklist fixed point for the propagation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from verifier.analysis.cfg import CFG
+from verifier.analysis.values import Values
+
+__all__ = ["MAX_WITNESS", "Event", "Property", "Reporter", "solve"]
+
+MAX_WITNESS = 12
+_MAX_VISITS = 200_000
+_INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A violation found on some path.
+
+    Attributes:
+        rule: rule id.
+        index: instruction index of the offending instruction (None: the function's end).
+        message: the finding text.
+        witness: ``(instruction index, description)`` steps of the path, oldest first.
+        severity: overrides the rule's default severity when set.
+        fix: an optional fix-it hint.
+    """
+
+    rule: str
+    index: int | None
+    message: str
+    witness: tuple[tuple[int, str], ...] = ()
+    severity: str | None = None
+    fix: str | None = None
+
+
+Reporter = Callable[..., None]
+
+
+class Property:
+    """Base class of a typestate property. Subclasses override the hooks they need.
+
+    ``relevant(ins)`` selects the instructions ``transfer`` sees (others only pass the state
+    through). ``transfer(i, ins, fact, report)`` returns the new fact and may call
+    ``report(rule, message, severity=None, fix=None)`` to flag instruction ``i`` on the current
+    path. ``at_exit(i, fact, report)`` runs where the path leaves the function (``i`` is the
+    ``ret``/``exit`` index, or None when control falls off the end). ``describe(i, ins, old,
+    new)`` gives the witness text of a step (None: not recorded).
+    """
+
+    def __init__(self, cfg: CFG, values: Values, fa=None):
+        self.cfg = cfg
+        self.values = values
+        self.fa = fa
+
+    def initial(self) -> Hashable:
+        """The fact at function entry."""
+        return ()
+
+    def relevant(self, ins) -> bool:
+        """Whether ``transfer`` must see this instruction."""
+        return False
+
+    def relevant_index(self, i: int) -> bool:
+        """Like :meth:`relevant`, by instruction index (override to use def-use facts)."""
+        return self.relevant(self.cfg.instrs[i])
+
+    def transfer(self, i: int, ins, fact: Hashable, report: Reporter) -> Hashable:
+        """The fact after instruction ``i``."""
+        return fact
+
+    def at_exit(self, i: int | None, fact: Hashable, report: Reporter) -> None:
+        """Checks where a path leaves the function."""
+
+    def describe(self, i: int, ins, old: Hashable, new: Hashable) -> str | None:
+        """Witness text for a step that changed the fact."""
+        return None if old == new else ins.opcode
+
+
+# assumptions: frozenset of ("p", key, bool) and ("r", key, lo, hi)
+
+
+class _Assume:
+    """Branch assumptions: evaluation and refinement over predicate definitions."""
+
+    def __init__(self, cfg: CFG, values: Values):
+        self.cfg = cfg
+        self.v = values
+        self._defs: dict[str, tuple] = {}
+        self._shift: dict[str, tuple[str, int]] = {}   # r = s + c (both single-def)
+        for key, sites in values.def_sites.items():
+            if len(sites) != 1:
+                continue
+            i = sites[0]
+            ins = cfg.instrs[i]
+            if ins.predicate is not None:
+                continue
+            b = ins.parts[0]
+            ops = ins.operands
+            if b in ("add", "sub") and len(ops) == 3 and ops[1].kind == "reg" and ops[1].name \
+                    and ins.parts[-1] in ("s32", "s64", "u32", "u64"):
+                c = values.const(ops[2], i)
+                sk = cfg.reg_key(ops[1].name, i)
+                if c is not None and len(values.def_sites.get(sk, ())) == 1:
+                    if c >= 1 << 63:
+                        c -= 1 << 64
+                    if ins.parts[-1] == "s32" and c >= 1 << 31:
+                        c -= 1 << 32
+                    self._shift[key] = (sk, c if b == "add" else -c)
+            if b == "setp" and len(ops) == 3 and len(ins.parts) >= 3 and ops[0].kind == "reg":
+                a = ops[1]
+                c = values.const(ops[2], i)
+                ak = cfg.reg_key(a.name, i) if a.kind == "reg" and a.name else None
+                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1:
+                    signed = ins.parts[-1][0] == "s"
+                    if signed and c >= 1 << 63:
+                        c -= 1 << 64
+                    self._defs[key] = ("cmp", ins.parts[1], ak, c)
+            elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
+                ks = []
+                for o in ops[1:]:
+                    if o.kind != "reg":
+                        break
+                    ks.append((cfg.reg_key(o.name, i), o.negated))
+                else:
+                    self._defs[key] = (b, ks)
+            elif b == "not" and "pred" in ins.parts and len(ops) == 2 and ops[1].kind == "reg":
+                self._defs[key] = ("not", cfg.reg_key(ops[1].name, i))
+
+    def decide(self, A: frozenset, key: str, depth: int = 0) -> bool | None:
+        """Value of predicate ``key`` under assumptions ``A`` (None: unknown)."""
+        if ("p", key, True) in A:
+            return True
+        if ("p", key, False) in A:
+            return False
+        if depth > 4:
+            return None
+        d = self._defs.get(key)
+        if d is None:
+            return None
+        if d[0] == "cmp":
+            _, cmp, rk, c = d
+            lo, hi = -_INF, _INF
+            for a in A:
+                if a[0] == "r" and a[1] == rk:
+                    lo, hi = max(lo, a[2]), min(hi, a[3])
+            if lo == -_INF and hi == _INF:
+                return None
+            return _cmp_decide(cmp, lo, hi, c)
+        if d[0] == "not":
+            r = self.decide(A, d[1], depth + 1)
+            return None if r is None else not r
+        vals = []
+        for k, neg in d[1]:
+            r = self.decide(A, k, depth + 1)
+            vals.append(None if r is None else (r != neg))
+        if d[0] == "and":
+            if False in vals:
+                return False
+            if all(x is True for x in vals):
+                return True
+            return None
+        if True in vals:
+            return True
+        if all(x is False for x in vals):
+            return False
+        return None
+
+    def add(self, A: frozenset, key: str, value: bool, depth: int = 0) -> frozenset:
+        """``A`` plus ``key == value`` and what it implies through the definitions."""
+        A = A | {("p", key, value)}
+        if depth > 4:
+            return A
+        d = self._defs.get(key)
+        if d is None:
+            return A
+        if d[0] == "cmp":
+            _, cmp, rk, c = d
+            rng = _cmp_range(cmp, c, value)
+            k2, lo, hi = rk, rng[0] if rng else None, rng[1] if rng else None
+            for _ in range(4):
+                if rng is None:
+                    break
+                A = A | {("r", k2, lo, hi)}
+                nxt = self._shift.get(k2)
+                if nxt is None:
+                    break
+                k2, d = nxt
+                lo, hi = lo - d, hi - d
+        elif d[0] == "not":
+            A = self.add(A, d[1], not value, depth + 1)
+        elif (d[0] == "and" and value) or (d[0] == "or" and not value):
+            for k, neg in d[1]:
+                A = self.add(A, k, value != neg, depth + 1)
+        return A
+
+
+def _cmp_range(cmp: str, c: int, value: bool) -> tuple[float, float] | None:
+    if not value:
+        cmp = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "eq": "ne", "ne": "eq"}.get(cmp, "")
+    if cmp == "lt":
+        return (-_INF, c - 1)
+    if cmp == "le":
+        return (-_INF, c)
+    if cmp == "gt":
+        return (c + 1, _INF)
+    if cmp == "ge":
+        return (c, _INF)
+    if cmp == "eq":
+        return (c, c)
+    return None
+
+
+def _cmp_decide(cmp: str, lo: float, hi: float, c: int) -> bool | None:
+    if cmp == "lt":
+        return True if hi < c else (False if lo >= c else None)
+    if cmp == "le":
+        return True if hi <= c else (False if lo > c else None)
+    if cmp == "gt":
+        return True if lo > c else (False if hi <= c else None)
+    if cmp == "ge":
+        return True if lo >= c else (False if hi < c else None)
+    if cmp == "eq":
+        return True if lo == hi == c else (False if c < lo or c > hi else None)
+    if cmp == "ne":
+        r = _cmp_decide("eq", lo, hi, c)
+        return None if r is None else not r
+    return None
+
+
+def solve(prop: Property) -> tuple[list[Event], bool]:
+    """Run ``prop`` over its CFG to a fixed point.
+
+    Returns:
+        ``(events, converged)``: the violations found (deduplicated by rule, instruction and
+        message; the first witness kept) and whether the fixed point was reached within the
+        visit budget (False: the caller must report that the result is incomplete).
+    """
+    cfg = prop.cfg
+    values = prop.values
+    if not cfg.blocks:
+        return [], True
+    assume = _Assume(cfg, values)
+    instrs = cfg.instrs
+    rel = prop.relevant_index
+    relevant = [[i for i in range(b.start, b.end) if rel(i)] for b in cfg.blocks]
+    block_defs = [set(k for i in range(b.start, b.end) for k in values.defs[i])
+                  for b in cfg.blocks]
+    # state: per block, fact -> assumptions; witness per (block, fact)
+    state: list[dict] = [dict() for _ in cfg.blocks]
+    wit: list[dict] = [dict() for _ in cfg.blocks]
+    events: dict[tuple, Event] = {}
+    facts_at: dict[int, set] = {}
+    init = prop.initial()
+    state[0][init] = frozenset()
+    wit[0][init] = ()
+    work = [0]
+    queued = {0}
+    visits = 0
+    exit_id = cfg.exit_id
+    while work:
+        # process in reverse post-order position for fast convergence
+        b = work.pop(0)
+        queued.discard(b)
+        visits += 1
+        if visits > _MAX_VISITS:
+            return list(events.values()), False
+        blk = cfg.blocks[b]
+        for fact, A in list(state[b].items()):
+            w = wit[b].get(fact, ())
+            cur = fact
+            for i in relevant[b]:
+                ins = instrs[i]
+                cw = w
+
+                def report(rule: str, message: str, severity: str | None = None,
+                           fix: str | None = None, _i: int = i, _w: tuple = cw) -> None:
+                    key = (rule, _i, message)
+                    if key not in events:
+                        events[key] = Event(rule, _i, message, _w + ((_i, "here"),), severity,
+                                            fix)
+                fs = facts_at.get(i)
+                if fs is None:
+                    facts_at[i] = {cur}
+                elif len(fs) < 64:
+                    fs.add(cur)
+                new = prop.transfer(i, ins, cur, report)
+                if new != cur:
+                    d = prop.describe(i, ins, cur, new)
+                    if d is not None:
+                        w = (w + ((i, d),))[-MAX_WITNESS:]
+                cur = new
+            if A and block_defs[b]:
+                A = frozenset(a for a in A if a[1] not in block_defs[b])
+            for e in blk.succs:
+                A2 = A
+                w2 = w
+                if e.cond is not None:
+                    key, val = e.cond
+                    known = assume.decide(A, key)
+                    if known is not None and known != val:
+                        continue
+                    A2 = assume.add(A, key, val)
+                    last = instrs[blk.end - 1]
+                    if last.parts[0] == "bra":
+                        w2 = (w + ((blk.end - 1, "branch taken" if val != last.negated
+                                    else "branch not taken"),))[-MAX_WITNESS:]
+                if e.dst == exit_id:
+                    last_i = blk.end - 1
+                    li = last_i if instrs[last_i].parts[0] in ("ret", "exit", "trap") else None
+
+                    def report_exit(rule: str, message: str, severity: str | None = None,
+                                    fix: str | None = None, _i: int | None = li,
+                                    _w: tuple = w2) -> None:
+                        key = (rule, _i, message)
+                        if key not in events:
+                            events[key] = Event(rule, _i, message, _w, severity, fix)
+                    if li is None or instrs[li].parts[0] != "trap":
+                        prop.at_exit(li, cur, report_exit)
+                    continue
+                dst = state[e.dst]
+                old = dst.get(cur)
+                if old is None:
+                    dst[cur] = A2
+                    wit[e.dst][cur] = w2
+                elif old != A2 and not old <= A2:
+                    dst[cur] = old & A2
+                else:
+                    continue
+                if e.dst not in queued:
+                    queued.add(e.dst)
+                    work.append(e.dst)
+    return _confirm(prop, events, facts_at), True
+
+
+def _confirm(prop: Property, events: dict, facts_at: dict) -> list[Event]:
+    """For the rules a property lists in ``CONFIRM``: keep an error only when every fact reaching
+    the instruction triggers it; otherwise the violation depends on a path the analysis could not
+    prove infeasible (loop-carried or data-dependent correlations): a note."""
+    out = []
+    instrs = prop.cfg.instrs
+    for (rule, i, msg), ev in events.items():
+        if i is None or ev.severity == "note" or i not in facts_at or \
+                rule not in getattr(prop, "CONFIRM", ()):
+            out.append(ev)
+            continue
+        hits = 0
+        facts = facts_at[i]
+        for f in facts:
+            got: list = []
+            prop.transfer(i, instrs[i], f, lambda r, m, *a, _g=got, **k: _g.append((r, m)))
+            if (rule, msg) in got:
+                hits += 1
+        if hits == len(facts):
+            out.append(ev)
+        else:
+            out.append(Event(rule, i, msg + " (on some paths only; the analysis could not prove "
+                             "the others infeasible)", ev.witness, "note", ev.fix))
+    return out

@@ -1,0 +1,528 @@
+"""AP (+ W5, TM8): async proxy, bulk copies (TMA) and their groups.
+
+Policy (like TF5): a missing proxy fence is a **warning** when the generic writes are landed
+``cp.async`` data or when a CTA barrier separates the writes from the async-proxy reader (Triton
+3.6 emits no fence in either case; Triton 3.9 does), and an **error** when ``st.shared``/
+``stmatrix`` writes reach the reader with no barrier and no fence at all.
+
+One proxy-state property serves AP1 (generic writes read by a bulk store), W5 (read by wgmma)
+and TM8 (read by tcgen05.mma/cp), AP2 (generic reads before an async write), AP3 (bulk-load
+destination read before completion) and AP4 (generic global writes read by TMA). Sources: PTX ISA
+9.1 §8.6 (proxies), §9.7.9.25 (bulk copies), §9.7.9.27 (tensor copies), §9.7.13.4 (proxy fences),
+and ``ptx_rules.md`` §3. AP8 and AP9 are not implemented.
+"""
+
+from __future__ import annotations
+
+from verifier.analysis import Property
+from verifier.context import Context
+from verifier.findings import Finding, Note
+from verifier.rules._flow import (
+    addr_val,
+    each_function,
+    event_findings,
+    fmt_addr,
+    is_cta_barrier,
+    is_mbar_wait,
+    is_smem_read,
+    is_smem_write,
+    is_tc,
+    note_finding,
+)
+
+__all__ = [
+    "bulk_dst_read_early",
+    "bulk_group_uncommitted",
+    "bulk_size_invalid",
+    "bulk_source_reuse",
+    "generic_read_async_write",
+    "generic_write_async_read",
+    "global_write_tma_read",
+    "is_bulk_load",
+    "is_bulk_store",
+    "tc_smem_unfenced",
+    "wgmma_smem_unfenced",
+]
+
+
+def _is_bulk(ins) -> bool:
+    p = ins.parts
+    return p[0] == "cp" and len(p) > 2 and p[1] in ("async", "reduce") and (
+        p[2] == "bulk" or (len(p) > 3 and p[3] == "bulk"))
+
+
+def is_bulk_load(ins) -> bool:
+    """A bulk / tensor copy into shared memory (global → shared::cta / shared::cluster)."""
+    p = ins.parts
+    if not _is_bulk(ins) or "prefetch" in p:
+        return False
+    try:
+        k = next(j for j, x in enumerate(p) if x.startswith("shared"))
+        g = p.index("global")
+    except (StopIteration, ValueError):
+        return False
+    return k < g
+
+
+def is_bulk_store(ins) -> bool:
+    """A bulk / tensor copy or reduction reading shared memory (shared::cta → global)."""
+    p = ins.parts
+    if not _is_bulk(ins) or "commit_group" in p or "wait_group" in p:
+        return False
+    try:
+        k = next(j for j, x in enumerate(p) if x.startswith("shared"))
+        g = p.index("global")
+    except (StopIteration, ValueError):
+        return False
+    return g < k
+
+
+def _span(ins) -> int | None:
+    """Bytes read/written by a generic smem access (type size x vector)."""
+    from verifier.ptx.ast import TYPE_SIZES
+    n = 1
+    sz = None
+    for p in ins.parts:
+        if p in ("v2", "v4", "v8"):
+            n = int(p[1])
+        if p in TYPE_SIZES:
+            sz = TYPE_SIZES[p]
+    if ins.parts[0] == "ldmatrix":
+        return 512
+    return None if sz is None else sz * n
+
+
+def _overlap(a, asz, b, bsz) -> bool | None:
+    """Do [a, a+asz) and [b, b+bsz) overlap (None sizes: unbounded); None: unknown."""
+    if a is None or b is None or a[0] != "s" or b[0] != "s":
+        return None
+    if a[1] != b[1]:
+        return False
+    lo1, lo2 = a[2], b[2]
+    hi1 = lo1 + asz if asz is not None else float("inf")
+    hi2 = lo2 + bsz if bsz is not None else float("inf")
+    return lo1 < hi2 and lo2 < hi1
+
+
+class Proxy(Property):
+    """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
+    generic global writes unfenced, pending bulk-load destinations, cp.async issued)."""
+
+    RULES = ("AP1", "W5", "TM8", "AP2", "AP3", "AP4")
+
+    def initial(self):
+        return (0, frozenset(), False, frozenset(), False)
+
+    def relevant(self, ins):
+        p = ins.parts
+        return is_smem_write(ins) or is_smem_read(ins) or _is_bulk(ins) or p[0] == "fence" \
+            or is_cta_barrier(ins) \
+            or (p[0] == "cp" and len(p) > 1 and p[1] == "async") or is_mbar_wait(ins) \
+            or (p[0] in ("st", "red", "atom") and len(p) > 1 and p[1] == "global") \
+            or (p[0] == "wgmma" and len(p) > 1 and p[1] == "mma_async") \
+            or is_tc(ins, "mma", "cp")
+
+    def transfer(self, i, ins, fact, report):
+        gw, gr, gg, pend, cpa = fact
+        p = ins.parts
+        fa = self.fa
+        if p[0] == "fence":
+            if "proxy" in p and any(x.startswith("async") for x in p):
+                glob = "async" in p or "async::global" in ins.opcode or "global" in p
+                return (0, frozenset(), gg and not glob, pend, cpa)
+            return fact
+        if is_mbar_wait(ins):
+            return (gw, gr, gg, frozenset(), cpa)
+        if is_cta_barrier(ins):
+            return (3 if gw == 2 else gw, gr, gg, pend, cpa)
+        if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("wait_group", "wait_all"):
+            return (max(gw, 1 if cpa else 0), gr, gg, pend, cpa)
+        if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("ca", "cg"):
+            return (gw, gr, gg, pend, True)
+        if is_smem_write(ins):
+            return (2, gr, gg, pend, cpa)
+        if p[0] in ("st", "red", "atom") and len(p) > 1 and p[1] == "global":
+            return (gw, gr, True, pend, cpa)
+        if is_smem_read(ins):
+            a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
+            sz = _span(ins)
+            for d, dsz in pend:
+                ov = _overlap(a, sz, d, dsz)
+                if ov:
+                    report("AP3", f"'{ins.opcode}' reads '{fmt_addr(a)}', the destination of a "
+                                  "bulk copy that has not been waited for")
+                    break
+            item = (a, sz) if a is not None else ("?",)
+            return (gw, gr | {item} if len(gr) < 8 else gr | {("?",)}, gg, pend, cpa)
+        sev = None if gw == 2 else "warning"
+        how = {1: "filled by 'cp.async'", 2: "written through the generic proxy",
+               3: "written through the generic proxy (handed off by a barrier only)"}.get(gw, "")
+        if p[0] == "wgmma":
+            if gw:
+                report("W5", f"'wgmma.mma_async' reads shared memory {how} without "
+                             "'fence.proxy.async'", severity=sev)
+            return fact
+        if is_tc(ins, "mma", "cp"):
+            if gw:
+                report("TM8", f"'tcgen05.{p[1]}' reads shared memory {how} without "
+                              "'fence.proxy.async.shared::cta'", severity=sev)
+            return fact
+        if is_bulk_store(ins):
+            if gw:
+                report("AP1", f"'{ins.opcode.split('.global')[0]}' reads shared memory {how} "
+                              "without 'fence.proxy.async'", severity=sev)
+            return fact
+        if is_bulk_load(ins):
+            addrs = [o for o in ins.operands if o.kind == "address"]
+            dst = addr_val(fa, addrs[0], i) if addrs else None
+            size = None
+            if "tensor" not in p:
+                sz = [o for o in ins.operands if o.kind != "address"]
+                size = self.values.const(sz[0], i) if sz else None
+            for item in gr:
+                if item[0] == "?":
+                    continue
+                ov = _overlap(item[0], item[1], dst, size)
+                if ov:
+                    report("AP2", f"bulk copy overwrites '{fmt_addr(dst)}' that was read through "
+                                  "the generic proxy without 'fence.proxy.async' in between")
+                    break
+            if gg:
+                report("AP4", "bulk copy reads global memory written through the generic proxy "
+                              "without 'fence.proxy.async.global'", severity="warning")
+            if dst is not None and len(pend) < 8:
+                pend = pend | {(dst, size)}
+            return (gw, gr, gg, pend, cpa)
+        return fact
+
+    def describe(self, i, ins, old, new):
+        if old == new:
+            return None
+        if new[0] and not old[0]:
+            return "generic-proxy shared write" if new[0] == 2 else "cp.async data landed"
+        if not new[0] and old[0]:
+            return "proxy fence"
+        return None
+
+
+def _proxy_rule(rule: str, hint: str):
+    def check(ctx: Context) -> list[Finding]:
+        out: list[Finding] = []
+        for fi, fa in each_function(ctx):
+            if not any(ins.parts[0] in ("cp", "wgmma", "tcgen05") for ins in fa.cfg.instrs):
+                continue
+            out += event_findings(ctx, fi, fa, Proxy, rule, hint)
+        return out
+    return check
+
+
+def generic_write_async_read(ctx: Context) -> list[Finding]:
+    """Generic shared-memory writes read by a bulk copy without a proxy fence (AP1).
+
+    What it checks:
+        Between a generic write to shared memory (``st.shared``, ``stmatrix``, landed
+        ``cp.async`` data) and a ``cp.async.bulk``/``.tensor`` store or reduction from shared
+        memory, ``fence.proxy.async`` executes on every path.
+
+    Why it is bad:
+        ``bar.sync`` does not bridge proxies: the TMA store reads stale shared memory
+        (FlashKDA#24, cutlass#2960).
+
+    Example:
+        ``st.shared.v4.b32 [%r1], {...}; bar.sync 0; cp.async.bulk.tensor.2d.global.shared::cta...``
+
+    Use instead:
+        ``st.shared...; fence.proxy.async.shared::cta; bar.sync 0; cp.async.bulk...``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §8.6, §9.7.9.25.2; ptx_rules.md AP1.
+    """
+    return _proxy_rule("AP1", "insert 'fence.proxy.async.shared::cta;' after the writes, before "
+                              "the barrier")(ctx)
+
+
+def wgmma_smem_unfenced(ctx: Context) -> list[Finding]:
+    """wgmma reads shared memory written by the generic proxy without a fence (W5).
+
+    What it checks:
+        As AP1, for ``wgmma.mma_async`` operands in shared memory.
+
+    Why it is bad:
+        Stale operands; ``wgmma.fence`` orders registers only.
+
+    Example:
+        ``cp.async.wait_group 0; bar.sync 0; wgmma.fence...; wgmma.mma_async...``
+
+    Use instead:
+        ``cp.async.wait_group 0; bar.sync 0; fence.proxy.async.shared::cta; wgmma.mma_async...``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.15.4, §9.7.15.7.1; ptx_rules.md W5.
+    """
+    return _proxy_rule("W5", "insert 'fence.proxy.async.shared::cta;' before the wgmma")(ctx)
+
+
+def tc_smem_unfenced(ctx: Context) -> list[Finding]:
+    """tcgen05.mma/cp reads shared memory written by the generic proxy without a fence (TM8).
+
+    What it checks:
+        As AP1, for ``tcgen05.mma`` and ``tcgen05.cp`` shared-memory operands.
+
+    Why it is bad:
+        The tensor core reads stale operands (sglang#39124).
+
+    Example:
+        ``cp.async.wait_group 2; bar.sync 0; tcgen05.mma...``
+
+    Use instead:
+        ``...; fence.proxy.async.shared::cta; bar.sync 0; tcgen05.mma...``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.16.6.5; Triton ``ProxyFenceInsertion.cpp``; ptx_rules.md TM8.
+    """
+    return _proxy_rule("TM8", "insert 'fence.proxy.async.shared::cta;' before the barrier that "
+                              "hands the tile to the MMA thread")(ctx)
+
+
+def generic_read_async_write(ctx: Context) -> list[Finding]:
+    """Generic reads of a buffer then a bulk copy overwriting it without a proxy fence (AP2).
+
+    What it checks:
+        An ``ld.shared``/``ldmatrix`` of a resolved address followed by a bulk/tensor load into an
+        overlapping range needs ``fence.proxy.async`` in between.
+
+    Why it is bad:
+        The TMA may overwrite data still being read (DeepEP#642, TransformerEngine#2695).
+
+    Example:
+        ``ld.shared.b32 %r1, [smem]; cp.async.bulk.shared::cluster.global... [smem], ...``
+
+    Use instead:
+        ``ld.shared...; fence.proxy.async.shared::cta; cp.async.bulk...``
+
+    ptxas:
+        no.
+
+    References:
+        Triton ``ProxyFenceInsertion.cpp``; ptx_rules.md AP2.
+    """
+    return _proxy_rule("AP2", "insert 'fence.proxy.async.shared::cta;' between the reads and the "
+                              "bulk copy")(ctx)
+
+
+def bulk_dst_read_early(ctx: Context) -> list[Finding]:
+    """Destination of a bulk load read before its completion is observed (AP3).
+
+    What it checks:
+        After a bulk/tensor load into a resolved shared address, a generic read of that range
+        is preceded by an mbarrier wait on every path.
+
+    Why it is bad:
+        The data may not have landed.
+
+    Example:
+        ``cp.async.bulk... [smem], ..., [bar]; ld.shared.b32 %r1, [smem];``
+
+    Use instead:
+        wait on ``[bar]`` (try_wait loop) first.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.2; ptx_rules.md AP3.
+    """
+    return _proxy_rule("AP3", "wait on the copy's mbarrier before reading")(ctx)
+
+
+def global_write_tma_read(ctx: Context) -> list[Finding]:
+    """Generic global writes followed by a bulk load without ``fence.proxy.async.global`` (AP4).
+
+    What it checks:
+        ``st.global``/``red.global``/``atom.global`` followed on some path by a bulk/tensor load
+        with no ``fence.proxy.async`` (global or full) between. A warning: the written and the
+        loaded buffers are not compared.
+
+    Why it is bad:
+        The TMA may read stale global data (DeepEP#621).
+
+    Example:
+        ``st.global.b32 [%rd1], %r1; cp.async.bulk.shared::cluster.global...``
+
+    Use instead:
+        ``st.global...; fence.proxy.async.global; cp.async.bulk...``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.4; ptx_rules.md AP4.
+    """
+    return _proxy_rule("AP4", "insert 'fence.proxy.async.global;' before the bulk copy")(ctx)
+
+
+class BulkGroup(Property):
+    """Fact: (uncommitted bulk ops, committed groups pending (capped), pending source
+    addresses)."""
+
+    RULES = ("AP5", "AP6")
+
+    def initial(self):
+        return (False, 0, frozenset())
+
+    def relevant(self, ins):
+        return _is_bulk(ins) or is_smem_write(ins)
+
+    def transfer(self, i, ins, fact, report):
+        unc, pend, srcs = fact
+        p = ins.parts
+        if "commit_group" in p:
+            return (False, min(pend + (1 if unc else 0), 3), srcs)
+        if "wait_group" in p:
+            if unc:
+                report("AP6", "'cp.async.bulk.wait_group' does not cover bulk copies issued since "
+                              "the last 'cp.async.bulk.commit_group'")
+            n = self.values.const(ins.operands[0], i) if ins.operands else None
+            if n == 0:
+                return (unc, 0, frozenset() if not unc else srcs)
+            return (unc, min(pend, n if n is not None else pend), srcs)
+        if is_bulk_store(ins):
+            addrs = [o for o in ins.operands if o.kind == "address"]
+            src = addr_val(self.fa, addrs[1], i) if len(addrs) > 1 else None
+            return (True, pend, srcs | {src} if len(srcs) < 6 else srcs)
+        if is_smem_write(ins) and srcs:
+            a = addr_val(self.fa, next((o for o in ins.operands if o.kind == "address"), None), i)
+            for s in srcs:
+                if s is None or a is None or _overlap(a, 16, s, None) or (
+                        a[0] == "s" and s[0] == "s" and a[1] == s[1] and a[2] >= s[2]):
+                    if a is not None and s is not None:
+                        report("AP5", f"'{ins.opcode}' overwrites '{fmt_addr(a)}' while a bulk "
+                                      "store may still read it (no 'cp.async.bulk.wait_group.read')")
+                        break
+        return fact
+
+    def at_exit(self, i, fact, report):
+        unc, pend, srcs = fact
+        if unc or pend:
+            report("AP5", "the kernel exits while bulk stores from shared memory may still be "
+                          "reading it (no 'cp.async.bulk.wait_group.read 0')")
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else ins.opcode
+
+
+def bulk_source_reuse(ctx: Context) -> list[Finding]:
+    """Bulk-store source modified or abandoned before the copy read it (AP5).
+
+    What it checks:
+        After a bulk store from shared memory, ``cp.async.bulk.commit_group`` and
+        ``cp.async.bulk.wait_group.read N`` precede any generic write to the source and the
+        kernel's exit.
+
+    Why it is bad:
+        Undefined behaviour: the copy reads modified or released shared memory.
+
+    Example:
+        ``cp.async.bulk.global.shared::cta.bulk_group [%rd1], [smem], 4096;`` then ``ret;``
+
+    Use instead:
+        ``cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0;``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.1, §9.7.9.27.2.2; ptx_rules.md AP5.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, is_bulk_store):
+        out += event_findings(ctx, fi, fa, BulkGroup, "AP5",
+                              "insert 'cp.async.bulk.commit_group; "
+                              "cp.async.bulk.wait_group.read 0;'")
+    return out
+
+
+def bulk_group_uncommitted(ctx: Context) -> list[Finding]:
+    """``cp.async.bulk.wait_group`` with uncommitted bulk copies (AP6).
+
+    What it checks:
+        Bulk async-groups are per thread: a wait_group only covers ops committed before it.
+
+    Why it is bad:
+        The wait covers nothing; the copies are still in flight.
+
+    Example:
+        ``cp.async.bulk.global.shared::cta.bulk_group ...; cp.async.bulk.wait_group.read 0;``
+
+    Use instead:
+        ``...; cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0;``
+
+    ptxas:
+        register N: ERR; missing commit: no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.1.1, §9.7.9.27.2.1-2; ptx_rules.md AP6.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, is_bulk_store):
+        out += event_findings(ctx, fi, fa, BulkGroup, "AP6",
+                              "insert 'cp.async.bulk.commit_group;' before the wait")
+    return out
+
+
+def bulk_size_invalid(ctx: Context) -> list[Finding]:
+    """``cp.async.bulk`` size or shared address not a multiple of 16 (AP7).
+
+    What it checks:
+        Non-tensor bulk copies: the size (immediate or constant register) is a positive multiple
+        of 16 and resolved shared-memory addresses are 16-byte aligned. Unknown sizes give a note.
+
+    Why it is bad:
+        Undefined behaviour.
+
+    Example:
+        ``mov.b32 %r5, 1000; cp.async.bulk.shared::cluster.global... [smem], [%rd1], %r5, [bar];``
+
+    Use instead:
+        a size that is a multiple of 16.
+
+    ptxas:
+        size: ERR for immediates only.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.4.1; ptx_rules.md AP7.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _is_bulk):
+        for i, ins in enumerate(fa.cfg.instrs):
+            if not (is_bulk_load(ins) or is_bulk_store(ins)) or "tensor" in ins.parts:
+                continue
+            sz = [o for o in ins.operands if o.kind != "address"]
+            if not sz:
+                continue
+            c = fa.values.const(sz[0], i)
+            if c is None:
+                out.append(note_finding(ctx, "AP7", ins, "bulk copy size is not a constant; "
+                                        "its multiple-of-16 rule is not checked"))
+            elif c <= 0 or c % 16:
+                out.append(ctx.finding("AP7", ins.line, ins.col,
+                                       f"bulk copy size {c} is not a positive multiple of 16",
+                                       notes=[Note(message="sizes and addresses of "
+                                                   "'cp.async.bulk' must be 16-byte multiples")]))
+            for o in ins.operands:
+                if o.kind == "address":
+                    v = addr_val(fa, o, i)
+                    if v is not None and v[0] == "s" and v[2] % 16:
+                        out.append(ctx.finding("AP7", ins.line, ins.col,
+                                               f"bulk copy address '{fmt_addr(v)}' is not 16-byte "
+                                               "aligned"))
+    return out

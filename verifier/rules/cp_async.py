@@ -1,0 +1,202 @@
+"""CA: Ampere-style ``cp.async`` rules. CA5 (write-after-read on a stage, cp.async results
+feeding async-proxy readers) is covered by W5/TM8/AP1 for the proxy part; its WAR part is not
+implemented. Sources: PTX ISA 9.1 §9.7.9.25.3 and ``ptx_rules.md`` §5.
+"""
+
+from __future__ import annotations
+
+from verifier.analysis import Property
+from verifier.context import Context
+from verifier.findings import Finding, Note
+from verifier.rules._flow import each_function, event_findings, is_cta_barrier, is_smem_read
+
+__all__ = [
+    "cp_async_same_dst",
+    "cp_async_size_invalid",
+    "cp_async_unpublished",
+    "cp_async_wait_before_commit",
+]
+
+
+def _cp(ins) -> bool:
+    p = ins.parts
+    return p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("ca", "cg")
+
+
+def _cp_any(ins) -> bool:
+    p = ins.parts
+    return p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in (
+        "ca", "cg", "commit_group", "wait_group", "wait_all")
+
+
+def cp_async_size_invalid(ctx: Context) -> list[Finding]:
+    """``cp.async`` copy size not 4, 8 or 16 (16 for ``.cg``) (CA1).
+
+    What it checks:
+        The cp-size operand (third) is 4, 8 or 16 bytes; with ``.cg`` only 16.
+
+    Why it is bad:
+        Not assemblable.
+
+    Example:
+        ``cp.async.cg.shared.global [%r1], [%rd1], 8;``
+
+    Use instead:
+        ``cp.async.ca.shared.global [%r1], [%rd1], 8;`` or size 16 with ``.cg``.
+
+    ptxas:
+        ERR.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.3.1; ptx_rules.md CA1.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _cp):
+        for i, ins in enumerate(fa.cfg.instrs):
+            if not _cp(ins) or len(ins.operands) < 3:
+                continue
+            c = fa.values.const(ins.operands[2], i)
+            if c is None:
+                continue
+            allowed = {16} if ins.parts[2] == "cg" else {4, 8, 16}
+            if c not in allowed:
+                out.append(ctx.finding("CA1", ins.operands[2].line, ins.operands[2].col,
+                                       f"'cp.async.{ins.parts[2]}' copy size {c} is not one of "
+                                       f"{sorted(allowed)}"))
+    return out
+
+
+class CpAsync(Property):
+    """Fact: (uncommitted cp.async issued, landed data not yet published by a barrier,
+    destinations of the current group)."""
+
+    RULES = ("CA2", "CA3", "CA4")
+
+    def initial(self):
+        return (False, False, frozenset())
+
+    def relevant(self, ins):
+        return _cp_any(ins) or is_cta_barrier(ins) or is_smem_read(ins)
+
+    def transfer(self, i, ins, fact, report):
+        unc, landed, dsts = fact
+        p = ins.parts
+        if _cp(ins):
+            d = ins.operands[0] if ins.operands else None
+            key = None
+            if d is not None and d.kind == "address":
+                v = self.values.op_val(d, i)
+                key = v if v is not None else (
+                    self.cfg.reg_key(d.base.name, i) if d.base is not None and d.base.name else
+                    None, d.value)
+            if key is not None and key in dsts:
+                report("CA4", "two 'cp.async' in one group write the same destination; their "
+                              "order is undefined")
+            return (True, landed, (dsts | {key}) if key is not None and len(dsts) < 64 else dsts)
+        if p[0] == "cp" and p[2] == "commit_group":
+            return (False, landed, frozenset())
+        if p[0] == "cp" and p[2] in ("wait_group", "wait_all"):
+            if unc and p[2] == "wait_group":
+                report("CA2", "'cp.async.wait_group' does not cover 'cp.async' issued after the "
+                              "last 'cp.async.commit_group'")
+            return (unc and p[2] == "wait_group", True,
+                    dsts if p[2] == "wait_group" else frozenset())
+        if is_cta_barrier(ins):
+            return (unc, False, dsts)
+        if landed:
+            report("CA3", f"'{ins.opcode}' reads shared memory filled by other threads' "
+                          "'cp.async' without a barrier after their wait")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else ins.opcode
+
+
+def cp_async_wait_before_commit(ctx: Context) -> list[Finding]:
+    """``cp.async.wait_group`` with uncommitted ``cp.async`` (CA2).
+
+    What it checks:
+        Every ``cp.async`` is committed (``cp.async.commit_group``) before the next
+        ``cp.async.wait_group``.
+
+    Why it is bad:
+        The wait covers nothing (csarofeen/pytorch#2457): the data is read before it lands.
+
+    Example:
+        ``cp.async.ca.shared.global [%r1], [%rd1], 16; cp.async.wait_group 0;``
+
+    Use instead:
+        ``cp.async...; cp.async.commit_group; cp.async.wait_group 0;``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.3.2-3; ptx_rules.md CA2.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _cp):
+        out += event_findings(ctx, fi, fa, CpAsync, "CA2",
+                              "insert 'cp.async.commit_group;' before the wait")
+    return out
+
+
+def cp_async_unpublished(ctx: Context) -> list[Finding]:
+    """Shared memory read after ``cp.async`` wait without a CTA barrier (CA3).
+
+    What it checks:
+        After ``cp.async.wait_group``/``wait_all``, a CTA barrier precedes any ``ld.shared`` /
+        ``ldmatrix`` on every path.
+
+    Why it is bad:
+        The wait only makes a thread's own copies visible to itself; other threads read stale
+        shared memory.
+
+    Example:
+        ``cp.async.wait_group 0; ldmatrix.sync.aligned.m8n8.x4.shared.b16 {...}, [%r1];``
+
+    Use instead:
+        ``cp.async.wait_group 0; bar.sync 0; ldmatrix...``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.3.3; ptx_rules.md CA3.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _cp):
+        out += event_findings(ctx, fi, fa, CpAsync, "CA3",
+                              "insert 'bar.sync 0;' after the wait")
+    return out
+
+
+def cp_async_same_dst(ctx: Context) -> list[Finding]:
+    """Two ``cp.async`` of one group write the same destination (CA4).
+
+    What it checks:
+        Within one commit group, destination addresses (resolved, or the same register and
+        offset) are distinct.
+
+    Why it is bad:
+        There is no ordering among the copies of a group: undefined behaviour.
+
+    Example:
+        the same ``cp.async.cg.shared.global [%r1], [%rd1], 16;`` twice before a commit.
+
+    Use instead:
+        one copy per destination per group.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.9.25.3.2; ptx_rules.md CA4.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _cp):
+        out += event_findings(ctx, fi, fa, CpAsync, "CA4")
+    return out
+
+
+_ = Note

@@ -1,0 +1,725 @@
+"""MB: mbarrier rules (object, lifecycle, init visibility, parity, arrival and tx accounting,
+memory semantics, retry loops).
+
+mbarriers are identified by their resolved shared-memory address (``global_smem+98304``, a
+``.shared`` variable plus offset); operations at unresolved addresses make the affected checks
+undecidable (a note) rather than silently passing. Sources: PTX ISA 9.1 §9.7.13.15 (mbarrier),
+§9.7.13.4 (``fence.mbarrier_init``), §9.7.9.25.4 (bulk copies) and ``ptx_rules.md`` §2. MB6
+(phase skew of one elected arriver) is not implemented.
+"""
+
+from __future__ import annotations
+
+from verifier.analysis import UNIFORM, Property
+from verifier.context import Context
+from verifier.findings import Finding, Note
+from verifier.rules._flow import (
+    addr_val,
+    each_function,
+    event_findings,
+    fmt_addr,
+    is_cta_barrier,
+    is_mbar_wait,
+    is_smem_read,
+    is_tc,
+    mbar_operand,
+    note_finding,
+)
+
+__all__ = [
+    "arrival_sources",
+    "mbar_arrival_count",
+    "mbar_count_out_of_range",
+    "mbar_init_not_visible",
+    "mbar_lifecycle",
+    "mbar_object_invalid",
+    "mbar_parity",
+    "mbar_relaxed_wait",
+    "mbar_try_wait_no_retry",
+    "mbar_tx_count",
+]
+
+
+def _is_mbar(ins) -> bool:
+    return ins.parts[0] == "mbarrier"
+
+
+def _uses_mbar(ins) -> bool:
+    return _is_mbar(ins) or is_tc(ins, "commit") or (
+        ins.parts[0] == "cp" and any(p.startswith("mbarrier::complete_tx") for p in ins.parts))
+
+
+def arrival_sources(fa) -> tuple[set, bool]:
+    """``(resolved mbarrier addresses that something arrives on, any arrival at an unknown
+    address)``. Arrivals: ``mbarrier.arrive*``, ``tcgen05.commit``, bulk copies with
+    ``complete_tx``, ``cp.async.mbarrier.arrive``."""
+    srcs: set = set()
+    unknown = False
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        is_src = (p[0] == "mbarrier" and len(p) > 1 and (p[1].startswith("arrive")
+                                                         or p[1] == "complete_tx")) \
+            or is_tc(ins, "commit") \
+            or (p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p)) \
+            or (p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier")
+        if not is_src:
+            continue
+        o = mbar_operand(ins)
+        if p[0] == "cp" and len(p) > 2 and p[2] == "mbarrier":
+            o = next((x for x in ins.operands if x.kind == "address"), None)
+        v = addr_val(fa, o, i)
+        if v is None:
+            unknown = True
+        else:
+            srcs.add(v)
+    return srcs, unknown
+
+
+def mbar_object_invalid(ctx: Context) -> list[Finding]:
+    """mbarrier object misaligned or operation in the wrong state space (MB1).
+
+    What it checks:
+        A resolved mbarrier address is 8-byte aligned (offset and the variable's ``.align``);
+        ``init``/``inval``/``test_wait``/``try_wait`` use ``.shared::cta`` (or ``.shared``),
+        never ``.shared::cluster``.
+
+    Why it is bad:
+        Undefined behaviour.
+
+    Example:
+        ``mbarrier.init.shared::cta.b64 [bars+4], 1;``
+
+    Use instead:
+        ``.shared .align 8 .b64 bars[2];`` and ``[bars+8]``.
+
+    ptxas:
+        misalignment: no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.1, .8, .13; ptx_rules.md MB1.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _uses_mbar):
+        for i, ins in enumerate(fa.cfg.instrs):
+            if not _uses_mbar(ins):
+                continue
+            v = addr_val(fa, mbar_operand(ins), i)
+            if v is not None and v[0] == "s":
+                var = ctx.module_vars.get(v[1]) or fa.cfg.scopes[i].lookup_var(v[1])
+                if v[2] % 8:
+                    out.append(ctx.finding("MB1", ins.line, ins.col,
+                                           f"mbarrier at '{fmt_addr(v)}' is not 8-byte aligned"))
+                elif var is not None and var.align is not None and var.align < 8:
+                    out.append(ctx.finding("MB1", ins.line, ins.col,
+                                           f"mbarrier variable '{v[1]}' is declared with "
+                                           f"'.align {var.align}', it needs 8",
+                                           notes=[Note(message="declared here", line=var.line,
+                                                       col=var.col)]))
+            p = ins.parts
+            if _is_mbar(ins) and len(p) > 1 and p[1] in ("init", "inval", "try_wait",
+                                                         "test_wait") \
+                    and "shared::cluster" in p:
+                out.append(ctx.finding("MB1", ins.line, ins.col,
+                                       f"'mbarrier.{p[1]}' is only allowed on '.shared::cta'"))
+    return out
+
+
+def mbar_count_out_of_range(ctx: Context) -> list[Finding]:
+    """mbarrier expected count or tx-count out of range (MB2).
+
+    What it checks:
+        ``mbarrier.init`` count ∈ [1, 2^20-1]; ``expect_tx`` / ``arrive.expect_tx`` /
+        ``complete_tx`` tx-count ≤ 2^20-1, when the value is known.
+
+    Why it is bad:
+        Undefined behaviour (a zero count never completes a phase as intended).
+
+    Example:
+        ``mbarrier.init.shared::cta.b64 [bar], 0;``
+
+    Use instead:
+        the number of arrivals per phase, at least 1.
+
+    ptxas:
+        no (not even for immediates).
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.2, .9; ptx_rules.md MB2.
+    """
+    out: list[Finding] = []
+    lim = (1 << 20) - 1
+    for fi, fa in each_function(ctx, _is_mbar):
+        for i, ins in enumerate(fa.cfg.instrs):
+            p = ins.parts
+            if not _is_mbar(ins) or len(p) < 2 or not ins.operands:
+                continue
+            if p[1] == "init":
+                c = fa.values.const(ins.operands[-1], i)
+                if c is not None and not 1 <= c <= lim:
+                    out.append(ctx.finding("MB2", ins.line, ins.col,
+                                           f"mbarrier init count {c} is outside [1, {lim}]"))
+            elif "expect_tx" in p or p[1] in ("expect_tx", "complete_tx"):
+                c = fa.values.const(ins.operands[-1], i)
+                if c is not None and c > lim:
+                    out.append(ctx.finding("MB2", ins.line, ins.col,
+                                           f"mbarrier tx-count {c} exceeds {lim}"))
+    return out
+
+
+class MbarLifecycle(Property):
+    """Fact: (frozenset of (bar, 'live'|'dead'), frozenset of bars with async arrivals pending)."""
+
+    RULES = ("MB3",)
+    CONFIRM = ("MB3",)
+
+    def initial(self):
+        return (frozenset(), frozenset())
+
+    def relevant(self, ins):
+        return _uses_mbar(ins)
+
+    def transfer(self, i, ins, fact, report):
+        states, pend = fact
+        b = addr_val(self.fa, mbar_operand(ins), i)
+        st = dict(states)
+        p = ins.parts
+        if is_mbar_wait(ins):
+            pend = frozenset() if b is None else frozenset(x for x in pend if x != b)
+        if b is None:
+            if p[0] == "mbarrier" and p[1] == "init":
+                # an init at an unknown address may (re)initialize any barrier
+                st = {k: v for k, v in st.items() if v == "live"}
+                st["*"] = "live"
+                return (frozenset(st.items()), pend)
+            return (states, pend)
+        cur = real = st.get(b)
+        if cur is None and "*" in st:
+            cur = "live"
+        if p[0] == "mbarrier" and p[1] == "init":
+            if real == "live":
+                report("MB3", f"mbarrier '{fmt_addr(b)}' is initialized again while live "
+                              "(no 'mbarrier.inval' in between)")
+            st[b] = "live"
+            return (frozenset(st.items()), pend - {b})
+        if p[0] == "mbarrier" and p[1] == "inval":
+            if cur != "live":
+                report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}', which is not initialized")
+            if b in pend:
+                report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
+                              "arrival (commit / complete_tx) may still target it")
+            st[b] = "dead"
+            return (frozenset(st.items()), pend - {b})
+        if cur != "live":
+            what = "after 'mbarrier.inval'" if cur == "dead" else "before 'mbarrier.init'"
+            report("MB3", f"'{ins.opcode.split('.shared')[0]}' uses mbarrier '{fmt_addr(b)}' "
+                          f"{what}")
+        if is_tc(ins, "commit") or p[0] == "cp":
+            pend = pend | {b}
+        return (states, pend)
+
+    def describe(self, i, ins, old, new):
+        return ins.opcode.split(".shared")[0]
+
+
+def mbar_lifecycle(ctx: Context) -> list[Finding]:
+    """mbarrier used before init, after inval, initialized twice, or invalidated in use (MB3).
+
+    What it checks:
+        Per resolved mbarrier, on every path: init before any other operation, no second init
+        while live, no use after ``inval``, and no ``inval`` while a ``tcgen05.commit`` or a bulk
+        copy's ``complete_tx`` may still arrive (no wait on it since).
+
+    Why it is bad:
+        Undefined behaviour; an inval racing an asynchronous arrive corrupts the barrier
+        (triton#10409).
+
+    Example:
+        ``mbarrier.try_wait...[bar]`` with the ``mbarrier.init`` deleted.
+
+    Use instead:
+        ``mbarrier.init.shared::cta.b64 [bar], 1;`` then a barrier, then use.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15, .3, .9, .10; triton#10409; ptx_rules.md MB3.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _uses_mbar):
+        out += event_findings(ctx, fi, fa, MbarLifecycle, "MB3")
+    return out
+
+
+def _cluster_use(ins) -> bool:
+    p = ins.parts
+    return "multicast::cluster" in p or (p[0] == "mbarrier" and "shared::cluster" in p
+                                        and "cluster" in p)
+
+
+class MbarInit(Property):
+    """Fact: (bars initialized but not published by a CTA barrier (with init guard),
+    bars not yet published to the cluster, fence.mbarrier_init seen since init)."""
+
+    RULES = ("MB4",)
+    CONFIRM = ("MB4",)
+
+    def initial(self):
+        return (frozenset(), frozenset(), False)
+
+    def relevant(self, ins):
+        return _uses_mbar(ins) or is_cta_barrier(ins) or ins.parts[0] == "fence"
+
+    def transfer(self, i, ins, fact, report):
+        cta, clu, fenced = fact
+        p = ins.parts
+        if p[0] == "fence":
+            return (cta, clu, fenced or "mbarrier_init" in ins.opcode)
+        if is_cta_barrier(ins):
+            if p[0] == "barrier" and "cluster" in p and fenced:
+                clu = frozenset()
+            return (frozenset(), clu, fenced)
+        b = addr_val(self.fa, mbar_operand(ins), i)
+        if b is None:
+            return fact
+        if p[0] == "mbarrier" and p[1] == "init":
+            g = ins.predicate
+            return (cta | {(b, g)}, clu | {b}, False)
+        single = self.values.guard_single_lane(i)
+        for bb, g in cta:
+            # a single-lane use may be the initializing thread itself
+            if bb == b and ins.predicate != g and not single:
+                report("MB4", f"mbarrier '{fmt_addr(b)}' is used by other threads before a "
+                              "barrier makes its initialization visible")
+                break
+        if _cluster_use(ins) and b in clu:
+            report("MB4", f"mbarrier '{fmt_addr(b)}' is used across the cluster before "
+                          "'fence.mbarrier_init.release.cluster' and a cluster barrier")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        if ins.parts[0] == "mbarrier" and ins.parts[1] == "init":
+            return "mbarrier initialized here"
+        return None
+
+
+def mbar_init_not_visible(ctx: Context) -> list[Finding]:
+    """mbarrier used before its initialization is visible (MB4).
+
+    What it checks:
+        Between ``mbarrier.init`` (by one thread) and the first use by other threads (an
+        instruction not under the init's guard) there is a CTA barrier on every path; uses
+        across the cluster (multicast, remote arrive) also need ``fence.mbarrier_init.release.
+        cluster`` followed by a cluster barrier.
+
+    Why it is bad:
+        Other threads (or CTAs) arrive on or wait for an uninitialized barrier: UB or hang.
+
+    Example:
+        ``@%p0 mbarrier.init.shared::cta.b64 [bar], 1;`` then immediately
+        ``mbarrier.try_wait...[bar]`` by all threads.
+
+    Use instead:
+        ``@%p0 mbarrier.init ...; bar.sync 0;``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.4, §9.7.9.25.4.1; ptx_rules.md MB4.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _uses_mbar):
+        out += event_findings(ctx, fi, fa, MbarInit, "MB4",
+                              "insert 'bar.sync 0;' after the initialization")
+    return out
+
+
+class MbarParity(Property):
+    """Fact: frozenset of (bar, completed waits mod 2 or -1 unknown, last wait site)."""
+
+    RULES = ("MB5",)
+
+    def initial(self):
+        return frozenset()
+
+    def relevant(self, ins):
+        return _is_mbar(ins) and len(ins.parts) > 1 and (ins.parts[1] == "init"
+                                                         or is_mbar_wait(ins))
+
+    def transfer(self, i, ins, fact, report):
+        b = addr_val(self.fa, mbar_operand(ins), i)
+        st = {x[0]: (x[1], x[2]) for x in fact}
+        if ins.parts[1] == "init":
+            if b is None:
+                return fact
+            st[b] = (0, -1)
+            return frozenset((k, v[0], v[1]) for k, v in st.items())
+        if b is None:
+            return frozenset((k, -1, -1) for k in st)
+        if "parity" not in ins.parts:
+            return fact
+        par = self.values.const(ins.operands[-1], i) if ins.operands else None
+        n, last = st.get(b, (-1, -1))
+        retry = last == i          # re-executed through its retry loop: same logical wait
+        before = (n ^ 1) if retry and n >= 0 else n
+        if par is not None and before >= 0 and par != before:
+            what = ("passes at once: that phase already completed" if before == 0
+                    else "waits for a phase that is not the current one")
+            report("MB5", f"wait on mbarrier '{fmt_addr(b)}' with parity {par}, but {before} "
+                          f"completed phase(s) were waited for on this path: it {what}")
+        if retry:
+            return fact
+        if par is None:
+            st[b] = (-1, i)
+        else:
+            st[b] = ((par ^ 1) if n < 0 else (n ^ 1), i)
+        return frozenset((k, v[0], v[1]) for k, v in st.items())
+
+    def describe(self, i, ins, old, new):
+        return ins.opcode.split(".shared")[0]
+
+
+def mbar_parity(ctx: Context) -> list[Finding]:
+    """mbarrier wait with the wrong phase parity (MB5).
+
+    What it checks:
+        For a resolved mbarrier, the k-th logical wait after its init (a retry loop counts once)
+        uses the constant parity ``k % 2``. Register parities (phase variables in loops) are not
+        checked.
+
+    Why it is bad:
+        On a fresh barrier parity 1 passes at once (consumer reads unlanded data); a parity that
+        was not flipped waits for the wrong phase (hang or race, flash-attention#1317).
+
+    Example:
+        first wait: ``mbarrier.try_wait.parity.shared::cta.b64 %p, [bar], 1;``
+
+    Use instead:
+        parity 0 for the first phase, flipping after each completed wait.
+
+    ptxas:
+        parity immediates outside {0, 1}: ERR; wrong-but-valid parity: no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.4, .16; flash-attention#1317; ptx_rules.md MB5.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, is_mbar_wait):
+        out += event_findings(ctx, fi, fa, MbarParity, "MB5")
+    return out
+
+
+def _issuers(fa, i) -> int | None:
+    """Threads executing instruction ``i`` once: 1 for a single-lane guard in a warp-restricted
+    context, the warp count for a per-warp single lane in uniform code, the CTA size for
+    unguarded uniform code; None when unknown."""
+    v = fa.values
+    single = v.guard_single_lane(i)
+    c = v.context_class(i)
+    ins = fa.cfg.instrs[i]
+    if single:
+        if ins.predicate is not None:
+            k = fa.cfg.reg_key(ins.predicate, i)
+            if _selects_one_warp(fa, k) or c != UNIFORM:
+                return 1
+        if c != UNIFORM or fa.cfg.block_of[i] in v.partial_blocks:
+            return 1
+        return fa.nwarps
+    if c == UNIFORM and ins.predicate is None:
+        return fa.threads
+    return None
+
+
+def _selects_one_warp(fa, key, depth=0) -> bool:
+    v = fa.values
+    sites = v.def_sites.get(key, [])
+    if len(sites) != 1 or depth > 4:
+        return False
+    ins = fa.cfg.instrs[sites[0]]
+    if ins.parts[0] == "and" and "pred" in ins.parts:
+        return any(o.kind == "reg" and _selects_one_warp(fa, fa.cfg.reg_key(o.name, sites[0]),
+                                                         depth + 1) for o in ins.operands[1:])
+    if ins.parts[0] == "setp" and ins.parts[1] == "eq":
+        return v.cls.get(key, 0) <= 1 or key in v.single_lane
+    return False
+
+
+def mbar_arrival_count(ctx: Context) -> list[Finding]:
+    """Arrivals per phase differ from the mbarrier's expected count (MB7).
+
+    What it checks:
+        For a resolved mbarrier with a constant init count whose arrival sites lie outside loops
+        and execute once per phase: the sum over sites of (executing threads × arrivals each:
+        ``arrive`` count operand or 1, ``arrive.expect_tx`` 1, ``tcgen05.commit`` 1) equals the
+        count. A waited barrier with no arrival at all is always reported (MB7, or TC2 for MMA
+        commits). Sites whose thread count is unknown give a note.
+
+    Why it is bad:
+        Too few arrivals hang the waiters; too many complete the phase early (DeepGEMM#51).
+
+    Example:
+        ``mbarrier.init.shared::cta.b64 [bar], 2;`` with one elected arrive.
+
+    Use instead:
+        init count = arrivals per phase.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.7, .13-.15; DeepGEMM#51, #429; ptx_rules.md MB7.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, _is_mbar):
+        cfg, v = fa.cfg, fa.values
+        inits: dict = {}
+        waits: dict = {}
+        arrivals: dict = {}
+        unknown = False
+        has_mma = any(is_tc(ins, "mma") for ins in cfg.instrs)
+        for i, ins in enumerate(cfg.instrs):
+            p = ins.parts
+            if not _uses_mbar(ins):
+                continue
+            b = addr_val(fa, mbar_operand(ins), i)
+            is_arr = (p[0] == "mbarrier" and p[1].startswith("arrive")) or is_tc(ins, "commit")
+            if b is None:
+                unknown = unknown or is_arr
+                continue
+            if p[0] == "mbarrier" and p[1] == "init":
+                inits.setdefault(b, (i, v.const(ins.operands[-1], i)))
+            elif is_mbar_wait(ins):
+                waits.setdefault(b, i)
+            elif is_arr:
+                arrivals.setdefault(b, []).append(i)
+        for b, (ii, count) in inits.items():
+            init = cfg.instrs[ii]
+            arr = arrivals.get(b, [])
+            if b in waits and not arr and not has_mma and not unknown:
+                w = cfg.instrs[waits[b]]
+                out.append(ctx.finding("MB7", w.line, w.col,
+                                       f"wait on mbarrier '{fmt_addr(b)}' that nothing arrives on"
+                                       ": the waiters hang",
+                                       notes=[Note(message=f"initialized with count {count} here",
+                                                   line=init.line, col=init.col)]))
+                continue
+            if not arr or count is None or unknown:
+                continue
+            if any(cfg.block_of[i] in cfg.in_cycle for i in arr):
+                continue   # per-phase accounting over loops is not decided
+            total = 0
+            for i in arr:
+                ins = cfg.instrs[i]
+                n = _issuers(fa, i)
+                if n is None:
+                    out.append(note_finding(ctx, "MB7", ins, "cannot determine how many threads "
+                                            f"arrive on mbarrier '{fmt_addr(b)}' here"))
+                    total = None
+                    break
+                each = 1
+                if ins.parts[0] == "mbarrier" and "expect_tx" not in ins.parts and \
+                        len([o for o in ins.operands if o.kind != "address"]) >= 2:
+                    each = v.const(ins.operands[-1], i) or 1
+                total += n * each
+            if total is not None and total != count:
+                first = cfg.instrs[arr[0]]
+                out.append(ctx.finding("MB7", first.line, first.col,
+                                       f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
+                                       f"phase but {total} arrive",
+                                       notes=[Note(message=f"initialized with count {count} here",
+                                                   line=init.line, col=init.col)]
+                                       + [Note(message="arrival", line=cfg.instrs[i].line,
+                                               col=cfg.instrs[i].col) for i in arr[1:4]]))
+    return out
+
+
+def mbar_tx_count(ctx: Context) -> list[Finding]:
+    """expect_tx bytes differ from the bytes the bulk copies deliver (MB8).
+
+    What it checks:
+        For a resolved mbarrier whose ``expect_tx``/``arrive.expect_tx`` sites and
+        ``cp.async.bulk`` copies completing on it lie outside loops: Σ expected bytes = Σ copy
+        sizes (constants). Tensor copies (box size in the tensormap) make it undecidable (note).
+
+    Why it is bad:
+        Too many expected bytes hang the waiter; too few let it read data that has not landed
+        (cutlass#851).
+
+    Example:
+        ``mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 2048;`` with one 4096-byte copy.
+
+    Use instead:
+        expect exactly the bytes landing in this CTA.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.2, .5, .6; cutlass#851; ptx_rules.md MB8.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, lambda x: "expect_tx" in x.parts
+                                or (x.parts[0] == "mbarrier" and x.parts[1] == "expect_tx")):
+        cfg, v = fa.cfg, fa.values
+        exp: dict = {}
+        got: dict = {}
+        undecided: dict = {}
+        for i, ins in enumerate(cfg.instrs):
+            p = ins.parts
+            b = addr_val(fa, mbar_operand(ins), i)
+            if b is None:
+                continue
+            if p[0] == "mbarrier" and "expect_tx" in p or (p[0] == "mbarrier"
+                                                          and p[1] == "expect_tx"):
+                c = v.const(ins.operands[-1], i)
+                exp.setdefault(b, []).append((i, c))
+            elif p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p):
+                if "tensor" in p:
+                    undecided[b] = i
+                    continue
+                sz = [o for o in ins.operands if o.kind != "address"]
+                c = v.const(sz[0], i) if sz else None
+                got.setdefault(b, []).append((i, c))
+        for b, es in exp.items():
+            sites = [i for i, _ in es] + [i for i, _ in got.get(b, [])]
+            if b in undecided:
+                out.append(note_finding(ctx, "MB8", cfg.instrs[undecided[b]],
+                                        "tensor copy bytes depend on the tensormap box; "
+                                        "expect_tx not checked"))
+                continue
+            if any(cfg.block_of[i] in cfg.in_cycle for i in sites):
+                continue
+            if any(c is None for _, c in es + got.get(b, [])):
+                out.append(note_finding(ctx, "MB8", cfg.instrs[es[0][0]],
+                                        "non-constant byte counts; expect_tx not checked"))
+                continue
+            e = sum(c for _, c in es)
+            g = sum(c for _, c in got.get(b, []))
+            if e != g:
+                ins = cfg.instrs[es[0][0]]
+                out.append(ctx.finding("MB8", ins.line, ins.col,
+                                       f"mbarrier '{fmt_addr(b)}' expects {e} transaction bytes "
+                                       f"but the bulk copies deliver {g}",
+                                       notes=[Note(message=f"copy of {c} bytes",
+                                                   line=cfg.instrs[i].line, col=cfg.instrs[i].col)
+                                              for i, c in got.get(b, [])[:4]]))
+    return out
+
+
+class RelaxedWait(Property):
+    RULES = ("MB9",)
+
+    def initial(self):
+        return False
+
+    def relevant(self, ins):
+        return is_mbar_wait(ins) or ins.parts[0] in ("fence", "membar") or is_smem_read(ins) \
+            or (ins.parts[0] == "ld" and len(ins.parts) > 1 and ins.parts[1] == "global")
+
+    def transfer(self, i, ins, fact, report):
+        if is_mbar_wait(ins):
+            return "relaxed" in ins.parts
+        if ins.parts[0] == "membar" or (ins.parts[0] == "fence" and any(
+                x in ins.parts for x in ("acquire", "acq_rel", "sc")) and "proxy" not in ins.parts):
+            return False
+        if fact:
+            report("MB9", f"'{ins.opcode}' reads data published through a '.relaxed' mbarrier "
+                          "wait with no acquire fence in between")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return "relaxed wait" if new else None
+
+
+def mbar_relaxed_wait(ctx: Context) -> list[Finding]:
+    """Data read after a ``.relaxed`` mbarrier wait without an acquire fence (MB9).
+
+    What it checks:
+        After ``mbarrier.try_wait``/``test_wait`` with ``.relaxed``, a ``fence.acquire`` (e.g.
+        ``fence.acquire.sync_restrict::shared::cluster.cluster``), ``fence.acq_rel``/``sc`` or
+        ``membar`` precedes the next generic load.
+
+    Why it is bad:
+        A relaxed wait gives no memory ordering: the load may see stale data.
+
+    Example:
+        ``mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 %p, [bar], 0; ld.shared...``
+
+    Use instead:
+        drop ``.relaxed`` (default acquire) or add the acquire fence.
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.16, §9.7.13.4; ptx_rules.md MB9.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, lambda x: is_mbar_wait(x) and "relaxed" in x.parts):
+        out += event_findings(ctx, fi, fa, RelaxedWait, "MB9",
+                              "insert 'fence.acquire.sync_restrict::shared::cluster.cluster;' "
+                              "after the wait, or use the default acquire semantics")
+    return out
+
+
+def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
+    """``mbarrier.try_wait`` result not retried in a loop (MB10).
+
+    What it checks:
+        The predicate written by ``try_wait`` guards a branch that lies on a cycle through the
+        ``try_wait`` (the retry loop).
+
+    Why it is bad:
+        ``try_wait`` may return false after a time-out; without a retry the thread proceeds
+        unsynchronized.
+
+    Example:
+        ``mbarrier.try_wait.parity.shared::cta.b64 %p1, [bar], 0;`` and nothing uses ``%p1``.
+
+    Use instead:
+        ``L: mbarrier.try_wait...; @!%p1 bra L;``
+
+    ptxas:
+        no.
+
+    References:
+        PTX ISA 9.1 §9.7.13.15.16; ptx_rules.md MB10.
+    """
+    out: list[Finding] = []
+    for fi, fa in each_function(ctx, lambda x: is_mbar_wait(x) and x.parts[1] == "try_wait"):
+        cfg, v = fa.cfg, fa.values
+        for i, ins in enumerate(cfg.instrs):
+            if not (is_mbar_wait(ins) and ins.parts[1] == "try_wait") or not v.defs[i]:
+                continue
+            key = v.defs[i][0]
+            bi = cfg.block_of[i]
+            ok = False
+            for u in v.use_sites.get(key, ()):
+                un = cfg.instrs[u]
+                if un.parts[0] != "bra":
+                    continue
+                bu = cfg.block_of[u]
+                if bu in cfg.in_cycle and bi in cfg.in_cycle and _reaches(cfg, bu, bi):
+                    ok = True
+            if not ok:
+                out.append(ctx.finding("MB10", ins.line, ins.col,
+                                       "'mbarrier.try_wait' result is not retried in a loop; it "
+                                       "may return false after a time-out",
+                                       notes=[Note(message="branch back to the try_wait while "
+                                                   "its predicate is false")]))
+    return out
+
+
+def _reaches(cfg, a: int, b: int) -> bool:
+    seen = {a}
+    work = [a]
+    while work:
+        x = work.pop()
+        for d in cfg.succ_ids(x):
+            if d == b:
+                return True
+            if d != cfg.exit_id and d not in seen:
+                seen.add(d)
+                work.append(d)
+    return False
