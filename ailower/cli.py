@@ -286,38 +286,45 @@ def _register_commands() -> None:
 _register_commands()
 
 
+_USER_ERRORS = (("agent.providers.base", "ProviderError"), ("agent.store", "StoreError"),
+                ("harness.errors", "HarnessError"), ("kernels.spec", "SpecError"),
+                ("kernels.expr", "ExprError"), ("verifier.errors", "VerifierError"))
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input or environment (exit 2 with a one-line message).
+
+    Read from ``sys.modules`` so that a fast command (``verify``) never imports the packages it
+    does not use: an exception of a class whose module was never imported cannot occur."""
+    found: list[type[BaseException]] = [CliFailure]
+    for module, name in _USER_ERRORS:
+        mod = sys.modules.get(module)
+        if mod is not None:
+            found.append(getattr(mod, name))
+    return tuple(found)
+
+
 def main() -> None:
     """Console-script entry: run the app, turning known errors into exit status 2.
 
     Usage errors (unknown option, bad value) are handled by typer itself (exit status 2).
     """
-    from agent.providers.base import ProviderError
-    from agent.store import StoreError
-    from harness.errors import HarnessError
-    from kernels import ExprError, SpecError
-
-    from pydantic import ValidationError
-
-    from verifier import VerifierError
-
     try:
         app()
-    except (CliFailure, SpecError, ExprError, HarnessError, StoreError, ProviderError,
-            VerifierError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        sys.exit(2)
-    except ValidationError as exc:  # settings from the environment
-        lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        err.print(f"[red]error:[/] invalid setting ({exc.title}): " + "; ".join(lines))
-        sys.exit(2)
-    except OSError as exc:  # the file system said no (data dir, output folder, ...)
-        err.print(f"[red]error:[/] {exc.strerror or exc}: {exc.filename or ''}")
-        sys.exit(2)
     except KeyboardInterrupt:
         err.print("aborted")
         sys.exit(130)
-    except Exception:  # an ailower bug: say so, with the repro command
-        err.print("[red bold]ailower bug[/]: an unexpected error; please report it with this output")
-        err.print(f"command: {' '.join(sys.argv)}")
-        err.print(traceback.format_exc())
+    except Exception as exc:
+        pyd = sys.modules.get("pydantic")
+        if isinstance(exc, _user_error_types()):
+            err.print(f"[red]error:[/] {exc}")
+        elif pyd is not None and isinstance(exc, pyd.ValidationError):  # settings from the env
+            lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
+            err.print(f"[red]error:[/] invalid setting ({exc.title}): " + "; ".join(lines))
+        elif isinstance(exc, OSError):  # the file system said no (data dir, output folder, ...)
+            err.print(f"[red]error:[/] {exc.strerror or exc}: {exc.filename or ''}")
+        else:  # an ailower bug: say so, with the repro command
+            err.print("[red bold]ailower bug[/]: an unexpected error; please report it with this output")
+            err.print(f"command: {' '.join(sys.argv)}")
+            err.print(traceback.format_exc())
         sys.exit(2)
