@@ -28,9 +28,7 @@ from agent.prompts import NO_SUBMIT_NOTE, feedback_prompt, initial_prompt, syste
 from agent.providers.base import (
     clip,
     safe_url,
-    Proposal,
     ProposalContext,
-    Provider,
     ProviderAuthError,
     ProviderBadOutput,
     ProviderError,
@@ -38,9 +36,9 @@ from agent.providers.base import (
     ProviderRefused,
     ProviderTimeout,
     ToolExecutor,
-    redact,
     retry_after_seconds,
 )
+from agent.providers._chat import ToolChatProvider, check_client_args
 from agent.tools import candidate_from_submit, openai_tools, submit_defaults, validate_tool_args
 from harness.candidate import Candidate
 
@@ -84,7 +82,7 @@ def _map_error(exc: openai.OpenAIError) -> ProviderError:
     return ProviderBadOutput(f"openai: {type(exc).__name__}: {clip(str(exc))}")
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(ToolChatProvider):
     """A model behind the OpenAI Chat Completions API (OpenAI or a compatible server).
 
     Args:
@@ -108,16 +106,7 @@ class OpenAIProvider(Provider):
     def __init__(self, model: str, api_key: str | None = None, base_url: str | None = None,
                  timeout: float = 600.0, max_retries: int = 2, max_turns: int | None = None,
                  max_tokens: int | None = None):
-        if not model:
-            raise ValueError("model must be a non-empty model id")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        check_client_args(model, timeout, max_retries, max_turns, max_tokens)
         key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if not key:
             raise ProviderAuthError(
@@ -130,48 +119,10 @@ class OpenAIProvider(Provider):
         self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
                                      max_retries=max_retries)
         self._base_url = safe_url(str(self._client.base_url))
-        self._messages: list[dict[str, Any]] = []
-        self._pending: list[dict[str, Any]] = []  # tool messages owed to the model
-        self._notes: list[str] = []
-        self._task: tuple[str, str, str] | None = None
+        self._init_conversation()
         self._n_ids = 0
 
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self._base_url!r})"
-
-    def reset(self) -> None:
-        """Forget the conversation (the next :meth:`propose` starts with the initial prompt)."""
-        self._messages, self._pending, self._notes, self._task = [], [], [], None
-
     # ---- the turn -------------------------------------------------------------------------------
-    def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
-        """Run one turn of the conversation and return the submitted candidate or an error.
-
-        Args:
-            ctx: the task; a different kernel/arch/config than the previous call resets the
-                conversation.
-            feedback: the outcome of the previous candidate (None on the first call).
-            tools: runs ``compile`` / ``verify`` / ``evaluate``.
-
-        Returns:
-            ``Proposal(candidate=...)`` after a valid ``submit``; otherwise ``Proposal(error=...,
-            error_kind=...)``: ``bad_output`` (no submit, malformed or invalid submit arguments,
-            truncated output, tool budget spent), ``refused``, ``rate_limited`` (with
-            ``retry_after``), ``timeout`` or ``auth``. ``events`` hold the turn's transcript (no
-            API key) and ``usage`` its token counts.
-
-        Raises:
-            Only what ``tools`` raises other than ``ValueError`` (ailower bugs).
-        """
-        events: list[dict[str, Any]] = []
-        usage: dict[str, int] = {}
-        try:
-            cand = self._turn(ctx, feedback, tools, events, usage)
-        except ProviderError as exc:
-            events.append({"type": "error", "kind": exc.kind, "message": str(exc)})
-            return Proposal.from_error(exc, events=redact(events, self._secrets), usage=usage)
-        return Proposal(candidate=cand, events=redact(events, self._secrets), usage=usage)
-
     def _start(self, ctx: ProposalContext, feedback: str | None,
                events: list[dict[str, Any]]) -> None:
         """Append the turn's messages (owed tool results, then notes and prompt or feedback)."""

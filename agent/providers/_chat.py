@@ -1,0 +1,103 @@
+"""The part that the tool-using chat providers (Anthropic, OpenAI) share.
+
+A :class:`ToolChatProvider` keeps one conversation per task (kernel, arch, config). Each
+:meth:`~ToolChatProvider.propose` is one *turn*, run by the subclass's ``_turn``: it sends the new
+user content, answers the model's ``compile`` / ``verify`` / ``evaluate`` calls through the loop's
+tool executor, and ends at a ``submit``. Provider errors raised inside the turn become a
+:class:`Proposal` with ``error_kind`` here, with the API key redacted from the transcript events.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from agent.providers.base import (
+    Proposal,
+    ProposalContext,
+    Provider,
+    ProviderError,
+    ToolExecutor,
+    redact,
+)
+from harness.candidate import Candidate
+
+__all__ = ["ToolChatProvider", "check_client_args"]
+
+
+def check_client_args(model: str, timeout: float, max_retries: int, max_turns: int | None,
+                      max_tokens: int | None) -> None:
+    """Validate the constructor arguments common to the chat providers.
+
+    Raises:
+        ValueError: an empty model id, a non-positive ``timeout`` (seconds), ``max_turns`` or
+            ``max_tokens``, or a negative ``max_retries``.
+    """
+    if not model:
+        raise ValueError("model must be a non-empty model id")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    if max_turns is not None and max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+
+
+class ToolChatProvider(Provider):
+    """Base of the chat providers: conversation state, :meth:`propose`, :meth:`reset`.
+
+    Subclasses set ``model``, ``_base_url`` and ``_secrets`` (strings to redact) and implement
+    :meth:`_turn`.
+    """
+
+    model: str
+    _base_url: str | None
+    _secrets: list[str]
+
+    def _init_conversation(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []  # tool results owed to the model
+        self._notes: list[str] = []  # told to the model at the start of the next turn
+        self._task: tuple[str, str, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self._base_url!r})"
+
+    def reset(self) -> None:
+        """Forget the conversation (the next :meth:`propose` starts with the initial prompt)."""
+        self._messages, self._pending, self._notes, self._task = [], [], [], None
+
+    def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
+        """Run one turn of the conversation and return the submitted candidate or an error.
+
+        Args:
+            ctx: the task; a different kernel/arch/config than the previous call resets the
+                conversation.
+            feedback: the outcome of the previous candidate (None on the first call).
+            tools: runs ``compile`` / ``verify`` / ``evaluate``.
+
+        Returns:
+            ``Proposal(candidate=...)`` after a valid ``submit``; otherwise ``Proposal(error=...,
+            error_kind=...)``: ``bad_output`` (no submit, malformed or invalid submit arguments,
+            truncated output, tool budget spent), ``refused``, ``rate_limited`` (with
+            ``retry_after``), ``timeout`` or ``auth``. ``events`` hold the turn's transcript (no
+            API key) and ``usage`` its token counts.
+
+        Raises:
+            Only what ``tools`` raises other than ``ValueError`` (ailower bugs).
+        """
+        events: list[dict[str, Any]] = []
+        usage: dict[str, int] = {}
+        try:
+            cand = self._turn(ctx, feedback, tools, events, usage)
+        except ProviderError as exc:
+            events.append({"type": "error", "kind": exc.kind, "message": str(exc)})
+            return Proposal.from_error(exc, events=redact(events, self._secrets), usage=usage)
+        return Proposal(candidate=cand, events=redact(events, self._secrets), usage=usage)
+
+    @abstractmethod
+    def _turn(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor,
+              events: list[dict[str, Any]], usage: dict[str, int]) -> Candidate:
+        """One turn on the wire; raises :class:`ProviderError` subclasses for provider failures."""
