@@ -2,7 +2,9 @@
 
 ``RULES`` maps an id to a :class:`RuleInfo` (family, default severity, status, one-line summary, the
 rule function whose docstring is the rule's documentation). Ids are never reused; a renamed id keeps
-an entry in ``REDIRECTS``. New rules start in ``preview``. Families are selectable groups
+an entry in ``REDIRECTS``. New rules start in ``preview``. Status ``semantics`` marks a
+guarantee row of ``ptx_rules.md`` (TC3, TF1, B6): semantics the analyses model, not a defect; its
+check reports nothing and its documentation names the rules that enforce the consequences. Families are selectable groups
 (``select={"E"}`` runs E1-E3), like Clang's warning groups.
 
 Source of the rules: PTX ISA 9.1 (sections cited in each rule's docstring) and
@@ -23,6 +25,7 @@ from verifier.findings import Finding, Severity
 from verifier.rules import async_proxy as ap
 from verifier.rules import barriers as br
 from verifier.rules import cp_async as ca
+from verifier.rules import hazards as hz
 from verifier.rules import mbarrier as mb
 from verifier.rules import tcgen05 as tc
 from verifier.rules import wgmma as wg
@@ -42,7 +45,7 @@ __all__ = [
     "select_rules",
 ]
 
-Status = Literal["preview", "stable", "deprecated", "removed"]
+Status = Literal["preview", "stable", "deprecated", "removed", "semantics"]
 RuleFn = Callable[[Context], list[Finding]]
 
 
@@ -164,9 +167,15 @@ RULES: dict[str, RuleInfo] = dict([
        tc.tmem_ld_without_wait),
     _r("TL5", "TmemStWithoutWait", "error", "missing tcgen05.wait::st after tcgen05.st",
        tc.tmem_st_without_wait),
+    _r("TL6", "TmemWaitOtherThreads", "error",
+       "tcgen05.wait::ld/st run by fewer threads than the ld/st it should cover",
+       hz.tmem_wait_other_threads),
     # ---- TM: mma/cp/shift
     _r("TM1", "MmaIssuedByWarp", "error", "tcgen05.mma/cp/shift issued by every lane",
        tc.mma_issued_by_warp),
+    _r("TM2", "PairPeerNotRunning", "error",
+       "cta_group::2 mma/cp/shift/commit while the peer CTA may not be running",
+       hz.pair_op_peer_running),
     _r("TM3", "MmaShapeInvalid", "error", "tcgen05.mma M/N illegal for kind and cta_group",
        tc.mma_shape_invalid),
     _r("TM4", "MmaIdescInvalid", "error", "invalid field in a constant instruction descriptor",
@@ -185,6 +194,15 @@ RULES: dict[str, RuleInfo] = dict([
        tc.commit_not_issuer),
     _r("TC2", "CommitMissing", "error", "MMA kernel waits on an mbarrier nothing arrives on",
        tc.commit_missing),
+    _r("TC3", "CommitIsFence", "note",
+       "guarantee: tcgen05.commit acts as fence::before_thread_sync for its ops",
+       hz.commit_is_fence_semantics, status="semantics"),
+    _r("TC4", "CommitMulticastInvalid", "error",
+       "multicast commit: mask not a .b16 register, mbar not shared::cluster, or init not "
+       "cluster-synced", hz.commit_multicast_invalid),
+    _r("TF1", "TcPipelinedPairs", "note",
+       "guarantee: pipelined tcgen05 pairs of one thread execute in issue order",
+       hz.pipelined_pairs_semantics, status="semantics"),
     # ---- TF: ordering
     _r("TF2", "TmemMmaReadRace", "error",
        "TMEM touched while an issued MMA is not known complete", tc.tmem_mma_read_race),
@@ -207,6 +225,9 @@ RULES: dict[str, RuleInfo] = dict([
     _r("MB4", "MbarInitNotVisible", "error", "mbarrier used before its init is visible",
        mb.mbar_init_not_visible),
     _r("MB5", "MbarParity", "error", "mbarrier wait with the wrong phase parity", mb.mbar_parity),
+    _r("MB6", "MbarPhaseRunAhead", "error",
+       "a thread arrives twice on one mbarrier without waiting in between",
+       hz.mbar_phase_run_ahead),
     _r("MB7", "MbarArrivalCount", "error", "arrivals per phase differ from the init count",
        mb.mbar_arrival_count),
     _r("MB8", "MbarTxCount", "error", "expect_tx bytes differ from the bulk-copy bytes",
@@ -233,6 +254,12 @@ RULES: dict[str, RuleInfo] = dict([
        ap.bulk_group_uncommitted),
     _r("AP7", "BulkSizeInvalid", "error", "bulk copy size/address not a multiple of 16",
        ap.bulk_size_invalid),
+    _r("AP8", "TensorCopyCtaRules", "error",
+       "bulk tensor copy: multicast window/ctaMask outside the cluster, cta_group::2 without a "
+       "pair", hz.tensor_copy_cta_rules),
+    _r("AP9", "TensormapProxyFence", "error",
+       "modified tensormap used by TMA without the tensormap proxy release/acquire fences",
+       hz.tensormap_proxy_fence),
     # ---- W: wgmma
     _r("W1", "WgmmaDivergent", "error", "wgmma in lane-divergent code", wg.wgmma_divergent),
     _r("W2", "WgmmaFenceMissing", "error", "mma_async without a preceding wgmma.fence",
@@ -241,6 +268,12 @@ RULES: dict[str, RuleInfo] = dict([
        wg.wgmma_acc_in_flight),
     _r("W4", "WgmmaUncommitted", "error", "mma_async not committed before a wait or the exit",
        wg.wgmma_uncommitted),
+    _r("W6", "WgmmaStageWar", "error",
+       "shared-memory stage overwritten while a wgmma reading it is in flight",
+       hz.wgmma_stage_war),
+    _r("W7", "WgmmaResultsUnsynced", "error",
+       "wgmma results stored to shared memory and read back without a barrier",
+       hz.wgmma_results_unsynced),
     _r("W5", "WgmmaSmemUnfenced", "error",
        "wgmma reads generic-proxy smem writes without fence.proxy.async", ap.wgmma_smem_unfenced),
     _r("W8", "WgmmaShapeInvalid", "error", "wgmma shape or descriptor reserved bits invalid",
@@ -254,6 +287,9 @@ RULES: dict[str, RuleInfo] = dict([
        "smem read after cp.async wait without a CTA barrier", ca.cp_async_unpublished),
     _r("CA4", "CpAsyncSameDst", "error", "two cp.async of one group write the same address",
        ca.cp_async_same_dst),
+    _r("CA5", "CpAsyncWar", "error",
+       "cp.async overwrites shared memory read by other threads without a barrier after the "
+       "reads", hz.cp_async_war),
     # ---- B: barriers
     _r("B1", "BarrierOperandsInvalid", "error", "barrier id/count invalid",
        br.barrier_operands_invalid),
@@ -266,6 +302,9 @@ RULES: dict[str, RuleInfo] = dict([
        br.barrier_partial_cta),
     _r("B5", "BarrierArriveReuse", "error", "barrier reused after bar.arrive before a wait",
        br.barrier_arrive_reuse),
+    _r("B6", "BarrierScope", "note",
+       "guarantee: bar.* orders generic memory only, not async-proxy or tcgen05 work",
+       hz.barrier_scope_semantics, status="semantics"),
     _r("B7", "ClusterBarrierPartial", "error",
        "cluster barrier not executed by every thread, or arrive/wait unpaired",
        br.cluster_barrier_partial),

@@ -23,6 +23,8 @@ T = "handwritten/tc_gemm_sm100a.ptx"
 P = "handwritten/tc_pair_sm100a.ptx"
 W = "handwritten/wg_gemm_sm90a.ptx"
 N = "handwritten/named_barriers_sm80.ptx"
+TM = "handwritten/tensormap_sm90a.ptx"
+CS = "handwritten/cp_async_scale_sm80.ptx"
 M80 = "triton36/matmul_sm_80.ptx"
 M90 = "triton36/matmul_sm_90a.ptx"
 M100 = "triton36/matmul_sm_100a.ptx"
@@ -138,10 +140,18 @@ MUTANTS: list[Mutant] = [
     _m("TL4", M100, "Triton: wait::ld deleted", (r"\ttcgen05\.wait::ld\.sync\.aligned;\n", "")),
     _m("TL5", T, "wait::st deleted", (r"\ttcgen05\.wait::st\.sync\.aligned;\n", "")),
     _m("TL5", M100, "Triton: wait::st deleted", (r"\ttcgen05\.wait::st\.sync\.aligned;\n", "")),
+    _m("TL6", T, "wait::ld run by warp 0 only",
+       (r"\ttcgen05\.wait::ld\.sync\.aligned;", "\t@%p1 tcgen05.wait::ld.sync.aligned;")),
+    _m("TL6", M100, "Triton: wait::ld run by warp 0 only",
+       (r"\ttcgen05\.wait::ld\.sync\.aligned;", "\t@%p1 tcgen05.wait::ld.sync.aligned;")),
     # ---------------------------------------------------------------- TM
     _m("TM1", T, "mma issued by all lanes", (r"@%p5 tcgen05\.mma", "tcgen05.mma")),
     _m("TM1", M100, "Triton: mma issued by all lanes",
        (r"@%p\d+ (tcgen05\.mma\.cta_group)", r"\1")),
+    _m("TM2", P, "cta_group::2 shift after the last cluster barrier, then exit",
+       (r"(\ttcgen05\.fence::after_thread_sync;\n)(\t@%p1 tcgen05\.dealloc)",
+        "\\1\telect.sync \t%r10|%p2, -1;\n\tand.pred \t%p3, %p1, %p2;\n"
+        "\t@%p3 tcgen05.shift.cta_group::2.down [%r3];\n\\2")),
     _m("TM3", T, "N = 136 with M = 128", (r"%r12, 136314896;", "%r12, 136445968;")),
     _m("TM4", T, "sparsity flag set on a dense mma", (r"%r12, 136314896;", "%r12, 136314900;")),
     _m("TM5", T, "smem descriptor swizzle 3", (r"%r11, 1073758272;", "%r11, 1610629184;")),
@@ -157,6 +167,16 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- TC / TF
     _m("TC1", T, "commit by all lanes", (r"@%p5 tcgen05\.commit", "tcgen05.commit")),
     _m("TC2", T, "commit deleted", (r"\t@%p5 tcgen05\.commit[^\n]*\n", "")),
+    _m("TC4", T, "multicast commit without a cluster barrier after the init",
+       (r"(\.reg \.b64 \t%rd<16>;\n)", "\\1\t.reg .b16 \t%rs<2>;\n"),
+       (r"\t@%p5 tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 "
+        r"\[%r5\];", "\tmov.b16 \t%rs1, 1;\n\t@%p5 tcgen05.commit.cta_group::1.mbarrier::arrive::"
+                      "one.shared::cluster.multicast::cluster.b64 [%r5], %rs1;"),
+       bug="facebookexperimental/triton#652"),
+    _m("TC4", T, "multicast commit with a 32-bit mask register",
+       (r"\t@%p5 tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster\.b64 "
+        r"\[%r5\];", "\t@%p5 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
+                      ".multicast::cluster.b64 [%r5], %r13;")),
     _m("TF2", T, "mbarrier wait before the ld deleted", (WAIT1, "")),
     _m("TF3", T, "relaxed arrive after wait::ld without fence::before",
        (r"(\ttcgen05\.wait::ld\.sync\.aligned;\n)",
@@ -178,6 +198,8 @@ MUTANTS: list[Mutant] = [
        (r"\tbar\.sync \t0;\n(\tmov\.u32 \t%r3, smem;)", r"\1")),
     _m("MB5", W, "first wait with parity 1", (r"\[%r2\], 0;\n\t@!%p2", "[%r2], 1;\n\t@!%p2"),
        bug="Dao-AILab/flash-attention#1317"),
+    _m("MB6", W, "expect_tx arrive issued twice for one phase",
+       (r"(\t@%p1 mbarrier\.arrive\.expect_tx[^\n]*\n)", r"\1\1")),
     _m("MB7", W, "init count 2, one arrival", (r"\[%r2\], 1;", "[%r2], 2;"),
        bug="deepseek-ai/DeepGEMM#51"),
     _m("MB8", W, "expect_tx bytes too small", (r"_, \[%r2\], 8192;", "_, [%r2], 4096;"),
@@ -204,6 +226,16 @@ MUTANTS: list[Mutant] = [
     _m("AP7", W, "bulk copy size 8200 via a register",
        (r"(\t@%p1 cp\.async\.bulk\.shared::cluster[^\n]*)8192, \[%r2\];",
         "\tmov.b32 \t%r11, 8200;\n\\1%r11, [%r2];")),
+    _m("AP8", TM, "multicast tensor copy masks a CTA outside the 2-CTA cluster",
+       (r"(\.reqntid 128\n)", "\\1.explicitcluster\n.reqnctapercluster 2, 1, 1\n"),
+       (r"(\.reg \.b64 \t%rd<8>;\n)", "\\1\t.reg .b16 \t%rs<2>;\n"),
+       (r"\t(@%p3 cp\.async\.bulk\.tensor[^\n]*bytes) ([^\n]*), \[%r2\];",
+        "\tmov.b16 \t%rs1, 5;\n\t\\1.multicast::cluster \\2, [%r2], %rs1;")),
+    _m("AP9", TM, "release fence after tensormap.replace deleted",
+       (r"\t@%p1 fence\.proxy\.tensormap::generic\.release\.gpu;\n", ""),
+       bug="deepseek-ai/DeepGEMM#343"),
+    _m("AP9", TM, "acquire fence before the tensor copy deleted",
+       (r"\t@%p1 fence\.proxy\.tensormap::generic\.acquire[^\n]*\n", "")),
     # ---------------------------------------------------------------- W
     _m("W1", W, "mma_async by one lane", (r"\twgmma\.mma_async", "\t@%p1 wgmma.mma_async")),
     _m("W2", W, "wgmma.fence deleted", (r"\twgmma\.fence\.sync\.aligned;\n", "")),
@@ -213,6 +245,11 @@ MUTANTS: list[Mutant] = [
        bug="NVIDIA/Fuser#3561"),
     _m("W5", W, "generic smem write right before the wgmma",
        (r"(\twgmma\.fence\.sync\.aligned;)", "\tst.shared.b32 \t[smem], %r1;\n\\1")),
+    _m("W6", W, "stage overwritten before wait_group retires the wgmma",
+       (r"(\twgmma\.commit_group\.sync\.aligned;\n)", "\\1\tst.shared.b32 \t[%r5], %r1;\n"),
+       bug="tile-ai/tilelang#2613"),
+    _m("W7", W, "epilogue reads another thread's result without a barrier",
+       (r"(\tst\.shared\.f32 \t\[%r9\], %f33;\n)", "\\1\tld.shared.f32 \t%f34, [obuf+4];\n")),
     _m("W8", W, "descriptor reserved bit 46 set",
        (r"or\.b64 \t%rd4, %rd3, 4611686293305294848;", "or.b64 \t%rd4, %rd3, 4611756662049472512;")),
     # ---------------------------------------------------------------- CA
@@ -225,6 +262,8 @@ MUTANTS: list[Mutant] = [
        (r"(cp\.async\.wait_group \t2;\n)\tbar\.sync \t0;\n", r"\1")),
     _m("CA4", M80, "Triton: cp.async duplicated",
        (r"(\tcp\.async\.cg\.shared\.global [^\n]*\n)", r"\1\1")),
+    _m("CA5", CS, "write-after-read barrier before the refill deleted",
+       (r"(\tld\.shared\.f32 \t%f1, \[scale\];\n)\tbar\.sync \t0;\n", r"\1")),
     # ---------------------------------------------------------------- B
     _m("B1", N, "named barrier count 200 via a register",
        (r"\$L_consumer:\n\tbar\.sync \t1, 256;",

@@ -52,11 +52,14 @@ HANDWRITTEN = sorted((FIXTURES / "handwritten").glob("*.ptx"))
 
 @pytest.mark.parametrize("path", HANDWRITTEN, ids=lambda p: p.stem)
 def test_handwritten_kernels_are_clean(path):
-    """The ptxas-checked hand-written kernels (the mutation bases) have no finding at all."""
+    """The ptxas-checked hand-written kernels (the mutation bases) have no finding at all,
+    except MB8's note on a tensor bulk copy (its byte count lives in the tensormap box)."""
     text = path.read_text()
     arch = next(ln.split()[1] for ln in text.splitlines() if ln.startswith(".target"))
     report = verify(text, arch=arch, filename=path.name)
-    assert report.findings == [], report.render()
+    rest = [f for f in report.findings if not (f.rule == "MB8" and f.severity == "note"
+                                               and "tensor copy" in f.message)]
+    assert rest == [], report.render()
 
 
 def test_every_fixture_family_is_a_registered_rule():

@@ -9,7 +9,8 @@ One proxy-state property serves AP1 (generic writes read by a bulk store), W5 (r
 and TM8 (read by tcgen05.mma/cp), AP2 (generic reads before an async write), AP3 (bulk-load
 destination read before completion) and AP4 (generic global writes read by TMA). Sources: PTX ISA
 9.1 §8.6 (proxies), §9.7.9.25 (bulk copies), §9.7.9.27 (tensor copies), §9.7.13.4 (proxy fences),
-and ``ptx_rules.md`` §3. AP8 and AP9 are not implemented.
+and ``ptx_rules.md`` §3. AP8 and AP9 live in
+:mod:`verifier.rules.hazards`.
 """
 
 from __future__ import annotations

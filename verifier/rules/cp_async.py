@@ -1,6 +1,7 @@
 """CA: Ampere-style ``cp.async`` rules. CA5 (write-after-read on a stage, cp.async results
-feeding async-proxy readers) is covered by W5/TM8/AP1 for the proxy part; its WAR part is not
-implemented. Sources: PTX ISA 9.1 §9.7.9.25.3 and ``ptx_rules.md`` §5.
+feeding async-proxy readers) is covered by W5/TM8/AP1 for the proxy part; its WAR part
+(registered as CA5) lives in :mod:`verifier.rules.hazards`. Sources: PTX ISA 9.1 §9.7.9.25.3 and
+``ptx_rules.md`` §5.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ mbarriers are identified by their resolved shared-memory address (``global_smem+
 ``.shared`` variable plus offset); operations at unresolved addresses make the affected checks
 undecidable (a note) rather than silently passing. Sources: PTX ISA 9.1 §9.7.13.15 (mbarrier),
 §9.7.13.4 (``fence.mbarrier_init``), §9.7.9.25.4 (bulk copies) and ``ptx_rules.md`` §2. MB6
-(phase skew of one elected arriver) is not implemented.
+(phase run-ahead: a second arrive without a wait) lives in :mod:`verifier.rules.hazards`; its
+second half (phase skew of one elected arriver for a warp group) is not checked.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 TMEM allocation lifecycle (TA), tcgen05.ld/st/wait (TL), mma/cp/shift with decoded constant
 instruction and shared-memory descriptors (TM), commit (TC) and ordering/fences (TF). Sources:
-PTX ISA 9.1 §9.7.16 (tcgen05) and ``shared/reference/ptx_rules.md`` §1. Not implemented (the
-row is a guarantee or needs information PTX does not carry): TA11 is a warning-only convention,
-TL6, TM2, TC3, TC4, TF1 are modelled by the analyses rather than reported.
+PTX ISA 9.1 §9.7.16 (tcgen05) and ``shared/reference/ptx_rules.md`` §1. TA11 is a warning-only
+convention. TL6, TM2 and TC4 live in :mod:`verifier.rules.hazards`; TC3 and TF1 are guarantees
+the analyses model (registry status ``semantics``, documented there).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """W: wgmma (Hopper warpgroup MMA) rules. W5 lives in :mod:`verifier.rules.async_proxy`.
 
 Sources: PTX ISA 9.1 §9.7.15 (wgmma) and ``ptx_rules.md`` §4. W6 (stage WAR) and W7
-(cross-warpgroup consumers) are not implemented.
+(results shared without a barrier) live in :mod:`verifier.rules.hazards`.
 """
 
 from __future__ import annotations
