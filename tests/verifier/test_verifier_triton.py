@@ -36,8 +36,11 @@ def matmul90(triton_ptx):
 
 
 def ids(report) -> set[str]:
-    """Rule ids of the errors and warnings (notes, where a rule cannot decide, left out)."""
-    return {f.rule for f in report.findings if f.severity != "note"}
+    """Rule ids of the errors and warnings, without notes (where a rule cannot decide) and
+    without the documented policy warnings that real Triton output carries (POLICY_WARNINGS:
+    Triton 3.6 omits the proxy fence that 3.9 emits, so its matmul gets W5 warnings)."""
+    return {f.rule for f in report.findings
+            if f.severity == "error" or (f.severity == "warning" and f.rule not in POLICY_WARNINGS)}
 
 
 def check(ptx: str, abi, arch: str = "sm_90a"):
