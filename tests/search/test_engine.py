@@ -1,0 +1,112 @@
+"""SearchEngine with a scripted GPU evaluator: the search rounds, the baseline always kept, wrong
+and crashing arms dropped, the winner's transformation reported.
+
+The evaluator is a stand-in for the GPU worker (no GPU here): it answers each round's job with
+times given by a function of the arm, so the selection logic is tested exactly; the real worker
+is exercised by ``scripts/device_search.sh`` on the H200.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness import EvalResult, compile_reference
+from harness.results import KernelRun
+from harness.timing import stats
+from kernels import get
+from search.engine import SearchEngine
+
+
+class FakeEvaluator:
+    """Answers ``autotune`` jobs: ``time_of(label) -> ms`` (None = wrong result, 'crash')."""
+
+    def __init__(self, time_of: Callable[[str], float | str | None]):
+        self.time_of = time_of
+        self.jobs: list[list[str]] = []
+
+    def request(self, spec, job, kernels, **kw):
+        assert job == "autotune"
+        assert kernels[0].label == "base" and kernels[0].role == "reference"
+        assert all(k.role == "candidate" for k in kernels[1:])
+        return kernels
+
+    def run(self, kernels) -> EvalResult:
+        self.jobs.append([k.label for k in kernels])
+        runs = []
+        for k in kernels:
+            t = self.time_of(k.label)
+            if t == "crash":
+                runs.append(KernelRun(label=k.label, role=k.role, status="crash"))
+                return EvalResult(status="crash", message=f"{k.label} crashed", kernels=runs)
+            if t is None:
+                runs.append(KernelRun(label=k.label, role=k.role, status="incorrect",
+                                      message="y vs float64 reference: too far"))
+            else:
+                runs.append(KernelRun(label=k.label, role=k.role, status="ok",
+                                      timing=stats([t, t, t])))
+        return EvalResult(status="ok", kernels=runs)
+
+
+@pytest.fixture(scope="module")
+def relu_base(tmp_path_factory):
+    spec = get("relu.fp16")
+    cache = tmp_path_factory.mktemp("cache")
+    return spec, compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=cache), cache
+
+
+def _engine(relu_base, ev) -> SearchEngine:
+    spec, base, cache = relu_base
+    return SearchEngine(spec, "sm_90a", base, evaluator=ev, cache_dir=Path(cache))
+
+
+def test_picks_the_fastest_correct_arm_and_names_its_transformation(relu_base):
+    def t(label: str):
+        if label == "base":
+            return 1.0
+        if label == "c1":
+            return 0.8            # a faster Triton config
+        if label == "c0":
+            return None           # fast but wrong: must never win
+        if label.endswith("+st.cs"):
+            return 0.7            # a PTX pass on the best config
+        return 1.1
+    ev = FakeEvaluator(t)
+    eng = _engine(relu_base, ev)
+    out = eng.run(budget_s=60, max_configs=4, eta=2)
+    best, ratio = out.ranking[0]
+    assert best.transform.endswith("+st.cs")
+    assert best.transform.startswith("triton[")
+    assert ratio == pytest.approx(0.7)
+    assert "c0" not in [a.id for a, _ in out.ranking]
+    assert any(a.id == "base" for a, _ in out.ranking)  # the baseline is always a candidate
+    assert all("base" in job for job in ev.jobs)
+
+
+def test_crashing_arm_is_removed_and_round_rerun(relu_base):
+    ev = FakeEvaluator(lambda label: "crash" if label == "c2" else (1.0 if label == "base" else 1.2))
+    eng = _engine(relu_base, ev)
+    out = eng.run(budget_s=60, max_configs=4, passes=False)
+    ids = [a.id for a, _ in out.ranking]
+    assert "c2" not in ids
+    assert ids[0] == "base"  # nothing beat the baseline: it stays the answer
+    assert out.stages["configs"].failed["c2"].startswith("crash")
+
+
+def test_baseline_wins_when_nothing_is_faster(relu_base):
+    ev = FakeEvaluator(lambda label: 1.0 if label == "base" else 1.05)
+    out = _engine(relu_base, ev).run(budget_s=60, max_configs=3)
+    assert out.ranking[0][0].id == "base"
+
+
+def test_without_gpu_proposes_and_says_selection_needs_a_gpu(relu_base):
+    spec, base, cache = relu_base
+    out = SearchEngine(spec, "sm_90a", base, evaluator=None, cache_dir=Path(cache)).run(
+        budget_s=10, max_configs=2)
+    assert not out.gpu
+    assert "selection needs a GPU" in out.note
+    assert out.ranking[0][0].id == "base"
+    assert all(r is None for _, r in out.ranking)
+    assert len(out.ranking) > 3
