@@ -25,7 +25,7 @@ console = Console()
 err = Console(stderr=True)
 
 ARCH_CHOICES = ("auto", "sm_89", "sm_90a", "sm_100a")
-PROVIDERS = ("triton", "anthropic", "openai")
+PROVIDERS = ("triton", "anthropic", "openai", "search")
 
 
 class CliFailure(Exception):
@@ -73,6 +73,14 @@ def _make_provider(name: str, model: str | None, base_url: str | None, settings:
         from agent.providers.triton import TritonProvider
 
         return TritonProvider(cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
+    if name == "search":
+        from agent.providers.search import SearchProvider
+
+        try:
+            return SearchProvider(cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version,
+                                  ptxas=settings.ptxas)
+        except ValueError as exc:
+            _fail(f"--provider search: {exc}")
     if model is None:
         _fail(f"--provider {name} needs a model: pass --model or set AILOWER_MODEL")
     if name == "anthropic":
@@ -91,7 +99,7 @@ def lower(
     kernel: Annotated[str, typer.Argument(help="suite name, spec file, or path.py::function (with --spec)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="KernelSpec YAML/JSON file")] = None,
     arch: Annotated[str, typer.Option(help="auto | sm_89 | sm_90a | sm_100a")] = "auto",
-    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai")] = None,
+    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | search")] = None,
     model: Annotated[str | None, typer.Option(help="model name for anthropic/openai")] = None,
     base_url: Annotated[str | None, typer.Option(help="API base URL (OpenAI-compatible servers)")] = None,
     iterations: Annotated[int | None, typer.Option(min=1, help="iteration budget")] = None,
