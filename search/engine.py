@@ -35,7 +35,11 @@ from search.halving import HalvingResult, Measurement, successive_halving
 from search.ptx_passes import PASSES, PassContext, apply_passes, approx_allowed
 from search.space import expand_space, legal_after_compile
 
-__all__ = ["Arm", "SearchEngine", "SearchOutcome", "precompile", "pass_context"]
+__all__ = ["Arm", "SearchEngine", "SearchOutcome", "precompile", "pass_context", "SMALL_BUDGET_S"]
+
+SMALL_BUDGET_S = 15.0
+"""Below this budget (seconds) configs and PTX passes share one halving (passes on the baseline's
+PTX); above it the passes are applied to the best config of a first halving."""
 
 
 @dataclass
@@ -358,38 +362,44 @@ class SearchEngine:
                         "selection needs a GPU")
             return out
         left = lambda: budget_s - (time.monotonic() - t0)  # noqa: E731
-        h1 = successive_halving([a.id for a in cfg_arms], "base", self.measure,
-                                budget_s=max(left() * 0.55, 1.0), eta=eta, reps0=reps0)
-        out.stages["configs"] = h1
-        out.seconds["config_rounds"] = time.monotonic() - t0 - out.seconds["configs"]
-        best_id = next((a for a, _ in h1.ranking), "base")
-        ranking = {a: r for a, r in h1.ranking}
-        if passes and left() > 5:
+        ranking: dict[str, float] = {}
+        if budget_s < SMALL_BUDGET_S or not passes:
+            # one pool: configs and the passes on the baseline PTX, one halving
+            p_arms = self.pass_arms(self.arms["base"]) if passes else []
+            h = successive_halving([a.id for a in [*cfg_arms, *p_arms]], "base", self.measure,
+                                   budget_s=max(left(), 1.0), eta=eta, reps0=reps0)
+            out.stages["configs+passes" if passes else "configs"] = h
+            ranking.update(dict(h.ranking))
+        else:
+            h1 = successive_halving([a.id for a in cfg_arms], "base", self.measure,
+                                    budget_s=max(left() * 0.45, 1.0), eta=eta, reps0=reps0)
+            out.stages["configs"] = h1
+            out.seconds["config_rounds"] = time.monotonic() - t0 - out.seconds["configs"]
+            ranking.update(dict(h1.ranking))
+            best_id = next((a for a, _ in h1.ranking), "base")
             t = time.monotonic()
             parent = self.arms[best_id]
             p_arms = self.pass_arms(parent)
             out.seconds["pass_build"] = time.monotonic() - t
-            if p_arms and left() > 3:
+            if p_arms:
                 ids = [parent.id, *[a.id for a in p_arms]]
-                h2 = successive_halving(ids, "base", self.measure, budget_s=max(left() * 0.7, 1.0),
+                h2 = successive_halving(ids, "base", self.measure, budget_s=max(left() * 0.75, 1.0),
                                         eta=eta, reps0=reps0 * 2)
                 out.stages["passes"] = h2
-                for a, r in h2.ranking:
-                    ranking[a] = r
+                ranking.update(dict(h2.ranking))
                 # compose the two best passes that each beat their parent
                 pr = dict(h2.ranking)
                 parent_r = pr.get(parent.id)
                 winners = [a for a, r in h2.ranking if a not in ("base", parent.id)
                            and parent_r is not None and r < parent_r * 0.99]
-                if len(winners) >= 2 and left() > 3:
+                if len(winners) >= 2 and left() > 0:
                     combo = self.compose(parent, [*self.arms[winners[0]].passes[len(parent.passes):],
                                                   *self.arms[winners[1]].passes[len(parent.passes):]])
                     if combo is not None:
                         h3 = successive_halving([combo.id, winners[0]], "base", self.measure,
                                                 budget_s=1.0, eta=eta, reps0=reps0 * 4, max_rounds=1)
                         out.stages["compose"] = h3
-                        for a, r in h3.ranking:
-                            ranking[a] = r
+                        ranking.update(dict(h3.ranking))
         ranked = sorted(ranking.items(), key=lambda x: x[1])
         out.ranking = [(self.arms[a], r) for a, r in ranked]
         out.arms, out.rejected = dict(self.arms), dict(self.rejected)

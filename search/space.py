@@ -29,7 +29,7 @@ from kernels.abi import KernelABI
 from kernels.spec import AutotuneSpace, Config, KernelSpec
 
 __all__ = ["expand_space", "is_legal", "legal_after_compile", "SMEM_OPTIN_SM90", "MIN_BLOCK",
-           "MAX_BLOCK", "MAX_ACC_REGS"]
+           "MAX_BLOCK", "MAX_ACC_REGS", "MAX_DOT_TILE"]
 
 SMEM_OPTIN_SM90 = 232448
 """Opt-in dynamic shared memory per block on sm_90 (H100/H200), bytes (cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -38,6 +38,8 @@ MIN_BLOCK = 16
 """Smallest block size proposed (a wgmma/mma tile edge is at least 16 for 16-bit inputs)."""
 MAX_BLOCK = 16384
 """Largest block size proposed (1-D elementwise blocks; ``tl.arange`` allows up to 2^17)."""
+MAX_DOT_TILE = 256
+"""Largest block edge proposed for kernels with tensor-core dots (wgmma's N is at most 256)."""
 MAX_ACC_REGS = 128
 """Largest fp32 accumulator per thread proposed for tiled dot kernels (registers)."""
 
@@ -85,6 +87,11 @@ def is_legal(spec: KernelSpec, cfg: Config) -> tuple[bool, str]:
     threads = 32 * cfg.num_warps
     if threads > 1024:
         return False, f"{threads} threads per CTA > 1024"
+    if spec.flop_dtype:
+        big = [f"{k}={v}" for k, v in cfg.meta.items() if _is_block(k) and v > MAX_DOT_TILE]
+        if big:
+            return False, (f"{', '.join(big)}: a dot tile edge above {MAX_DOT_TILE} (wgmma N <= 256, "
+                           "PTX ISA 9.0 §9.7.15.5)")
     bm, bn = cfg.meta.get("BLOCK_M"), cfg.meta.get("BLOCK_N")
     if bm and bn and bm * bn / threads > MAX_ACC_REGS and spec.flop_dtype:
         return False, (f"accumulator BLOCK_M*BLOCK_N/threads = {bm * bn // threads} registers "

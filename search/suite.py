@@ -1,0 +1,152 @@
+"""Run the ``search`` provider over the suite on a GPU and print the acceptance table.
+
+``python -m search.suite [--kernels K ...] [--total-budget 480] [--out DIR]``: compiles every
+autotune space and draws the bench inputs in parallel first (``ailower.cmd_baseline.prepare``),
+then runs ``ailower lower K --provider search --iterations N`` for each entry in its own process
+with a per-entry search budget (``AILOWER_SEARCH_BUDGET_S``) sized so that the whole run fits
+``--total-budget`` seconds; compute-bound and paper kernels get ``--weight`` times the budget of
+the memory-bound ones. Reads each entry's ``report.json`` and prints one row per entry: speedup of
+the kept candidate over the autotuned baseline (measured by the loop's own 3-seed evaluation),
+the winning transformation, and how many candidates the loop rejected; then the geometric mean
+over the compute-bound and paper kernels and over all entries. Writes ``summary.json`` to
+``--out``. Exit status 0 when every entry produced a correct candidate, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = ["entry_class", "geomean", "main"]
+
+
+def entry_class(name: str) -> str:
+    """``paper`` (one of the 10 paper kernels), ``compute`` (tensor-core FLOPs bound it) or
+    ``memory``, for suite entry ``name``."""
+    from kernels import get
+    from kernels.registry import PAPERS, base_name
+
+    if base_name(name) in PAPERS:
+        return "paper"
+    spec = get(name)
+    return "compute" if spec.flop_dtype and spec.flops not in (0, "0") else "memory"
+
+
+def geomean(xs: list[float]) -> float | None:
+    """Geometric mean of positive numbers; None for an empty list."""
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _run_entry(name: str, arch: str, out: Path, budget_s: float, iterations: int,
+               timeout_s: float) -> dict:
+    env = dict(os.environ, AILOWER_SEARCH_BUDGET_S=f"{budget_s:.1f}", PYTHONUNBUFFERED="1")
+    folder = out / name
+    cmd = [sys.executable, "-c", "from ailower.cli import main; main()", "lower", name,
+           "--provider", "search", "--iterations", str(iterations), "--arch", arch,
+           "--out", str(folder)]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        rc, log = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, log = -1, f"timed out after {timeout_s:.0f} s\n{exc.stdout or ''}"
+    row: dict = {"kernel": name, "rc": rc, "seconds": time.monotonic() - t0, "budget_s": budget_s,
+                 "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    (out / f"{name}.log").write_text(log if isinstance(log, str) else str(log))
+    try:
+        rep = json.loads((folder / "report.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        row["error"] = f"no report: {exc}; rc={rc}; {str(log)[-300:]}"
+        return row
+    its = rep.get("iterations", [])
+    row.update({
+        "speedup": rep.get("speedup"),
+        "winner": (rep.get("candidate") or {}).get("origin", ""),
+        "baseline": (rep.get("reference", {}).get("baseline") or {}).get("config"),
+        "accepted": sum(1 for i in its if i["verdict"] == "accepted"),
+        "rejected": {v: sum(1 for i in its if i["verdict"] == v) for v in
+                     ("rejected-assembly", "rejected-verifier", "rejected-evaluation")},
+        "iterations": [{"origin": i["origin"], "verdict": i["verdict"], "speedup": i["speedup"]}
+                       for i in its],
+    })
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", nargs="*", default=None, help="suite entries (default: all)")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--total-budget", type=float, default=480.0, help="seconds for the whole run")
+    ap.add_argument("--overhead", type=float, default=14.0,
+                    help="estimated seconds per entry outside the search (start, autotune, "
+                         "the loop's evaluations)")
+    ap.add_argument("--weight", type=float, default=3.0,
+                    help="budget of a compute/paper entry relative to a memory-bound one")
+    ap.add_argument("--min-budget", type=float, default=2.0)
+    ap.add_argument("--max-budget", type=float, default=60.0)
+    ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--out", default="search-suite")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    args = ap.parse_args(argv)
+
+    from ailower.cmd_baseline import prepare
+    from ailower.settings import get_settings
+    from kernels import names
+
+    t_all = time.monotonic()
+    entries = args.kernels or names()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prepare(entries, args.arch, get_settings().cache_dir, args.workers,
+            lambda m: print(m, file=sys.stderr, flush=True))
+    classes = {n: entry_class(n) for n in entries}
+    rows = []
+    for i, name in enumerate(entries):
+        left = args.total_budget - (time.monotonic() - t_all)
+        rest = entries[i:]
+        weights = [args.weight if classes[n] != "memory" else 1.0 for n in rest]
+        pool = left - args.overhead * len(rest)
+        w = args.weight if classes[name] != "memory" else 1.0
+        budget = min(args.max_budget, max(args.min_budget, pool * w / sum(weights)))
+        print(f"[{i + 1}/{len(entries)}] {name} ({classes[name]}): search budget {budget:.1f} s",
+              file=sys.stderr, flush=True)
+        row = _run_entry(name, args.arch, out, budget, args.iterations,
+                         timeout_s=max(120.0, budget * 4 + 120))
+        row["class"] = classes[name]
+        rows.append(row)
+        print(f"    -> {row.get('speedup')} {row.get('winner', row.get('error', ''))} "
+              f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
+        (out / "summary.json").write_text(json.dumps({"rows": rows}, indent=1))
+    cp = [r["speedup"] for r in rows if r["class"] != "memory" and r.get("speedup")]
+    allv = [r["speedup"] for r in rows if r.get("speedup")]
+    summary = {"rows": rows, "geomean_compute_paper": geomean(cp), "geomean_all": geomean(allv),
+               "entries": len(rows), "with_candidate": len(allv),
+               "slower_than_baseline": [r["kernel"] for r in rows if r.get("speedup") and r["speedup"] < 1.0],
+               "wall_s": time.monotonic() - t_all,
+               "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"\nsearch provider over {len(rows)} suite entries on {args.arch} "
+          f"(UTC {summary['finished_at']}, {summary['wall_s']:.0f} s)")
+    print(f"{'entry':27s} {'class':8s} {'speedup':>8s} {'rej':>4s}  winning transformation")
+    for r in rows:
+        sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
+        rej = sum((r.get("rejected") or {}).values())
+        win = r.get("winner", "").removeprefix("search:") or r.get("error", "")[:60]
+        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s} {rej:>4d}  {win}")
+    g1, g2 = summary["geomean_compute_paper"], summary["geomean_all"]
+    print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({len(cp)} entries), "
+          f"all {g2 or 0:.3f} ({len(allv)} entries); slower than baseline: "
+          f"{', '.join(summary['slower_than_baseline']) or 'none'}")
+    return 0 if len(allv) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
