@@ -242,13 +242,30 @@ class SearchEngine:
                                         f"verifier: {self.rejected.get('base')}")
         out.append(base)
         cands = expand_space(self.spec, around=self.baseline.config, limit=limit)
-        if self.cache_dir is not None and self.workers > 1:
+        out += self._build_configs(cands, prefix="c")
+        self.log(f"  {self.spec.name}: {len(out) - 1} legal configs beyond the autotune space "
+                 f"({len(cands)} proposed) in {time.perf_counter() - t:.1f} s")
+        return out
+
+    def refine_arms(self, around: Arm, limit: int) -> list[Arm]:
+        """Up to ``limit`` legal configs neighbouring ``around``'s config that were not tried yet
+        (the next round of a local search around the current winner)."""
+        tried = {a.config.key() for a in self.arms.values()} | set(self.rejected)
+        tried |= {k.split(":", 1)[-1] for k in self.rejected}
+        cands = [(c, w) for c, w in expand_space(self.spec, around=around.config, limit=limit * 4)
+                 if c.key() not in tried][:limit]
+        n = sum(1 for a in self.arms if a.startswith("r"))
+        return self._build_configs(cands, prefix="r", start=n)
+
+    def _build_configs(self, cands: Sequence[tuple[Config, str]], *, prefix: str,
+                       start: int = 0) -> list[Arm]:
+        if self.cache_dir is not None and self.workers > 1 and len(cands) > 1:
             errs = precompile([(self.spec, c) for c, _ in cands], self.arch, self.cache_dir,
                               workers=self.workers, max_ptx_version=self.max_ptx_version)
             for k, e in errs.items():
                 self.rejected[k] = e
         items = []
-        for i, (cfg, why) in enumerate(cands):
+        for i, (cfg, why) in enumerate(cands, start=start):
             try:
                 art = compile_reference(self.spec, self.arch, cfg, cache_dir=self.cache_dir,
                                         max_ptx_version=self.max_ptx_version)
@@ -259,11 +276,8 @@ class SearchEngine:
             if not ok:
                 self.rejected[cfg.key()] = why_not
                 continue
-            items.append((f"c{i}", art, art.ptx, f"triton[{cfg.key()}]", ()))
-        out += self.check_many(items)
-        self.log(f"  {self.spec.name}: {len(out) - 1} legal configs beyond the autotune space "
-                 f"({len(cands)} proposed) in {time.perf_counter() - t:.1f} s")
-        return out
+            items.append((f"{prefix}{i}", art, art.ptx, f"triton[{cfg.key()}]", ()))
+        return self.check_many(items)
 
     def pass_arms(self, parent: Arm, names: Sequence[str] | None = None) -> list[Arm]:
         """Every applicable PTX pass (or the named ones) on ``parent``'s PTX, as checked arms."""
@@ -342,9 +356,34 @@ class SearchEngine:
         return out
 
     # ---- the whole search -------------------------------------------------------------------
+    def _refine(self, h: HalvingResult, out: SearchOutcome, ranking: dict[str, float],
+                left: Callable[[], float], reps: int, limit: int) -> str | None:
+        """When a Triton config beat the baseline, search its neighbourhood once more.
+
+        Returns the id of the best config arm afterwards (None when no config beat the baseline
+        or no time or nothing new was left).
+        """
+        order = [a for a, _ in h.ranking]
+        best = next((a for a in order if a == "base" or not self.arms[a].passes), "base")
+        if best == "base" or limit <= 0 or left() <= 0:
+            return None
+        new = self.refine_arms(self.arms[best], limit)
+        if not new or left() <= 0:
+            return best
+        hr = successive_halving([best, *[a.id for a in new]], "base", self.measure,
+                                budget_s=max(left() * 0.5, 1.0), reps0=reps, min_keep=1)
+        out.stages["refine"] = hr
+        ranking.update(dict(hr.ranking))
+        return next((a for a, _ in hr.ranking if a == "base" or not self.arms[a].passes), best)
+
     def run(self, *, budget_s: float, max_configs: int = 24, passes: bool = True,
-            eta: float = 3.0, reps0: int = 10) -> SearchOutcome:
+            eta: float = 3.0, reps0: int = 10, refine_configs: int = 6) -> SearchOutcome:
         """Search within ``budget_s`` seconds of wall time (compiles included).
+
+        Stages: a halving over the configs (with the PTX passes on the baseline's PTX when the
+        budget is under :data:`SMALL_BUDGET_S`); when a config beat the baseline, a second round
+        of up to ``refine_configs`` configs around it (a local search); then, with a larger
+        budget, the PTX passes on the best config and the composition of the two best passes.
 
         Without a GPU every arm is built and checked, and the ranking lists the baseline first
         and then the arms in the order they were built, with ratio None (``note`` says that
@@ -370,13 +409,15 @@ class SearchEngine:
                                    budget_s=max(left(), 1.0), eta=eta, reps0=reps0)
             out.stages["configs+passes" if passes else "configs"] = h
             ranking.update(dict(h.ranking))
+            self._refine(h, out, ranking, left, reps0 * 2, refine_configs)
         else:
             h1 = successive_halving([a.id for a in cfg_arms], "base", self.measure,
                                     budget_s=max(left() * 0.45, 1.0), eta=eta, reps0=reps0)
             out.stages["configs"] = h1
             out.seconds["config_rounds"] = time.monotonic() - t0 - out.seconds["configs"]
             ranking.update(dict(h1.ranking))
-            best_id = next((a for a, _ in h1.ranking), "base")
+            best_id = self._refine(h1, out, ranking, left, reps0 * 2, refine_configs) or \
+                next((a for a, _ in h1.ranking), "base")
             t = time.monotonic()
             parent = self.arms[best_id]
             p_arms = self.pass_arms(parent)

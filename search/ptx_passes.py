@@ -13,7 +13,11 @@ Passes (names are stable; they appear in reports and transcripts as ``+name``):
   from *input* pointer parameters alone, by a taint analysis over the entry's registers),
   ``ld.L1::no_allocate``, ``ld.L1::evict_last``, ``ld.L2::evict_first``, ``ld.L2::evict_last``,
   ``ld.L2::256B`` / ``ld.L2::128B`` (L2 prefetch size), ``cp.async.L2::256B`` / ``cp.async.L2::128B``,
-  ``st.cs`` (streaming store), ``st.L1::no_allocate``;
+  ``st.cs`` (streaming store), ``st.L1::no_allocate``. Not offered: a ``createpolicy`` cache hint
+  on ``cp.async`` (``cp.async.cg.shared.global.L2::cache_hint ..., policy``): ptxas 12.8 accepts it
+  but every such candidate stopped with CUDA_ERROR_ILLEGAL_INSTRUCTION on the H200 (bitdelta_batched,
+  sage_attention, forgetting_attention; 2026-12-01 02:55 UTC), so :func:`_policy_hint` is only
+  registered for ``ld``;
 * entry performance directives (PTX ISA 9.0 §11.4): ``maxnreg=N`` (``.maxnreg``; legal when
   ``N`` x threads <= 65536 registers per SM, H200 / sm_90), ``minnctapersm=N`` (``.minnctapersm``;
   legal when N CTAs fit one SM: N x threads <= 2048 and N x (shared + 1 KiB reserved) <= 228 KiB,
@@ -672,10 +676,6 @@ def _build() -> dict[str, PtxPass]:
         PtxPass("ld.L2::evict_last", "cache", "global loads kept longest in L2 (operands re-read "
                 "by other CTAs), through a createpolicy cache hint",
                 _policy_hint("evict_last", ("ld",))),
-        PtxPass("cp.async.L2::evict_last", "cache", "cp.async copies kept longest in L2 "
-                "(createpolicy + .L2::cache_hint)", _policy_hint("evict_last", ("cp.async",))),
-        PtxPass("cp.async.L2::evict_first", "cache", "cp.async copies evicted first from L2 "
-                "(createpolicy + .L2::cache_hint)", _policy_hint("evict_first", ("cp.async",))),
         PtxPass("ld.L2::256B", "cache", "global loads prefetch 256 B into L2 "
                 "(.level::prefetch_size)", _ld_hint("pf", ".L2::256B")),
         PtxPass("ld.L2::128B", "cache", "global loads prefetch 128 B into L2",

@@ -8,6 +8,7 @@ is exercised by ``scripts/device_search.sh`` on the H200.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -110,3 +111,25 @@ def test_without_gpu_proposes_and_says_selection_needs_a_gpu(relu_base):
     assert out.ranking[0][0].id == "base"
     assert all(r is None for _, r in out.ranking)
     assert len(out.ranking) > 3
+
+
+@pytest.mark.parametrize("budget", [5.0, 60.0])
+def test_local_search_around_a_winning_config(relu_base, budget):
+    # c1 beats the baseline; a neighbour of c1 found in the refinement round (r0) beats c1
+    times = {"base": 1.0, "c1": 0.8, "r0": 0.6}
+    ev = FakeEvaluator(lambda label: times.get(label, 1.2))
+    eng = _engine(relu_base, ev)
+    out = eng.run(budget_s=budget, max_configs=3, refine_configs=2)
+    assert "refine" in out.stages
+    refined = [a for a in out.arms if re.fullmatch(r"r\d+", a)]
+    assert refined and all(not eng.arms[a].passes for a in refined)
+    c1_cfg = eng.arms["c1"].config.key()
+    assert all(eng.arms[a].config.key() != c1_cfg for a in refined)  # new configs only
+    best = out.ranking[0][0]
+    assert best.id == "r0" and best.transform.startswith("triton[")
+
+
+def test_no_refinement_when_the_baseline_wins(relu_base):
+    ev = FakeEvaluator(lambda label: 1.0 if label == "base" else 1.3)
+    out = _engine(relu_base, ev).run(budget_s=5, max_configs=3)
+    assert "refine" not in out.stages

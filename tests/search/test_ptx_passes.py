@@ -74,8 +74,6 @@ CASES = {
     "ld.L2::128B": ("bitdelta", r"ld\.global\.L2::128B\.b32"),
     "cp.async.L2::256B": ("bitdelta", r"cp\.async\.cg\.shared\.global\.L2::256B"),
     "cp.async.L2::128B": ("flash_attention.noncausal", r"cp\.async\.cg\.shared\.global\.L2::128B"),
-    "cp.async.L2::evict_last": ("bitdelta", r"cp\.async\.c[ag]\.shared\.global\.L2::cache_hint .*policy;"),
-    "cp.async.L2::evict_first": ("flash_attention.noncausal", r"cp\.async\.cg\.shared\.global\.L2::cache_hint"),
     "st.cs": ("relu.fp16", r"st\.global\.cs\.v4\.b32"),
     "st.L1::no_allocate": ("bitdelta", r"st\.global\.L1::no_allocate\.v4"),
     "approx.div": ("flash_attention.noncausal", r"div\.approx\.ftz\.f32"),
@@ -200,7 +198,9 @@ def test_policy_passes_do_not_stack():
     c = ctx_for("relu.fp16")
     once = PASSES["ld.L2::evict_first"].apply(src, c)
     assert once.count(POLICY_REG) >= 3
-    assert PASSES["cp.async.L2::evict_last"].apply(once, c) is None
+    assert PASSES["ld.L2::evict_last"].apply(once, c) is None
+    # the cp.async form crashed on the H200 (ILLEGAL_INSTRUCTION): it must not be offered
+    assert not any(n.startswith("cp.async.L2::evict") for n in PASSES)
 
 
 VEC_SRC = """
