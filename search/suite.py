@@ -24,7 +24,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["entry_class", "geomean", "main"]
+__all__ = ["entry_class", "geomean", "main", "NOISE"]
+
+NOISE = 0.01
+"""Relative timing noise of the loop's interleaved median comparison (about 1% on the H200 in
+the device runs of 2026-12-01: baseline against itself measured 0.998-1.000)."""
 
 
 def entry_class(name: str) -> str:
@@ -46,8 +50,9 @@ def geomean(xs: list[float]) -> float | None:
 
 
 def _run_entry(name: str, arch: str, out: Path, budget_s: float, iterations: int,
-               timeout_s: float) -> dict:
-    env = dict(os.environ, AILOWER_SEARCH_BUDGET_S=f"{budget_s:.1f}", PYTHONUNBUFFERED="1")
+               timeout_s: float, max_configs: int) -> dict:
+    env = dict(os.environ, AILOWER_SEARCH_BUDGET_S=f"{budget_s:.1f}", PYTHONUNBUFFERED="1",
+               AILOWER_SEARCH_MAX_CONFIGS=str(max_configs))
     folder = out / name
     cmd = [sys.executable, "-c", "from ailower.cli import main; main()", "lower", name,
            "--provider", "search", "--iterations", str(iterations), "--arch", arch,
@@ -93,9 +98,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-budget", type=float, default=2.0)
     ap.add_argument("--max-budget", type=float, default=60.0)
     ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--max-configs", type=int, default=12,
+                    help="Triton configs beyond the autotune space per compute/paper entry "
+                         "(memory-bound entries get a third)")
+    ap.add_argument("--part", default=None, metavar="I/N",
+                    help="run every N-th entry starting with the I-th (1-based): the suite in N "
+                         "device calls; merge the summaries with --merge")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="SUMMARY",
+                    help="print the table of several summary.json files (no GPU needed)")
     ap.add_argument("--out", default="search-suite")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     args = ap.parse_args(argv)
+
+    if args.merge:
+        rows = []
+        for f in args.merge:
+            try:
+                rows += json.loads(Path(f).read_text())["rows"]
+            except (OSError, json.JSONDecodeError, KeyError) as exc:
+                print(f"error: --merge {f}: {exc}", file=sys.stderr)
+                return 2
+        summary = _summarise(rows, 0.0)
+        _print(summary, args.arch)
+        return 0 if len(rows) == summary["with_candidate"] else 1
 
     from ailower.cmd_baseline import prepare
     from ailower.settings import get_settings
@@ -103,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
 
     t_all = time.monotonic()
     entries = args.kernels or names()
+    if args.part:
+        try:
+            i, n = (int(x) for x in args.part.split("/"))
+            if not 1 <= i <= n:
+                raise ValueError
+        except ValueError:
+            print(f"error: --part {args.part!r}: expected I/N with 1 <= I <= N", file=sys.stderr)
+            return 2
+        entries = entries[i - 1::n]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     prepare(entries, args.arch, get_settings().cache_dir, args.workers,
@@ -118,22 +152,38 @@ def main(argv: list[str] | None = None) -> int:
         budget = min(args.max_budget, max(args.min_budget, pool * w / sum(weights)))
         print(f"[{i + 1}/{len(entries)}] {name} ({classes[name]}): search budget {budget:.1f} s",
               file=sys.stderr, flush=True)
+        cfgs = args.max_configs if classes[name] != "memory" else max(1, args.max_configs // 3)
         row = _run_entry(name, args.arch, out, budget, args.iterations,
-                         timeout_s=max(120.0, budget * 4 + 120))
+                         timeout_s=max(120.0, budget * 4 + 120), max_configs=cfgs)
         row["class"] = classes[name]
         rows.append(row)
         print(f"    -> {row.get('speedup')} {row.get('winner', row.get('error', ''))} "
               f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
         (out / "summary.json").write_text(json.dumps({"rows": rows}, indent=1))
+    summary = _summarise(rows, time.monotonic() - t_all)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    _print(summary, args.arch)
+    return 0 if summary["with_candidate"] == len(rows) else 1
+
+
+def _summarise(rows: list[dict], wall_s: float) -> dict:
     cp = [r["speedup"] for r in rows if r["class"] != "memory" and r.get("speedup")]
     allv = [r["speedup"] for r in rows if r.get("speedup")]
-    summary = {"rows": rows, "geomean_compute_paper": geomean(cp), "geomean_all": geomean(allv),
-               "entries": len(rows), "with_candidate": len(allv),
-               "slower_than_baseline": [r["kernel"] for r in rows if r.get("speedup") and r["speedup"] < 1.0],
-               "wall_s": time.monotonic() - t_all,
-               "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"\nsearch provider over {len(rows)} suite entries on {args.arch} "
+    return {"rows": rows, "geomean_compute_paper": geomean(cp), "geomean_all": geomean(allv),
+            "n_compute_paper": len(cp), "entries": len(rows), "with_candidate": len(allv),
+            # the loop keeps the fastest accepted candidate and the baseline is always one, so a
+            # kept speedup under 1 is the timing noise of two equal kernels (the IQR of the
+            # interleaved medians is ~1%); beyond NOISE it would be a real regression
+            "below_1": [r["kernel"] for r in rows if r.get("speedup") and r["speedup"] < 1.0],
+            "slower_than_baseline": [r["kernel"] for r in rows
+                                     if r.get("speedup") and r["speedup"] < 1.0 - NOISE],
+            "wall_s": wall_s,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def _print(summary: dict, arch: str) -> None:
+    rows = summary["rows"]
+    print(f"\nsearch provider over {len(rows)} suite entries on {arch} "
           f"(UTC {summary['finished_at']}, {summary['wall_s']:.0f} s)")
     print(f"{'entry':27s} {'class':8s} {'speedup':>8s} {'rej':>4s}  winning transformation")
     for r in rows:
@@ -142,10 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         win = r.get("winner", "").removeprefix("search:") or r.get("error", "")[:60]
         print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s} {rej:>4d}  {win}")
     g1, g2 = summary["geomean_compute_paper"], summary["geomean_all"]
-    print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({len(cp)} entries), "
-          f"all {g2 or 0:.3f} ({len(allv)} entries); slower than baseline: "
-          f"{', '.join(summary['slower_than_baseline']) or 'none'}")
-    return 0 if len(allv) == len(rows) else 1
+    print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({summary['n_compute_paper']} "
+          f"entries), all {g2 or 0:.3f} ({summary['with_candidate']} entries); slower than "
+          f"baseline beyond {NOISE:.0%} noise: {', '.join(summary['slower_than_baseline']) or 'none'}"
+          f"; under 1.000: {', '.join(summary.get('below_1', [])) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""The suite driver's pure parts: entry classes, geometric mean, --part and --merge."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from search.suite import entry_class, geomean, main
+
+
+def test_entry_classes():
+    assert entry_class("bitdelta") == "paper"
+    assert entry_class("lion") == "paper"
+    assert entry_class("gemm.fp16") == "compute"
+    assert entry_class("relu.fp16") == "memory"
+    assert entry_class("softmax") == "memory"
+
+
+def test_geomean():
+    assert math.isclose(geomean([1.0, 4.0]), 2.0)
+    assert geomean([]) is None
+    assert math.isclose(geomean([2.0, None, 0.0, 8.0]), 4.0)  # type: ignore[list-item]
+
+
+def test_merge_prints_the_table_and_geomeans(tmp_path, capsys):
+    a = {"rows": [{"kernel": "bitdelta", "class": "paper", "speedup": 1.9,
+                   "winner": "search:triton[BLOCK_M=256]", "rejected": {"rejected-evaluation": 1}}]}
+    b = {"rows": [{"kernel": "relu.fp16", "class": "memory", "speedup": 0.995,
+                   "winner": "search:baseline", "rejected": {}},
+                  {"kernel": "gemm.fp16", "class": "compute", "error": "no report"}]}
+    fa, fb = tmp_path / "a.json", tmp_path / "b.json"
+    fa.write_text(json.dumps(a))
+    fb.write_text(json.dumps(b))
+    rc = main(["--merge", str(fa), str(fb)])
+    out = capsys.readouterr().out
+    assert rc == 1  # gemm.fp16 has no candidate
+    assert "triton[BLOCK_M=256]" in out and "compute-bound + paper 1.900 (1 entries)" in out
+    assert "under 1.000: relu.fp16" in out and "beyond 1% noise: none" in out
+
+
+def test_bad_part_and_missing_merge_file(tmp_path, capsys):
+    assert main(["--merge", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json" in capsys.readouterr().err
+    assert main(["--part", "3/2", "--out", str(tmp_path / "o")]) == 2
+    assert "--part '3/2'" in capsys.readouterr().err
