@@ -251,7 +251,6 @@ class SearchEngine:
         """Up to ``limit`` legal configs neighbouring ``around``'s config that were not tried yet
         (the next round of a local search around the current winner)."""
         tried = {a.config.key() for a in self.arms.values()} | set(self.rejected)
-        tried |= {k.split(":", 1)[-1] for k in self.rejected}
         cands = [(c, w) for c, w in expand_space(self.spec, around=around.config, limit=limit * 4)
                  if c.key() not in tried][:limit]
         n = sum(1 for a in self.arms if a.startswith("r"))
@@ -259,13 +258,17 @@ class SearchEngine:
 
     def _build_configs(self, cands: Sequence[tuple[Config, str]], *, prefix: str,
                        start: int = 0) -> list[Arm]:
-        if self.cache_dir is not None and self.workers > 1 and len(cands) > 1:
+        # a spawned pool costs a few seconds of imports per process: worth it beyond a few configs
+        if self.cache_dir is not None and self.workers > 1 and len(cands) > 4:
             errs = precompile([(self.spec, c) for c, _ in cands], self.arch, self.cache_dir,
-                              workers=self.workers, max_ptx_version=self.max_ptx_version)
+                              workers=min(self.workers, len(cands)),
+                              max_ptx_version=self.max_ptx_version)
             for k, e in errs.items():
-                self.rejected[k] = e
+                self.rejected[k.split(":", 1)[-1]] = e
         items = []
         for i, (cfg, why) in enumerate(cands, start=start):
+            if cfg.key() in self.rejected:
+                continue  # Triton already failed on it in the pool
             try:
                 art = compile_reference(self.spec, self.arch, cfg, cache_dir=self.cache_dir,
                                         max_ptx_version=self.max_ptx_version)
