@@ -35,7 +35,12 @@ from search.halving import HalvingResult, Measurement, successive_halving
 from search.ptx_passes import PASSES, PassContext, apply_passes, approx_allowed
 from search.space import expand_space, legal_after_compile
 
-__all__ = ["Arm", "SearchEngine", "SearchOutcome", "precompile", "pass_context", "SMALL_BUDGET_S"]
+__all__ = ["Arm", "SearchEngine", "SearchOutcome", "precompile", "pass_context", "SMALL_BUDGET_S",
+           "CLEAR_WIN"]
+
+CLEAR_WIN = 0.97
+"""A config whose time is under this fraction of the baseline's is searched around once more even
+when the budget is spent (one round of at most ``refine_configs`` configs)."""
 
 SMALL_BUDGET_S = 15.0
 """Below this budget (seconds) configs and PTX passes share one halving (passes on the baseline's
@@ -363,18 +368,22 @@ class SearchEngine:
                 left: Callable[[], float], reps: int, limit: int) -> str | None:
         """When a Triton config beat the baseline, search its neighbourhood once more.
 
+        Runs when time is left, or past the budget by one bounded round (at most ``limit``
+        configs) when the winner is a clear win (time ratio under :data:`CLEAR_WIN`).
         Returns the id of the best config arm afterwards (None when no config beat the baseline
         or no time or nothing new was left).
         """
         order = [a for a, _ in h.ranking]
         best = next((a for a in order if a == "base" or not self.arms[a].passes), "base")
-        if best == "base" or limit <= 0 or left() <= 0:
+        clear_win = dict(h.ranking).get(best, 1.0) < CLEAR_WIN
+        if best == "base" or limit <= 0 or (left() <= 0 and not clear_win):
             return None
         new = self.refine_arms(self.arms[best], limit)
-        if not new or left() <= 0:
+        if not new:
             return best
         hr = successive_halving([best, *[a.id for a in new]], "base", self.measure,
-                                budget_s=max(left() * 0.5, 1.0), reps0=reps, min_keep=1)
+                                budget_s=max(left() * 0.5, 1.0), reps0=reps, min_keep=1,
+                                max_rounds=4 if left() > 0 else 1)
         out.stages["refine"] = hr
         ranking.update(dict(hr.ranking))
         return next((a for a, _ in hr.ranking if a == "base" or not self.arms[a].passes), best)

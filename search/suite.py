@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", nargs="*", default=None, help="suite entries (default: all)")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--total-budget", type=float, default=480.0, help="seconds for the whole run")
-    ap.add_argument("--overhead", type=float, default=14.0,
+    ap.add_argument("--overhead", type=float, default=22.0,
                     help="estimated seconds per entry outside the search (start, autotune, "
                          "the loop's evaluations)")
     ap.add_argument("--weight", type=float, default=3.0,

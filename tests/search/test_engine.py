@@ -133,3 +133,20 @@ def test_no_refinement_when_the_baseline_wins(relu_base):
     ev = FakeEvaluator(lambda label: 1.0 if label == "base" else 1.3)
     out = _engine(relu_base, ev).run(budget_s=5, max_configs=3)
     assert "refine" not in out.stages
+
+
+def test_clear_win_is_refined_once_even_past_the_budget(relu_base):
+    t = [0.0]
+    times = {"base": 1.0, "c1": 0.5, "r0": 0.4}
+    ev = FakeEvaluator(lambda label: times.get(label, 1.2))
+    eng = _engine(relu_base, ev)
+    import search.engine as se
+
+    real = se.time.monotonic
+    try:
+        se.time.monotonic = lambda: (t.__setitem__(0, t[0] + 100.0), t[0])[1]  # every call: +100 s
+        out = eng.run(budget_s=5, max_configs=3, refine_configs=2)
+    finally:
+        se.time.monotonic = real
+    assert "refine" in out.stages and len(out.stages["refine"].rounds) == 1
+    assert out.ranking[0][0].id == "r0"
