@@ -86,14 +86,31 @@ def verify_command(
 def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4")]) -> None:
     """Print a rule's documentation (what it checks, why, example, fix, ptxas, references)."""
     import verifier
+    from verifier.registry import REDIRECTS, RULES
 
+    if rule_id not in RULES and rule_id not in REDIRECTS:
+        from ailower._output import did_you_mean
+        from ailower.cli import CliFailure
+
+        raise CliFailure(f"unknown rule id {rule_id!r}"
+                         + (did_you_mean(rule_id, [*RULES, *REDIRECTS])
+                            or "; 'ailower rules' lists them"))
     print(verifier.rule_doc(rule_id))
 
 
-def rules_command() -> None:
+def rules_command(
+    json_out: Annotated[bool, typer.Option("--json", help="print the rules as JSON")] = False,
+) -> None:
     """List every verifier rule: id, severity, status, summary."""
     from verifier.registry import FAMILIES, RULES
 
+    if json_out:
+        from ailower._output import print_json
+
+        print_json([{"id": r.id, "name": r.name, "family": r.family, "family_name": FAMILIES[r.family],
+                     "severity": r.severity, "status": r.status, "summary": r.summary}
+                    for r in RULES.values()])
+        return
     for r in RULES.values():
         print(f"{r.id:5} {r.severity:8} {r.status:8} [{FAMILIES[r.family]}] {r.summary}")
 
