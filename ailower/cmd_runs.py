@@ -105,7 +105,8 @@ def runs_show(
         typer.echo(row.best_ptx, nl=not row.best_ptx.endswith("\n"))
         return
     if report:
-        typer.echo(json.dumps(row.report, indent=2, default=str))
+        # the stored report was written before the id existed; report.json on disk carries it
+        typer.echo(json.dumps({**row.report, "run_id": row.id}, indent=2, default=str))
         return
     doc = run_summary(row, iterations=True)
     if json_out:
