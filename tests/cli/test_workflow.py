@@ -334,3 +334,29 @@ def test_export_refusals(world, tmp_path):
                         meta={}, threads=128, cache_dir=cache)
     assert not (tmp_path / "y").exists()
     assert os.listdir(tmp_path) == []
+
+
+def test_progress_lines_keep_brackets_and_the_status_shows_only_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from ailower._run import _progress
+
+    buf = io.StringIO()
+    tty = Console(file=buf, force_terminal=True, width=120, color_system=None)
+    status, on_event = _progress(tty)
+    assert hasattr(status, "update")  # a live rich status on a terminal
+    with status:
+        on_event("reference_compiled", {"configs": 3, "seconds": 1.25})
+        on_event("iteration", {"iteration": 1, "origin": "anthropic:[m]", "verdict": "accepted",
+                               "speedup": 1.5, "provider_error": None})
+        on_event("iteration", {"iteration": 2, "origin": "x", "verdict": "rejected-provider",
+                               "speedup": None, "provider_error": "bad [bold]output[/bold]"})
+    text = buf.getvalue()
+    assert "Triton compiled 3 configs in 1.2 s" in text
+    assert "anthropic:[m] -> accepted (1.500x)" in text
+    assert "bad [bold]output[/bold]" in text
+    pipe = Console(file=io.StringIO(), force_terminal=False)
+    status, _ = _progress(pipe)
+    assert not hasattr(status, "update")  # no live display in a pipe
