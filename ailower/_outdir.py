@@ -21,7 +21,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["StagedOutput", "OutputError"]
+__all__ = ["StagedOutput", "OutputError", "RESULT_MARKERS"]
+
+RESULT_MARKERS = ("report.json", "transcript.jsonl")
+"""Files that mark a folder as an earlier ailower result (which a new result may move aside)."""
 
 
 class OutputError(Exception):
@@ -35,8 +38,9 @@ class StagedOutput:
         final: the ``--out`` folder. It may exist (an earlier result) or not.
 
     Raises:
-        OutputError: ``final`` exists and is not a folder, or its parent cannot be created or
-            written.
+        OutputError: ``final`` exists and is not a folder, or is a non-empty folder that is not
+            an ailower result (no ``report.json``: e.g. ``--out .``), or its parent cannot be
+            created or written.
 
     Attributes:
         final: the ``--out`` folder.
@@ -50,6 +54,12 @@ class StagedOutput:
         if self.final.exists() and not self.final.is_dir():
             raise OutputError(f"--out {self.final}: cannot create the folder: a file of that name "
                               "exists")
+        if self.final.is_dir() and any(self.final.iterdir()) and not any(
+                (self.final / n).exists() for n in RESULT_MARKERS):
+            # a successful run moves the folder aside: never do that to a folder of other files
+            raise OutputError(f"--out {self.final}: the folder holds files that are not an ailower "
+                              "result (no report.json); choose a new or empty folder")
+        self.final = self.final.absolute() if self.final.name in ("", ".", "..") else self.final
         parent = self.final.absolute().parent
         try:
             parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ Snapshot = dict[str, tuple[int, int]]
 
 
 def snapshot(root: Path) -> Snapshot:
-    """``{relative path: (mtime_ns, size)}`` of every file and folder under ``root``.
+    """``{relative path: (mtime_ns, size)}`` of every file under ``root``, ``(0, 0)`` for folders.
 
     Folders in :data:`IGNORED_DIRS` and ``*.egg-info`` are skipped. Symlinks are recorded, not
     followed. A file that vanishes during the walk is left out (no error).
@@ -39,8 +39,10 @@ def snapshot(root: Path) -> Snapshot:
                 st = os.lstat(p)
             except FileNotFoundError:
                 continue
-            # a folder's mtime changes when an entry is added or removed; for files, content
-            out[os.path.relpath(p, root)] = (st.st_mtime_ns, 0 if os.path.isdir(p) else st.st_size)
+            # folders count by existence only: their mtime also changes when Python writes
+            # an (ignored) __pycache__ into them; new or removed entries show up by name
+            isdir = os.path.isdir(p) and not os.path.islink(p)
+            out[os.path.relpath(p, root)] = (0, 0) if isdir else (st.st_mtime_ns, st.st_size)
     return out
 
 

@@ -70,16 +70,17 @@ def test_staged_output_commit_and_abandon(tmp_path):
 
     final = tmp_path / "res"
     s1 = StagedOutput(final)
-    s1.path("a.txt").write_text("one")
-    assert s1.commit() is None and (final / "a.txt").read_text() == "one"
+    s1.path("report.json").write_text("one")
+    assert s1.commit() is None and (final / "report.json").read_text() == "one"
     s2 = StagedOutput(final)
-    s2.path("a.txt").write_text("two")
+    s2.path("report.json").write_text("two")
     assert s2.commit() == tmp_path / "res.prev"
-    assert (final / "a.txt").read_text() == "two" and (tmp_path / "res.prev" / "a.txt").read_text() == "one"
+    assert (final / "report.json").read_text() == "two"
+    assert (tmp_path / "res.prev" / "report.json").read_text() == "one"
     s3 = StagedOutput(final)
-    s3.path("t.jsonl").write_text("partial")
+    s3.path("transcript.jsonl").write_text("partial")
     assert s3.abandon() == tmp_path / "res.failed"
-    assert (final / "a.txt").read_text() == "two"  # untouched by the failed run
+    assert (final / "report.json").read_text() == "two"  # untouched by the failed run
     assert StagedOutput(final).abandon() is None  # wrote nothing: leaves nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res", "res.failed", "res.prev"]
     (tmp_path / "afile").write_text("x")
@@ -360,3 +361,14 @@ def test_progress_lines_keep_brackets_and_the_status_shows_only_on_a_terminal():
     pipe = Console(file=io.StringIO(), force_terminal=False)
     status, _ = _progress(pipe)
     assert not hasattr(status, "update")  # no live display in a pipe
+
+
+def test_out_refuses_a_folder_of_other_files(data_dir, tmp_path):
+    from ailower._outdir import OutputError, StagedOutput
+
+    (tmp_path / "mine.txt").write_text("user data")
+    with pytest.raises(OutputError, match="not an ailower result"):
+        StagedOutput(tmp_path)
+    r = ailower("lower", "vector_add", "--iterations", "1", "--out", ".", cwd=tmp_path)
+    assert r.returncode == 2 and "not an ailower result" in r.stderr, r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ailower-data", "mine.txt"]
