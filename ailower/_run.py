@@ -118,26 +118,24 @@ def execute_run(ks: Any, target: str, prov: Any, opts: Any, *, evaluator: Any,
         OutputError: ``out_dir`` cannot be used (before any work is done).
         Whatever the loop raises (after the partial transcript was kept in ``out_dir.failed``).
     """
-    from agent.loop import Transcript, build_report, lower as run_lower
-
     keep_files = out_dir is not None
     if out_dir is None:  # nothing on disk: the report lives in the database (runs show ID)
         scratch = Path(tempfile.mkdtemp(prefix="ailower-run-"))
         out_dir = scratch / "out"
     try:
-        return _execute(run_lower, Transcript, build_report, ks, target, prov, opts,
-                        evaluator=evaluator, gpu_note=gpu_note, out_dir=out_dir, model=model,
-                        store=store, console=console, print_result=print_result,
-                        keep_files=keep_files)
+        return _execute(ks, target, prov, opts, evaluator=evaluator, gpu_note=gpu_note,
+                        out_dir=out_dir, model=model, store=store, console=console,
+                        print_result=print_result, keep_files=keep_files)
     finally:
         if not keep_files:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _execute(run_lower: Any, Transcript: Any, build_report: Any, ks: Any, target: str, prov: Any,
-             opts: Any, *, evaluator: Any, gpu_note: str, out_dir: Path, model: str | None,
-             store: Any, console: Any, print_result: Any, keep_files: bool
-             ) -> tuple[Any, dict[str, Any], int, Path | None]:
+def _execute(ks: Any, target: str, prov: Any, opts: Any, *, evaluator: Any, gpu_note: str,
+             out_dir: Path, model: str | None, store: Any, console: Any, print_result: Any,
+             keep_files: bool) -> tuple[Any, dict[str, Any], int, Path | None]:
+    from agent.loop import Transcript, build_report, lower as run_lower
+
     out = StagedOutput(out_dir)
     status, on_event = _progress(console)
     try:

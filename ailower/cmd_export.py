@@ -47,11 +47,14 @@ def export_command(
                          f"{kernel or row.kernel!r} is now spec {ks.identity()}: the kernel or its "
                          "spec changed since; pass the run's --kernel/--spec")
     cand = (row.report or {}).get("candidate") or {}
+    if not cand.get("threads"):
+        raise CliFailure(f"run #{row.id}: its report has no candidate launch settings "
+                         "(threads); it cannot be exported")
     settings = get_settings()
     try:
         res = write_override(
             ks, row.best_ptx, triton_override, arch=row.arch, meta=dict(cand.get("meta") or {}),
-            threads=int(cand.get("threads") or 0) or 128,
+            threads=int(cand["threads"]),
             dynamic_smem=int(cand.get("dynamic_smem") or 0),
             global_scratch_size=int(cand.get("global_scratch_size") or 0), size=size,
             run_id=row.id, candidate_digest=cand.get("digest"), cache_dir=settings.cache_dir,

@@ -142,8 +142,9 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
             whole number of warps, or too many variants.
         kernels.SpecError / harness errors: the spec cannot be loaded or compiled.
     """
-    from harness import _triton_compat as compat
-    from harness import assemble, compile_reference
+    import re
+
+    from harness import assemble, compile_reference, toolchain, triton_version
     from kernels.spec import Config
 
     from export._jit import FakeTensor, jit_source, override_folder_name
@@ -159,7 +160,7 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
         cfg = Config(meta=meta, num_warps=num_warps)
     ref = compile_reference(spec, arch, cfg.model_copy(update={"num_warps": num_warps}),
                             cache_dir=cache_dir, max_ptx_version=max_ptx_version)
-    if ref.abi.entry not in ptx:
+    if not re.search(rf"\.entry\s+{re.escape(ref.abi.entry)}\s*\(", ptx):
         raise ExportError(f"the PTX has no entry {ref.abi.entry!r}: Triton keeps the kernel's name")
     if dynamic_smem > ref.abi.dynamic_smem:
         raise ExportError(f"the candidate needs {dynamic_smem} B of dynamic shared memory but "
@@ -168,11 +169,11 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
     if global_scratch_size != ref.abi.global_scratch_size:
         raise ExportError(f"the candidate expects {global_scratch_size} B of global scratch per "
                           f"CTA, Triton allocates {ref.abi.global_scratch_size} B")
-    tool = compat.toolchain(arch)
+    tool = toolchain(arch)
     asm = assemble(ptx, arch, ptxas=tool.ptxas_path)
     if not asm.ok:  # Triton would fail at its cubin stage ("Internal Triton PTX codegen error")
         first = next((d.message for d in asm.diagnostics if d.severity in ("error", "fatal")), "")
-        raise ExportError(f"Triton {compat.triton_version()}'s ptxas {tool.ptxas_version} rejects "
+        raise ExportError(f"Triton {triton_version()}'s ptxas {tool.ptxas_version} rejects "
                           f"the PTX ({first or 'see ailower verify --assemble'}); was the run made "
                           "with another Triton version?")
     fn = spec.source.load(cache_dir)
@@ -186,10 +187,10 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
         if p.kind == "tensordesc":
             raise ExportError(f"parameter {p.name!r} is a tensor descriptor: export of TMA "
                               "kernels is not supported yet")
-    cap = compat.arch_capability(arch)
+    cap = int(re.sub(r"[^0-9]", "", arch))  # sm_90a -> 90, sm_100a -> 100 (validated above)
     want_sig = {p.name: p.triton_type() for p in spec.params}
     marker = (f"// ailower export: kernel {spec.name}, run {run_id if run_id is not None else '-'}"
-              f", candidate {candidate_digest or '-'}, {arch}, Triton {compat.triton_version()}")
+              f", candidate {candidate_digest or '-'}, {arch}, Triton {triton_version()}")
     text = marker + "\n" + ptx if not ptx.startswith(marker) else ptx
     entries: dict[str, OverrideEntry] = {}
     for combo in itertools.product((True, False), repeat=len(open_ints)):
@@ -230,7 +231,7 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
         "pointers must be 16-byte aligned; other launches compile normally"]
     result = OverrideExport(
         directory=str(directory), kernel=spec.name, entry=ref.abi.entry, arch=arch,
-        triton_version=compat.triton_version(), run_id=run_id, candidate_digest=candidate_digest,
+        triton_version=triton_version(), run_id=run_id, candidate_digest=candidate_digest,
         constexprs=constexprs, num_warps=num_warps, size=size, entries=list(entries.values()),
         marker=marker, env=env, notes=notes)
     _write(directory, text, result)

@@ -106,7 +106,7 @@ if __name__ == "__main__":
     print("output sha256:", hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest())
 EOF
 $PY - "$W/user" <<'EOF'
-import json, sys, yaml
+import json, sys
 from kernels.suite import softmax
 d = json.loads(softmax.SPEC.model_dump_json())
 d["name"] = "user_softmax"
@@ -114,16 +114,16 @@ d["source"] = {"path": f"{sys.argv[1]}/user_softmax.py", "function": "softmax_ke
 d["reference"] = None
 d["sizes"] = {"verify": {"M": 67, "N": 4000}, "bench": {"M": 1000, "N": 4000}}
 d["autotune"] = {"num_warps": [4], "num_stages": [1]}
-open(f"{sys.argv[1]}/user_softmax.yaml", "w").write(yaml.safe_dump(d))
+open(f"{sys.argv[1]}/user_softmax.json", "w").write(json.dumps(d, indent=1))
 EOF
 NOGPU=""; [ "$GPU" = 1 ] || NOGPU="--no-gpu"
-timeout 300 $AIL lower "$W/user/user_softmax.py::softmax_kernel" --spec "$W/user/user_softmax.yaml" \
+timeout 300 $AIL lower "$W/user/user_softmax.py::softmax_kernel" --spec "$W/user/user_softmax.json" \
   --iterations 1 $NOGPU --out "$W/user_out" > "$OUTDIR/b_lower.log" 2>&1
 rc=$?; tail -12 "$OUTDIR/b_lower.log"
 [ $rc = 0 ] && note "lower user file" PASS "exit 0" || note "lower user file" FAIL "exit $rc"
 RUN=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$W/user_out/report.json" 2>/dev/null || echo none)
 timeout 120 $AIL export "$RUN" --triton-override "$W/override" \
-  --kernel "$W/user/user_softmax.py::softmax_kernel" --spec "$W/user/user_softmax.yaml" \
+  --kernel "$W/user/user_softmax.py::softmax_kernel" --spec "$W/user/user_softmax.json" \
   > "$OUTDIR/b_export.log" 2>&1
 rc=$?; cat "$OUTDIR/b_export.log"
 cp "$W/override/ailower-export.json" "$OUTDIR/b_export_manifest.json" 2>/dev/null
