@@ -28,7 +28,7 @@ from rich.markup import escape
 
 from ailower._outdir import OutputError, StagedOutput
 
-__all__ = ["EVALUATOR_GROUP", "select_evaluator", "execute_run"]
+__all__ = ["EVALUATOR_GROUP", "OutputError", "select_evaluator", "execute_run"]
 
 EVALUATOR_GROUP = "ailower.evaluators"
 """Entry-point group for evaluator plug-ins (see the module docstring)."""
@@ -180,6 +180,3 @@ def _execute(ks: Any, target: str, prov: Any, opts: Any, *, evaluator: Any, gpu_
         console.print(f"  {k:<10} {v}", markup=False)
     console.print(f"  run #{run_id} recorded in {store._safe_url()}", markup=False)
     return result, report, run_id, folder if keep_files else None
-
-
-__all__ += ["OutputError"]

@@ -57,8 +57,12 @@ def verify_command(
 
         ks = _load_spec(kernel, None)
         settings = get_settings()
-        abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
-                                max_ptx_version=settings.max_ptx_version).abi
+        from contextlib import nullcontext
+
+        with (console.status(f"compiling {ks.name} with Triton for its reference ABI ...")
+              if console.is_terminal else nullcontext()):
+            abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
+                                    max_ptx_version=settings.max_ptx_version).abi
     rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file),
                           select=_ids(select), ignore=_ids(ignore))
     asm = None

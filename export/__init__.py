@@ -1,6 +1,7 @@
 """Results back into user programs: ailower's PTX in the layout Triton's kernel override reads.
 
-Public API: :func:`triton_override`, :class:`OverrideExport`, :class:`ExportError`.
+Public API: :func:`triton_override`, :func:`read_manifest`, :class:`OverrideExport`,
+:class:`OverrideEntry`, :class:`ExportError`.
 
 How a Triton program picks it up, unmodified::
 
@@ -38,7 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["ExportError", "OverrideEntry", "OverrideExport", "triton_override", "MAX_VARIANTS"]
+__all__ = ["ExportError", "OverrideEntry", "OverrideExport", "triton_override", "read_manifest",
+           "MAX_VARIANTS", "MANIFEST"]
 
 MAX_VARIANTS = 256
 """At most this many specialisation variants (2**8: eight integer parameters whose divisibility
@@ -268,5 +270,3 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     """The manifest of an export folder (for tests and scripts)."""
     return json.loads((Path(directory) / MANIFEST).read_text())
 
-
-__all__ += ["read_manifest", "MANIFEST"]

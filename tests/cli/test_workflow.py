@@ -372,3 +372,19 @@ def test_out_refuses_a_folder_of_other_files(data_dir, tmp_path):
     r = ailower("lower", "vector_add", "--iterations", "1", "--out", ".", cwd=tmp_path)
     assert r.returncode == 2 and "not an ailower result" in r.stderr, r.stdout + r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ailower-data", "mine.txt"]
+
+
+def test_readme_order_main_job_then_a_failing_run_keeps_the_main_jobs_files(data_dir, tmp_path):
+    """The README's order: `ailower lower softmax` (default --out under the cwd), then something
+    that fails in the same folder (here: an unreachable model server) must not touch it."""
+    r = ailower("lower", "softmax", "--iterations", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = tmp_path / "ailower-out" / "softmax-sm_90a"
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert {"softmax.ptx", "softmax.cubin", "report.json", "transcript.jsonl"} <= set(before)
+    r = ailower("lower", "softmax", "--provider", "openai", "--model", "m", "--iterations", "1",
+                "--base-url", "http://127.0.0.1:9/v1", env_extra={"OPENAI_API_KEY": "x"},
+                cwd=tmp_path)
+    assert r.returncode == 2 and "produced no candidate" in r.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert (out.with_name(out.name + ".failed") / "report.json").exists()
