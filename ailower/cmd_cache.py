@@ -108,7 +108,9 @@ def cache_clear(
         typer.confirm(f"delete {', '.join(chosen)} in {root} ({_human(total)})?", abort=True)
     for p in chosen:
         folder = root / p
-        if folder.is_dir():
+        if folder.is_symlink():  # never follow a link out of the cache: drop the link only
+            folder.unlink()
+        elif folder.is_dir():
             # rename first, so a concurrent reader sees either the whole entry or none
             doomed = folder.with_name(f".{p}.deleting-{os.getpid()}")
             os.replace(folder, doomed)

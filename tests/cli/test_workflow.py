@@ -388,3 +388,15 @@ def test_readme_order_main_job_then_a_failing_run_keeps_the_main_jobs_files(data
     assert r.returncode == 2 and "produced no candidate" in r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert (out.with_name(out.name + ".failed") / "report.json").exists()
+
+
+def test_cache_clear_never_follows_a_link_out_of_the_cache(data_dir, tmp_path):
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    (elsewhere / "keep.npy").write_bytes(b"x" * 100)
+    (data_dir / "cache").mkdir(parents=True)
+    (data_dir / "cache" / "inputs").symlink_to(elsewhere)
+    r = ailower("cache", "clear", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert (elsewhere / "keep.npy").read_bytes() == b"x" * 100
+    assert not (data_dir / "cache" / "inputs").exists()
