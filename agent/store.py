@@ -32,7 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 
 from agent.loop import LoweringResult
 
-__all__ = ["Base", "RunRow", "IterationRow", "RunStore", "StoreError"]
+__all__ = ["Base", "RunRow", "IterationRow", "RunStore", "StoreError", "run_summary"]
 
 
 class StoreError(RuntimeError):
@@ -175,6 +175,11 @@ class RunStore:
         with Session(self.engine, expire_on_commit=False) as s:
             return list(s.scalars(q))
 
+    def latest_id(self) -> int | None:
+        """The newest run's id, or None when no run is recorded."""
+        with Session(self.engine) as s:
+            return s.scalars(select(RunRow.id).order_by(RunRow.id.desc()).limit(1)).first()
+
     def get(self, run_id: int) -> RunRow | None:
         """One run with its iterations loaded, or None."""
         with Session(self.engine, expire_on_commit=False) as s:
@@ -182,3 +187,30 @@ class RunStore:
             if row is not None:
                 _ = list(row.iterations)
             return row
+
+
+def run_summary(row: RunRow, *, iterations: bool = False) -> dict[str, Any]:
+    """A run as plain JSON-able data (what ``ailower runs --json`` and ``runs show`` print).
+
+    Args:
+        row: a run (with its iterations loaded when ``iterations`` is true: :meth:`RunStore.get`).
+        iterations: include one entry per iteration.
+
+    Returns:
+        ``{id, created_at (ISO 8601, UTC), kernel, spec_id, arch, provider, model, triton_version,
+        device, gpu, baseline_config, baseline_ms, best_iteration, best_origin, best_verdict,
+        best_speedup, stop_reason, out_dir, has_ptx[, iterations]}``; times in ms.
+    """
+    out: dict[str, Any] = {
+        "id": row.id, "created_at": row.created_at.isoformat(), "kernel": row.kernel,
+        "spec_id": row.spec_id, "arch": row.arch, "provider": row.provider, "model": row.model,
+        "triton_version": row.triton_version, "device": row.device, "gpu": row.gpu,
+        "baseline_config": row.baseline_config, "baseline_ms": row.baseline_ms,
+        "best_iteration": row.best_iteration, "best_origin": row.best_origin,
+        "best_verdict": row.best_verdict, "best_speedup": row.best_speedup,
+        "stop_reason": row.stop_reason, "out_dir": row.out_dir, "has_ptx": row.best_ptx is not None}
+    if iterations:
+        out["iterations"] = [{"iteration": it.iteration, "origin": it.origin, "verdict": it.verdict,
+                              "candidate_digest": it.candidate_digest, "speedup": it.speedup}
+                             for it in row.iterations]
+    return out

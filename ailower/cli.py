@@ -14,15 +14,35 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
+from ailower._output import did_you_mean, make_console, print_json, table
 from ailower.settings import Settings, get_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ailower: lower Triton kernels to verified, measured PTX.")
-console = Console()
-err = Console(stderr=True)
+console = make_console()  # piped: no colour, wide enough that no table cell is cut
+err = make_console(stderr=True)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("ailower")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            v = "unknown (not installed)"
+        print(f"ailower {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    _version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                                           help="print ailower's version and exit")] = False,
+) -> None:
+    """ailower: lower Triton kernels to verified, measured PTX."""
 
 ARCH_CHOICES = ("auto", "sm_89", "sm_90a", "sm_100a")
 PROVIDERS = ("triton", "anthropic", "openai", "search")
@@ -47,6 +67,12 @@ def _load_spec(kernel: str, spec_file: Path | None) -> Any:
         return load_spec(spec_file)
     if kernel.endswith((".yaml", ".yml", ".json")):
         return load_spec(kernel)
+    from kernels import names
+
+    known = names()
+    if kernel not in known:
+        _fail(f"no suite kernel {kernel!r}" + (did_you_mean(kernel, known)
+                                                or "; 'ailower kernels' lists them"))
     return get(kernel)
 
 
@@ -107,9 +133,9 @@ def lower(
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="skip GPU evaluation even if a GPU is present")] = False,
 ) -> None:
     """Lower KERNEL to PTX: propose, assemble, verify, evaluate; write the best PTX, cubin, report."""
-    from agent.loop import LoopOptions, Transcript, build_report, lower as run_lower
+    from agent.loop import LoopOptions
     from agent.store import RunStore
-    from harness import GPUEvaluator, gpu_available
+    from ailower._run import execute_run, select_evaluator
 
     settings = get_settings()
     ks = _load_spec(kernel, spec)
@@ -118,74 +144,20 @@ def lower(
     prov_name = provider or settings.provider
     prov = _make_provider(prov_name, model or settings.model, base_url, settings)
     store = RunStore(settings.database_url)  # a bad database URL fails before any work
-    gpu_ok, why = gpu_available()
-    gpu_note = ""
-    evaluator = None
-    if no_gpu:
-        gpu_note = "GPU evaluation skipped: --no-gpu"
-    elif not gpu_ok:
-        gpu_note = f"GPU evaluation skipped: {why}"
-    elif dev != target:
-        gpu_note = f"GPU evaluation skipped: the GPU is {dev}, the target is {target}"
-    else:
-        evaluator = GPUEvaluator(hang_timeout_s=settings.hang_timeout_s,
-                                 job_timeout_s=settings.job_timeout_s, input_cache=settings.cache_dir)
+    evaluator, gpu_note = select_evaluator(target, dev, no_gpu=no_gpu, settings=settings)
     out_dir = out or Path("ailower-out") / f"{ks.name}-{target}"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        _fail(f"--out {out_dir}: cannot create the folder: {exc.strerror}")
-    if not os.access(out_dir, os.W_OK):
-        _fail(f"--out {out_dir}: the folder is not writable")
-    # the transcript is written beside the old one and replaces it only when the run ends
-    transcript_path = out_dir / "transcript.jsonl"
-    partial = out_dir / "transcript.jsonl.partial"
-    partial.unlink(missing_ok=True)
     opts = LoopOptions(iterations=iterations or settings.iterations, gpu=evaluator is not None,
                        ptxas=settings.ptxas, cache_dir=settings.cache_dir,
                        max_ptx_version=settings.max_ptx_version)
-    console.print(f"[bold]ailower lower[/] {ks.name} -> {target} with provider [cyan]{prov_name}[/]"
-                  f" (up to {opts.iterations} iterations)")
-    if gpu_note:
-        console.print(f"[yellow]{gpu_note}[/]: static path only (compile, assemble, verify)")
-
-    def progress(kind: str, data: dict[str, Any]) -> None:
-        if kind == "reference_compiled":
-            console.print(f"  Triton compiled {data['configs']} configs in {data['seconds']:.1f} s")
-        elif kind == "baseline":
-            console.print(f"  autotuned baseline: [{data['config']}] {data['median_ms']:.4f} ms")
-        elif kind == "iteration":
-            console.print(f"  iteration {data['iteration']}: {data['origin'] or '-'} -> {data['verdict']}"
-                          + (f" ({data['speedup']:.3f}x)" if data.get("speedup") else "")
-                          + (f": {data['provider_error']}" if data.get("provider_error") else ""))
-
-    result = run_lower(ks, target, prov, opts, evaluator=evaluator,
-                       transcript=Transcript(partial), on_event=progress)
-    result.gpu_note = gpu_note
-    report = build_report(result)
-    os.replace(partial, transcript_path)
-    files = {"report": out_dir / "report.json", "transcript": transcript_path}
-    stale = [out_dir / f"{ks.name}.ptx", out_dir / f"{ks.name}.cubin"]
-    if result.best_candidate is not None:
-        files["ptx"] = stale[0]
-        files["ptx"].write_text(result.best_candidate.ptx)
-        if result.best_cubin:
-            files["cubin"] = stale[1]
-            files["cubin"].write_bytes(result.best_cubin)
-    for f in stale:  # files of an earlier run into this folder (its record keeps them)
-        if f.exists() and f not in files.values():
-            f.unlink()
-            console.print(f"  removed {f} from an earlier run (its PTX stays in the database)")
-    report["files"] = {k: str(v) for k, v in files.items()}
-    # the report reaches the disk before the database: a database failure loses nothing
-    files["report"].write_text(json.dumps(report, indent=2, default=str))
-    run_id = store.record(result, report, model=model or settings.model, out_dir=out_dir)
-    report["run_id"] = run_id
-    files["report"].write_text(json.dumps(report, indent=2, default=str))
-    _print_result(result)
-    for k, v in files.items():
-        console.print(f"  {k:<10} {v}")
-    console.print(f"  run #{run_id} recorded in {store._safe_url()}")
+    console.print(f"[bold]ailower lower[/] {escape(ks.name)} -> {target} with provider "
+                  f"[cyan]{escape(prov_name)}[/] (up to {opts.iterations} iterations)")
+    if gpu_note and evaluator is None:
+        console.print(f"[yellow]{escape(gpu_note)}[/]: static path only (compile, assemble, verify)")
+    elif gpu_note:
+        console.print(escape(gpu_note))
+    result, _report, _run_id, _folder = execute_run(
+        ks, target, prov, opts, evaluator=evaluator, gpu_note=gpu_note, out_dir=out_dir,
+        model=model or settings.model, store=store, console=console, print_result=_print_result)
     if result.iterations and all(r.verdict == "rejected-provider" for r in result.iterations):
         _fail(f"the provider {prov_name!r} produced no candidate: "
               f"{result.iterations[-1].provider_error}")
@@ -194,10 +166,11 @@ def lower(
         raise typer.Exit(1)
 
 
-def _print_result(result: Any) -> None:
-    t = Table(title=f"{result.kernel} on {result.arch} ({result.provider})")
-    for col in ("#", "origin", "verdict", "regs", "ptxas", "verifier", "correct", "speedup"):
-        t.add_column(col)
+def _print_result(result: Any, console: Any = console) -> None:
+    """The iterations table and the best candidate's line (on ``console``)."""
+    t = table(f"{result.kernel} on {result.arch} ({result.provider})",
+              ("#", "origin", "verdict", "regs", "ptxas", "verifier", "correct", "speedup"),
+              keys=("#", "origin"))
     for r in result.iterations:
         asm = r.assembly or {}
         ver = r.verifier or {}
@@ -205,7 +178,7 @@ def _print_result(result: Any) -> None:
         cand = next((k for k in ev.get("kernels", []) if k.get("role") == "candidate"), None)
         n_err = sum(1 for f in ver.get("findings", []) if f.get("severity") == "error")
         t.add_row(
-            str(r.iteration), r.origin or "-", r.verdict,
+            str(r.iteration), escape(r.origin or "-"), r.verdict,
             str(asm.get("registers") or "-"),
             "ok" if asm.get("ok") else ("-" if not asm else "FAIL"),
             "-" if not ver else ("ok" if n_err == 0 else f"{n_err} error(s)"),
@@ -215,24 +188,33 @@ def _print_result(result: Any) -> None:
     best = result.best
     if best is not None:
         console.print(f"best: iteration {best.iteration} ({best.origin}), verdict {best.verdict}"
-                      + (f", speedup {best.speedup:.3f}x vs autotuned Triton" if best.speedup else ""))
+                      + (f", speedup {best.speedup:.3f}x vs autotuned Triton" if best.speedup else ""),
+                      markup=False)
     if result.gpu_note:
-        console.print(f"[yellow]{result.gpu_note}[/]")
+        console.print(f"[yellow]{escape(result.gpu_note)}[/]")
 
 
 @app.command()
-def kernels() -> None:
+def kernels(
+    json_out: Annotated[bool, typer.Option("--json", help="print the kernels as JSON")] = False,
+) -> None:
     """List the suite kernels with their sizes and autotune spaces."""
     from kernels import all_specs
 
-    t = Table(title="ailower kernel suite")
-    for col in ("name", "description", "verify size", "bench size", "configs", "grid"):
-        t.add_column(col)
-    for s in all_specs():
-        t.add_row(s.name, s.description,
+    specs = all_specs()
+    if json_out:
+        print_json([{"name": s.name, "description": s.description, "spec_id": s.identity(),
+                     "sizes": s.sizes, "configs": [c.key() for c in s.configs()],
+                     "grid": [str(g) for g in s.grid]} for s in specs])
+        return
+    t = table("ailower kernel suite",
+              ("name", "description", "verify size", "bench size", "configs", "grid"),
+              keys=("name",))
+    for s in specs:
+        t.add_row(escape(s.name), escape(s.description),
                   ", ".join(f"{k}={v}" for k, v in s.sizes["verify"].items()),
                   ", ".join(f"{k}={v}" for k, v in s.sizes["bench"].items()),
-                  str(len(s.configs())), ", ".join(str(g) for g in s.grid))
+                  str(len(s.configs())), escape(", ".join(str(g) for g in s.grid)))
     console.print(t)
 
 
@@ -261,40 +243,24 @@ def read_ptx_file(file: Path) -> str:
     raise AssertionError("unreachable")
 
 
-@app.command()
-def runs(
-    kernel: Annotated[str | None, typer.Option(help="only this kernel")] = None,
-    limit: Annotated[int, typer.Option(min=1)] = 20,
-) -> None:
-    """List recorded lowering runs, newest first."""
-    from agent.store import RunStore
-
-    store = RunStore(get_settings().database_url)
-    t = Table(title=f"runs in {store._safe_url()}")
-    for col in ("id", "when", "kernel", "arch", "provider", "gpu", "baseline", "best", "speedup"):
-        t.add_column(col)
-    for r in store.runs(kernel=kernel, limit=limit):
-        t.add_row(str(r.id), r.created_at.strftime("%Y-%m-%d %H:%M"), r.kernel, r.arch, r.provider,
-                  r.device or ("no" if not r.gpu else "yes"),
-                  r.baseline_config if r.baseline_ms else "- (not autotuned)",
-                  r.best_origin or "-", f"{r.best_speedup:.3f}x" if r.best_speedup else "-")
-    console.print(t)
-
-
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_baseline, cmd_server, cmd_verify
+    from ailower import cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_runs, cmd_server, cmd_verify
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
     cmd_server.register(app)
     cmd_baseline.register(app)
+    cmd_runs.register(app)
+    cmd_eval.register(app)
+    cmd_export.register(app)
+    cmd_cache.register(app)
 
 
 _register_commands()
 
 
-_USER_ERRORS = (("agent.providers.base", "ProviderError"), ("agent.store", "StoreError"),
+_USER_ERRORS = (("ailower._outdir", "OutputError"), ("agent.providers.base", "ProviderError"), ("agent.store", "StoreError"),
                 ("harness.errors", "HarnessError"), ("kernels.spec", "SpecError"),
                 ("kernels.expr", "ExprError"), ("verifier.errors", "VerifierError"))
 
@@ -320,19 +286,21 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err.print("aborted")
+        err.print("aborted", markup=False)
         sys.exit(130)
     except Exception as exc:
         pyd = sys.modules.get("pydantic")
         if isinstance(exc, _user_error_types()):
-            err.print(f"[red]error:[/] {exc}")
+            err.print(f"[red]error:[/] {escape(str(exc))}")
         elif pyd is not None and isinstance(exc, pyd.ValidationError):  # settings from the env
             lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
-            err.print(f"[red]error:[/] invalid setting ({exc.title}): " + "; ".join(lines))
+            err.print(f"[red]error:[/] invalid setting ({escape(exc.title)}): "
+                      + escape("; ".join(lines)))
         elif isinstance(exc, OSError):  # the file system said no (data dir, output folder, ...)
-            err.print(f"[red]error:[/] {exc.strerror or exc}: {exc.filename or ''}")
+            err.print(f"[red]error:[/] {escape(str(exc.strerror or exc))}: "
+                      f"{escape(str(exc.filename or ''))}")
         else:  # an ailower bug: say so, with the repro command
             err.print("[red bold]ailower bug[/]: an unexpected error; please report it with this output")
-            err.print(f"command: {' '.join(sys.argv)}")
-            err.print(traceback.format_exc())
+            err.print(f"command: {' '.join(sys.argv)}", markup=False, highlight=False)
+            err.print(traceback.format_exc(), markup=False, highlight=False)
         sys.exit(2)

@@ -9,12 +9,13 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+
+from ailower._output import make_console, table
 
 __all__ = ["register", "keys_app"]
 
-console = Console()
+console = make_console()  # piped: wide enough that no key id or name is cut
 keys_app = typer.Typer(no_args_is_help=True, help="Manage the REST service's API keys.")
 
 
@@ -51,7 +52,7 @@ def keys_create(
     if json_out:
         print(json.dumps({"key_id": row.key_id, "name": row.name, "key": plain}))
         return
-    console.print(f"API key [bold]{row.key_id}[/] ({row.name}); shown once, keep it secret:")
+    console.print(f"API key [bold]{escape(row.key_id)}[/] ({escape(row.name)}); shown once, keep it secret:")
     print(plain)
 
 
@@ -74,10 +75,8 @@ def keys_list(
                                "max_source_bytes": k.max_source_bytes} for k in list_keys(s)]))
         return
 
-    t = Table(title="API keys")
-    for col in ("key id", "name", "created", "revoked", "rate/min", "concurrent", "body B",
-                "ptx B", "source B"):
-        t.add_column(col)
+    t = table("API keys", ("key id", "name", "created", "revoked", "rate/min", "concurrent",
+                           "body B", "ptx B", "source B"), keys=("key id", "name"))
     with _session() as s:
         for k in list_keys(s):
             t.add_row(k.key_id, k.name, k.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -98,9 +97,9 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id (ail_<i
         try:
             row = revoke_key(s, key_id)
         except LookupError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2) from None
-    console.print(f"revoked {row.key_id} ({row.name})")
+    console.print(f"revoked {row.key_id} ({row.name})", markup=False)
 
 
 def serve(

@@ -57,8 +57,12 @@ def verify_command(
 
         ks = _load_spec(kernel, None)
         settings = get_settings()
-        abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
-                                max_ptx_version=settings.max_ptx_version).abi
+        from contextlib import nullcontext
+
+        with (console.status(f"compiling {ks.name} with Triton for its reference ABI ...")
+              if console.is_terminal else nullcontext()):
+            abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
+                                    max_ptx_version=settings.max_ptx_version).abi
     rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file),
                           select=_ids(select), ignore=_ids(ignore))
     asm = None
@@ -86,14 +90,31 @@ def verify_command(
 def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4")]) -> None:
     """Print a rule's documentation (what it checks, why, example, fix, ptxas, references)."""
     import verifier
+    from verifier.registry import REDIRECTS, RULES
 
+    if rule_id not in RULES and rule_id not in REDIRECTS:
+        from ailower._output import did_you_mean
+        from ailower.cli import CliFailure
+
+        raise CliFailure(f"unknown rule id {rule_id!r}"
+                         + (did_you_mean(rule_id, [*RULES, *REDIRECTS])
+                            or "; 'ailower rules' lists them"))
     print(verifier.rule_doc(rule_id))
 
 
-def rules_command() -> None:
+def rules_command(
+    json_out: Annotated[bool, typer.Option("--json", help="print the rules as JSON")] = False,
+) -> None:
     """List every verifier rule: id, severity, status, summary."""
     from verifier.registry import FAMILIES, RULES
 
+    if json_out:
+        from ailower._output import print_json
+
+        print_json([{"id": r.id, "name": r.name, "family": r.family, "family_name": FAMILIES[r.family],
+                     "severity": r.severity, "status": r.status, "summary": r.summary}
+                    for r in RULES.values()])
+        return
     for r in RULES.values():
         print(f"{r.id:5} {r.severity:8} {r.status:8} [{FAMILIES[r.family]}] {r.summary}")
 

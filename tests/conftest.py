@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.gpu.driver import probe_gpu
+from tests import _cwd_guard
 
 _GPU, _WHY = probe_gpu()
 
@@ -33,3 +36,18 @@ def data_dir(tmp_path, monkeypatch):
 def ref_cache(tmp_path_factory):
     """A reference-compile cache shared by the whole session (compiles are the slow part)."""
     return tmp_path_factory.mktemp("ref-cache")
+
+
+_CWD = Path.cwd()
+
+
+@pytest.fixture(autouse=True)
+def _no_writes_into_the_working_directory():
+    """Fail any test that creates, changes or deletes files in the folder pytest runs in
+    (``tests/_cwd_guard.py``; issue 13: a test wrote ``./ailower-out``)."""
+    before = _cwd_guard.snapshot(_CWD)
+    yield
+    diff = _cwd_guard.changes(before, _cwd_guard.snapshot(_CWD))
+    if diff:
+        pytest.fail(f"this test wrote into the working directory {_CWD}: " + "; ".join(diff[:10]),
+                    pytrace=False)

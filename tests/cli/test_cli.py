@@ -11,10 +11,28 @@ import pytest
 from agent.store import RunStore
 
 
+_SCRATCH: str | None = None
+
+
 def ailower(*args: str, env_extra: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    """Run ``python -m ailower ARGS`` in ``cwd`` (default: a fresh scratch folder, never the
+    repository: a command without ``--out`` writes ``./ailower-out``)."""
     import os
+    import tempfile
+    from pathlib import Path
 
     env = {**os.environ, **(env_extra or {}), "COLUMNS": "200"}
+    # the repository must stay importable from the scratch folder (pytest's pythonpath=["."])
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (root, env.get("PYTHONPATH")) if x)
+    global _SCRATCH
+    if cwd is None and _SCRATCH is None:
+        import atexit
+        import shutil
+
+        _SCRATCH = tempfile.mkdtemp(prefix="ailower-cli-")
+        atexit.register(shutil.rmtree, _SCRATCH, True)
+    cwd = cwd or _SCRATCH
     return subprocess.run([sys.executable, "-m", "ailower", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=600)
 
@@ -157,18 +175,27 @@ def test_spec_must_match_the_function(data_dir, tmp_path):
     assert r.returncode == 2 and "does not fit i32" in r.stderr
 
 
-def test_rerun_into_the_same_out_replaces_files_and_keeps_records(data_dir, tmp_path):
+def test_failed_rerun_into_the_same_out_keeps_the_earlier_result(data_dir, tmp_path):
     out = tmp_path / "o"
     assert ailower("lower", "softmax", "--iterations", "1", "--out", str(out)).returncode == 0
+    first_ptx = (out / "softmax.ptx").read_text()
+    first_report = (out / "report.json").read_text()
     fake = tmp_path / "fake-ptxas"
     fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Cuda compilation tools, "
                     "release 13.0, V13.0.88'; exit 0; fi\necho 'ptxas fatal : nope' >&2\nexit 1\n")
     fake.chmod(0o755)
     r = ailower("lower", "softmax", "--iterations", "1", "--out", str(out),
                 env_extra={"AILOWER_PTXAS": str(fake)})
-    assert r.returncode == 1 and "removed" in r.stdout
-    assert not (out / "softmax.ptx").exists()
-    assert json.loads((out / "report.json").read_text())["candidate"] is None
+    assert r.returncode == 1 and "is unchanged" in r.stdout, r.stdout + r.stderr
+    # the earlier result is intact, byte for byte
+    assert (out / "softmax.ptx").read_text() == first_ptx
+    assert (out / "report.json").read_text() == first_report
+    assert (out / "softmax.cubin").read_bytes()[:4] == b"\x7fELF"
+    # the failed run's own files are kept beside it
+    failed = tmp_path / "o.failed"
+    assert json.loads((failed / "report.json").read_text())["candidate"] is None
+    assert (failed / "transcript.jsonl").read_text().count("\n") >= 2
     runs = RunStore(f"sqlite:///{data_dir / 'ailower.db'}").runs()
-    assert len(runs) == 2 and runs[1].best_ptx and runs[0].best_ptx is None
-    assert not (out / "transcript.jsonl.partial").exists()
+    assert len(runs) == 2 and runs[1].best_ptx == first_ptx and runs[0].best_ptx is None
+    assert runs[0].out_dir == str(failed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ailower-data", "fake-ptxas", "o", "o.failed"]
