@@ -192,6 +192,8 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         raise UsageError(str(exc)) from None
     options = compat.compile_options(arch, config.num_warps, config.num_stages, config.num_ctas,
                                      max_ptx_version)
+    if config.maxnreg is not None:
+        options["maxnreg"] = config.maxnreg
     folder = None
     if cache_dir is not None:
         folder = Path(cache_dir) / "reference" / _cache_key(spec, config, arch, options)
@@ -247,22 +249,81 @@ def _store(folder: Path, art: ReferenceArtifacts) -> None:
         raise
 
 
+def _compile_one(spec: KernelSpec, arch: str, cfg: Config, cache_dir: Path | None,
+                 max_ptx_version: int) -> ReferenceArtifacts | ReferenceCompileError:
+    """One config, for a pool worker: a compile failure is returned (it pickles), not raised."""
+    try:
+        return compile_reference(spec, arch, cfg, cache_dir=cache_dir,
+                                 max_ptx_version=max_ptx_version)
+    except ReferenceCompileError as exc:
+        return exc
+
+
 def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
                   configs: list[Config] | None = None, max_ptx_version: int = 90,
+                  workers: int | None = None,
                   ) -> tuple[list[ReferenceArtifacts], list[ReferenceCompileError]]:
-    """Compile every config of the autotune space (or ``configs``).
+    """Compile every config of the autotune space (or ``configs``), in parallel.
+
+    Cached configs are read here; the others are compiled by a pool of ``workers`` processes
+    (default ``os.cpu_count()``: a 2-core host runs two compiles at once; 1 compiles in this
+    process). A config whose shared memory exceeds the target's per-block limit
+    (:data:`kernels.abi.SMEM_PER_BLOCK_OPTIN`) cannot launch there and is reported as a failure.
 
     Returns:
-        ``(compiled, failures)``: a config Triton cannot compile is reported, not raised, as the
-        autotuner scores it +inf. Raises :class:`UsageError` for an unknown arch.
+        ``(compiled, failures)`` in the order of the configs: a config Triton cannot compile is
+        reported, not raised, as the autotuner scores it +inf. Raises :class:`UsageError` for an
+        unknown arch and :class:`kernels.SpecError` when the source cannot be loaded.
     """
-    ok, bad = [], []
-    for cfg in configs if configs is not None else spec.configs():
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    from kernels.abi import SMEM_PER_BLOCK_OPTIN
+
+    cfgs = list(configs if configs is not None else spec.configs())
+    results: list[ReferenceArtifacts | ReferenceCompileError | None] = [None] * len(cfgs)
+    todo = []
+    for i, cfg in enumerate(cfgs):
         try:
-            ok.append(compile_reference(spec, arch, cfg, cache_dir=cache_dir,
-                                        max_ptx_version=max_ptx_version))
-        except ReferenceCompileError as exc:
-            bad.append(exc)
+            compat.arch_capability(arch)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if cache_dir is not None:
+            options = compat.compile_options(arch, cfg.num_warps, cfg.num_stages, cfg.num_ctas,
+                                             max_ptx_version)
+            if cfg.maxnreg is not None:
+                options["maxnreg"] = cfg.maxnreg
+            folder = Path(cache_dir) / "reference" / _cache_key(spec, cfg, arch, options)
+            if _load_cached(folder) is not None:
+                results[i] = _compile_one(spec, arch, cfg, cache_dir, max_ptx_version)
+                continue
+        todo.append(i)
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    if n == 1:
+        for i in todo:
+            results[i] = _compile_one(spec, arch, cfgs[i], cache_dir, max_ptx_version)
+    else:
+        spec.source.load(cache_dir)  # a source that cannot load fails once, here, as SpecError
+        # spawn, not fork: the parent may hold Triton/LLVM state and threads
+        with ProcessPoolExecutor(max_workers=n,
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futs = {i: pool.submit(_compile_one, spec, arch, cfgs[i], cache_dir, max_ptx_version)
+                    for i in todo}
+            for i, fut in futs.items():
+                results[i] = fut.result()
+    ok, bad = [], []
+    limit = SMEM_PER_BLOCK_OPTIN.get(arch)
+    for cfg, res in zip(cfgs, results):
+        if isinstance(res, ReferenceCompileError):
+            bad.append(res)
+        elif res is not None and limit is not None and res.abi.dynamic_smem > limit:
+            bad.append(ReferenceCompileError(
+                f"{spec.name} [{cfg.key()}] for {arch}: Triton's kernel needs "
+                f"{res.abi.dynamic_smem} B of shared memory per CTA, over the {limit} B "
+                f"({limit // 1024} KiB) a CTA may use on {arch} (CUDA C++ Programming Guide, "
+                "technical specifications per compute capability); it cannot launch there"))
+        elif res is not None:
+            ok.append(res)
     return ok, bad
 
 

@@ -11,8 +11,11 @@ parses the module with :mod:`ast` and writes a small, self-contained module hold
   ``BLOCK: tl.constexpr = 128`` or ``EPS = tl.constexpr(1e-6)``), with the assignments they read;
 * the kernel and every function it calls, transitively (``helper(...)``, ``Class.helper(...)``),
   each re-decorated with a plain ``@triton.jit`` (``@triton.autotune`` / ``@triton.heuristics``
-  dropped: ailower's spec carries the autotune space) and, inside a class, kept in a stub class of
-  the same name so ``Class.helper`` still resolves;
+  dropped: ailower's spec carries the autotune space). Functions of a class become module-level
+  functions (the kernel keeps its own name, so its PTX entry name is unchanged; a helper
+  ``Class.helper`` becomes ``Class__helper`` and every ``Class.helper`` read is rewritten),
+  because Triton >= 3.7 refuses to read a class object from a jit function (only constexpr
+  globals, jit functions and modules);
 * an undecorated kernel function is wrapped with ``@triton.jit`` the same way.
 
 The kernel is named ``function`` (``my_kernel``) or ``Class.function`` (``Ops.fwd_kernel``).
@@ -315,6 +318,17 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
                 if q not in want_funcs:
                     queue.append((q, classes[base][attr], base))
 
+    # module-level names for class members: the kernel keeps its name unless it collides
+    taken = set(funcs) | set(assigns) | set(imports_ok) | set(classes)
+    rename: dict[tuple[str, str], str] = {}
+    for qn, (node, cls) in want_funcs.items():
+        if cls is None:
+            continue
+        new = node.name if (qn == qualname and node.name not in taken) else f"{cls}__{node.name}"
+        while new in taken and qn != qualname or (qn == qualname and new in taken):
+            new = "_" + new
+        taken.add(new)
+        rename[(cls, node.name)] = new
     out: list[str] = []
     seen_imp: set[str] = set()
     for name in ["triton", *want_imports]:
@@ -334,34 +348,40 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
         emitted.add(id(node))
         out.append(ast.unparse(node))
     wrapped: list[str] = []
-    plain: list[tuple[str, ast.FunctionDef]] = []
-    by_class: dict[str, list[tuple[str, ast.FunctionDef]]] = {}
-    for qn, (node, cls) in want_funcs.items():
-        (by_class.setdefault(cls, []) if cls else plain).append((qn, node))
-    src_order = sorted(plain, key=lambda x: x[1].lineno)
-    for qn, node in src_order:
-        out += ["", "", _render_function(node, qn, wrapped)]
-    for cls, members in by_class.items():
-        out += ["", "", f"class {cls}:"]
-        for qn, node in sorted(members, key=lambda x: x[1].lineno):
-            fn_text = _render_function(node, qn, wrapped, static=True)
-            out += ["", *("    " + ln if ln else ln for ln in fn_text.splitlines())]
+    for qn, (node, cls) in sorted(want_funcs.items(), key=lambda x: x[1][0].lineno):
+        name = rename[(cls, node.name)] if cls else node.name
+        out += ["", "", _render_function(node, qn, wrapped, name, rename)]
     text_out = "\n".join(out).strip() + "\n"
-    return ExtractedKernel(text=text_out, qualname=qualname, functions=list(want_funcs),
+    tcls = qualname.split(".")[0] if "." in qualname else None
+    top = rename[(tcls, target.name)] if tcls else target.name
+    return ExtractedKernel(text=text_out, qualname=top, functions=list(want_funcs),
                            globals=want_globals, wrapped=wrapped)
 
 
-def _render_function(node: ast.FunctionDef, qn: str, wrapped: list[str], static: bool = False
-                     ) -> str:
-    """``node`` with ``@triton.jit`` as its only decorator (``@staticmethod`` above it in a class).
+class _Rename(ast.NodeTransformer):
+    """``Class.member`` reads -> the member's module-level name."""
+
+    def __init__(self, rename: dict[tuple[str, str], str]):
+        self.rename = rename
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.rename:
+            return ast.copy_location(ast.Name(id=self.rename[(node.value.id, node.attr)],
+                                              ctx=node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _render_function(node: ast.FunctionDef, qn: str, wrapped: list[str], name: str,
+                     rename: dict[tuple[str, str], str]) -> str:
+    """``node`` as a module-level function named ``name`` with ``@triton.jit`` as its only
+    decorator, ``Class.member`` reads rewritten through ``rename``.
 
     jit keyword options (``do_not_specialize``, ...) only affect Triton's JIT launcher, which
     ailower does not use (the spec gives the signature), so they are dropped.
     """
     if not _is_jit(node):
         wrapped.append(qn)
-    clone = copy.copy(node)
+    clone = _Rename(rename).visit(copy.deepcopy(node))
     clone.decorator_list = []
-    body = ast.unparse(clone)
-    head = ["@staticmethod"] if static else []
-    return "\n".join([*head, "@triton.jit", body])
+    clone.name = name
+    return "\n".join(["@triton.jit", ast.unparse(clone)])

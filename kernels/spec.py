@@ -162,7 +162,7 @@ class SourceRef(BaseModel):
                 except SourceExtractError as exc:
                     raise SpecError(f"source {exc.where}", exc.reason) from None
                 digest = hashlib.sha256(ext.text.encode()).hexdigest()[:16]
-                root = cache_dir or Path.home() / ".ailower"
+                root = Path(cache_dir) if cache_dir else Path.home() / ".ailower"
                 stem = Path(self.path).stem if self.path else "src"
                 stem = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
                 file = root / "sources" / f"{stem}_{digest}.py"
@@ -185,9 +185,7 @@ class SourceRef(BaseModel):
                     except BaseException:
                         sys.modules.pop(name, None)
                         raise
-                fn = mod
-                for part in self.function.split("."):
-                    fn = getattr(fn, part)
+                fn = getattr(mod, ext.qualname)
         except SpecError:
             raise
         except Exception as exc:  # the user's module ran and raised: report it, naming the file
