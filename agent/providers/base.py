@@ -42,8 +42,9 @@ __all__ = [
     "clip",
 ]
 
-TOOL_NAMES = ("compile", "verify", "evaluate", "submit")
-"""Tools a model may call; ``submit`` ends the turn with a candidate."""
+TOOL_NAMES = ("compile", "verify", "evaluate", "submit", "patch", "show")
+"""Tools a model may call; ``submit`` ends the turn with a candidate; ``patch`` and ``show`` are
+answered by the provider itself (:mod:`agent.workspace`)."""
 
 ToolExecutor = Callable[[str, dict[str, Any]], str]
 """``(tool_name, arguments) -> result text``. Arguments follow the JSON schemas in
@@ -64,7 +65,9 @@ class ProposalContext(BaseModel):
         abi: the exact entry signature and launch contract the candidate must keep.
         triton_source: the kernel's Python source.
         ttgir: Triton's TTGIR for ``config``.
+        llir: Triton's LLVM IR for ``config`` ('' when not given).
         reference_ptx: Triton's PTX for ``config`` (a valid starting point).
+        reference_cubin: Triton's cubin for ``config`` (for SASS; empty when not given).
         configs: every config of the autotune space (the offline provider walks them).
         gpu_available: whether ``evaluate`` can run on a GPU.
         max_tool_calls: tool calls allowed per :meth:`Provider.propose`.
@@ -75,11 +78,13 @@ class ProposalContext(BaseModel):
     spec: KernelSpec
     arch: str
     config: Config
-    constexprs: dict[str, int | float]
+    constexprs: dict[str, bool | int | float | None]
     abi: KernelABI
     triton_source: str
     ttgir: str
     reference_ptx: str
+    llir: str = ""
+    reference_cubin: bytes = b""
     configs: tuple[Config, ...] = ()
     gpu_available: bool = False
     max_tool_calls: int = 16
