@@ -275,8 +275,9 @@ def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
         reported, not raised, as the autotuner scores it +inf. Raises :class:`UsageError` for an
         unknown arch and :class:`kernels.SpecError` when the source cannot be loaded.
     """
-    from concurrent.futures import ProcessPoolExecutor
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     from kernels.abi import SMEM_PER_BLOCK_OPTIN
 
@@ -309,8 +310,14 @@ def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
                                  mp_context=multiprocessing.get_context("spawn")) as pool:
             futs = {i: pool.submit(_compile_one, spec, arch, cfgs[i], cache_dir, max_ptx_version)
                     for i in todo}
-            for i, fut in futs.items():
-                results[i] = fut.result()
+            try:
+                for i, fut in futs.items():
+                    results[i] = fut.result()
+            except BrokenProcessPool:
+                raise ReferenceCompileError(
+                    f"{spec.name}: a reference-compile worker process died (killed, out of "
+                    "memory, or a script without an `if __name__ == \"__main__\":` guard re-ran "
+                    "itself in the spawned workers); compile serially with workers=1") from None
     ok, bad = [], []
     limit = SMEM_PER_BLOCK_OPTIN.get(arch)
     for cfg, res in zip(cfgs, results):

@@ -17,6 +17,7 @@ from agent.providers.base import (
     Proposal,
     ProposalContext,
     Provider,
+    ProviderBudgetExceeded,
     ProviderError,
     ToolExecutor,
     redact,
@@ -63,6 +64,16 @@ class ToolChatProvider(Provider):
     model: str
     _base_url: str | None
     _secrets: list[str]
+    budget_guard: Any = None
+    """Set by :class:`~agent.providers.budget.BudgetedProvider`: ``(usage so far this turn) ->
+    reason or None``, consulted before every API call."""
+
+    def _check_budget(self, usage: dict[str, int]) -> None:
+        """Raise :class:`ProviderBudgetExceeded` when the run's budget is spent."""
+        if self.budget_guard is not None:
+            why = self.budget_guard(usage)
+            if why:
+                raise ProviderBudgetExceeded(why)
 
     def _init_conversation(self) -> None:
         self._messages: list[dict[str, Any]] = []

@@ -170,6 +170,7 @@ class AnthropicProvider(ToolChatProvider):
         budget = ctx.max_tool_calls
         max_turns = self.max_turns or budget + 4
         for _ in range(max_turns):
+            self._check_budget(usage)
             msg = self._create(ctx, events)
             blocks, stop, text = self._read(msg, events, usage)
             if stop == "refusal":

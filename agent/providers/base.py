@@ -35,6 +35,7 @@ __all__ = [
     "ProviderRefused",
     "ProviderBadOutput",
     "ProviderAuthError",
+    "ProviderBudgetExceeded",
     "TOOL_NAMES",
     "retry_after_seconds",
     "redact",
@@ -97,7 +98,8 @@ class Proposal(BaseModel):
         candidate: the submitted candidate, or None when the provider produced none.
         error: why there is no candidate (or a warning), already mapped to ailower's terms.
         error_kind: ``rate_limited`` | ``timeout`` | ``refused`` | ``bad_output`` | ``auth`` |
-            ``exhausted`` (no more proposals: the loop stops) | None.
+            ``exhausted`` (no more proposals: the loop stops) | ``budget`` (a token or cost
+            budget is spent: the loop stops, with ``error`` as the reason) | None.
         events: transcript events (dicts with ``type``: ``request``, ``response``, ``tool_call``,
             ``tool_result``, ...) for the JSONL transcript; never contain API keys.
         usage: token counts, ``{"input_tokens": n, "output_tokens": n}`` where known.
@@ -107,7 +109,8 @@ class Proposal(BaseModel):
 
     candidate: Candidate | None = None
     error: str | None = None
-    error_kind: Literal["rate_limited", "timeout", "refused", "bad_output", "auth", "exhausted"] | None = None
+    error_kind: Literal["rate_limited", "timeout", "refused", "bad_output", "auth", "exhausted",
+                        "budget"] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
     usage: dict[str, int] = Field(default_factory=dict)
     retry_after: float | None = None
@@ -178,6 +181,13 @@ class ProviderBadOutput(ProviderError):
     """The reply could not be used: no submit call, invalid tool arguments, truncated output."""
 
     kind = "bad_output"
+
+
+class ProviderBudgetExceeded(ProviderError):
+    """A token or cost budget is spent (:mod:`agent.providers.budget`): the loop stops."""
+
+    kind = "budget"
+    fatal = True
 
 
 class ProviderAuthError(ProviderError):

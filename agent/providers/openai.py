@@ -164,6 +164,7 @@ class OpenAIProvider(ToolChatProvider):
         budget = ctx.max_tool_calls
         max_turns = self.max_turns or budget + 4
         for _ in range(max_turns):
+            self._check_budget(usage)
             completion = self._create(ctx, events)
             finish, text, calls_raw = self._read(completion, events, usage)
             uses = [self._use(c) for c in calls_raw]
