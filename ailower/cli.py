@@ -25,7 +25,7 @@ console = Console()
 err = Console(stderr=True)
 
 ARCH_CHOICES = ("auto", "sm_89", "sm_90a", "sm_100a")
-PROVIDERS = ("triton", "anthropic", "openai")
+PROVIDERS = ("triton", "anthropic", "openai", "replay")
 
 
 class CliFailure(Exception):
@@ -73,16 +73,26 @@ def _make_provider(name: str, model: str | None, base_url: str | None, settings:
         from agent.providers.triton import TritonProvider
 
         return TritonProvider(cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
+    if name == "replay":  # --model is the transcript.jsonl to replay
+        from agent.providers.replay import ReplayProvider
+
+        if model is None:
+            _fail("--provider replay needs the transcript: --model PATH/transcript.jsonl")
+        return ReplayProvider(model)  # type: ignore[arg-type]
     if model is None:
         _fail(f"--provider {name} needs a model: pass --model or set AILOWER_MODEL")
     if name == "anthropic":
         from agent.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(model=model, base_url=base_url)  # type: ignore[arg-type]
+        from agent.providers.budget import wrap_budget
+
+        return wrap_budget(AnthropicProvider(model=model, base_url=base_url), settings, model)  # type: ignore[arg-type]
     if name == "openai":
         from agent.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(model=model, base_url=base_url)  # type: ignore[arg-type]
+        from agent.providers.budget import wrap_budget
+
+        return wrap_budget(OpenAIProvider(model=model, base_url=base_url), settings, model)  # type: ignore[arg-type]
     _fail(f"--provider {name!r}: choose one of {', '.join(PROVIDERS)}")
 
 
@@ -91,7 +101,7 @@ def lower(
     kernel: Annotated[str, typer.Argument(help="suite name, spec file, or path.py::function (with --spec)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="KernelSpec YAML/JSON file")] = None,
     arch: Annotated[str, typer.Option(help="auto | sm_89 | sm_90a | sm_100a")] = "auto",
-    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai")] = None,
+    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | replay")] = None,
     model: Annotated[str | None, typer.Option(help="model name for anthropic/openai")] = None,
     base_url: Annotated[str | None, typer.Option(help="API base URL (OpenAI-compatible servers)")] = None,
     iterations: Annotated[int | None, typer.Option(min=1, help="iteration budget")] = None,
@@ -275,12 +285,13 @@ def runs(
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_baseline, cmd_server, cmd_verify
+    from ailower import cmd_baseline, cmd_server, cmd_spec, cmd_verify
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
     cmd_server.register(app)
     cmd_baseline.register(app)
+    cmd_spec.register(app)
 
 
 _register_commands()

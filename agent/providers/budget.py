@@ -18,9 +18,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.providers.base import Proposal, ProposalContext, Provider, ToolExecutor
+from agent.providers.base import Proposal, ProposalContext, Provider, ProviderError, ToolExecutor
 
-__all__ = ["Budget", "BudgetedProvider", "price_for", "wrap_budget"]
+__all__ = ["Budget", "BudgetError", "BudgetedProvider", "price_for", "wrap_budget"]
+
+
+class BudgetError(ProviderError):
+    """The budget settings cannot be applied (a cost cap without a price for the model)."""
+
+    fatal = True
 
 _INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
@@ -117,7 +123,7 @@ def wrap_budget(provider: Provider, settings: object, model: str | None = None) 
     ``max_cost_usd``, ``price_per_mtok``), or unchanged when they set no cap.
 
     Raises:
-        ValueError: a cost cap without a price for ``model`` in ``price_per_mtok``.
+        BudgetError: a cost cap without a price for ``model`` in ``price_per_mtok``.
     """
     max_tokens = getattr(settings, "max_tokens_total", None)
     max_cost = getattr(settings, "max_cost_usd", None)
@@ -127,7 +133,7 @@ def wrap_budget(provider: Provider, settings: object, model: str | None = None) 
     if max_cost is not None:
         price = price_for(model or "", getattr(settings, "price_per_mtok", {}) or {})
         if price is None:
-            raise ValueError(f"AILOWER_MAX_COST_USD is set but AILOWER_PRICE_PER_MTOK has no price "
+            raise BudgetError(f"AILOWER_MAX_COST_USD is set but AILOWER_PRICE_PER_MTOK has no price "
                              f"for model {model!r} (give {{\"{model}\": [usd_in, usd_out]}} per "
                              "million tokens)")
         pin, pout = price

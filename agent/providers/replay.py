@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.providers.base import Proposal, ProposalContext, Provider, ToolExecutor
+from agent.providers.base import Proposal, ProposalContext, Provider, ProviderError, ToolExecutor
 from agent.tools import candidate_from_submit, submit_defaults, validate_tool_args
 from agent.workspace import PatchError, Workspace
 
@@ -27,9 +27,11 @@ __all__ = ["ReplayProvider", "ReplayError", "read_transcript"]
 _LOOP_TOOLS = ("compile", "verify", "evaluate")
 
 
-class ReplayError(ValueError):
+class ReplayError(ProviderError):
     """The transcript cannot be replayed: unreadable, or without provider events (message names
-    ``file:line``)."""
+    ``file:line``). Raised by the constructor, before any work."""
+
+    fatal = True
 
 
 def read_transcript(path: str | Path) -> dict[int, list[dict[str, Any]]]:

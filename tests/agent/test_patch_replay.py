@@ -16,7 +16,7 @@ import pytest
 import kernels
 from agent.loop import LoopOptions, Transcript, lower
 from agent.providers.anthropic import AnthropicProvider
-from agent.providers.budget import Budget, BudgetedProvider, price_for, wrap_budget
+from agent.providers.budget import Budget, BudgetedProvider, BudgetError, price_for, wrap_budget
 from agent.providers.openai import OpenAIProvider
 from agent.providers.replay import ReplayError, ReplayProvider
 from agent.workspace import PatchError, Workspace, show_text
@@ -214,7 +214,7 @@ def test_cost_budget_and_price_table(ref):
     assert res.stop_reason.startswith("budget: cost budget exceeded: $0.0002 spent of $0.0002")
     assert prov.cost_usd == pytest.approx(210e-6) and prov.tokens == 30
     S.price_per_mtok = {}
-    with pytest.raises(ValueError, match="no price for model 'claude-fake'"):
+    with pytest.raises(BudgetError, match="no price for model .claude-fake."):
         wrap_budget(Anthropic.provider("http://127.0.0.1:9"), S(), "claude-fake")
 
 
