@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
+from pydantic_core import to_json
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -824,9 +825,32 @@ class KernelSpec(BaseModel):
         Keys caches, results and the database; never derived from Python object identity.
         """
         h = hashlib.sha256()
-        h.update(self.model_dump_json().encode())
+        h.update(_canonical_json(self).encode())
         h.update(self.source.source_text().encode())
         return h.hexdigest()[:16]
+
+
+_LATER_FIELDS = {"params": ("init", "written"), "configs": ("maxnreg",)}
+"""Fields added after specs were first stored, with defaults that change nothing: left out of the
+identity while they hold their default, so existing specs keep their ids (caches, results and the
+leaderboard key on them)."""
+
+
+def _canonical_json(spec: "KernelSpec") -> str:
+    """The JSON the identity hashes: ``model_dump_json()`` minus later fields at their defaults."""
+    data = spec.model_dump(mode="json")
+    for p in data["params"]:
+        if p.get("init") == "sentinel":
+            del p["init"]
+        if p.get("written") is None:
+            p.pop("written", None)
+    at = data["autotune"]
+    if at.get("maxnreg") == [None]:
+        del at["maxnreg"]
+    for cfg in at.get("configs", []):
+        if cfg.get("maxnreg") is None:
+            cfg.pop("maxnreg", None)
+    return to_json(data).decode()  # pydantic's own JSON writer, as model_dump_json()
 
 
 _INT_RANGES = {"i1": (0, 1), "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1),

@@ -227,3 +227,16 @@ def test_the_readme_spec_example_loads_and_compiles(tmp_path):
                                     "DOUBLE": True, "STAGES": cfg.num_stages}
     ok, bad = compile_space(spec, "sm_90a", cache_dir=tmp_path / "c", configs=[cfg], workers=1)
     assert not bad and ".maxnreg 128" in ok[0].ptx
+
+
+def test_identity_ignores_new_fields_at_their_defaults():
+    """Specs stored before init/written/maxnreg existed keep their ids; using them changes it."""
+    base = kernels.get("vector_add")
+    data = _vector_add()
+    assert "init" in json.dumps(data)  # the dump carries the new defaults...
+    assert KernelSpec.model_validate(data).identity() == base.identity()  # ...the id does not
+    data["params"][2]["init"] = "zeros"
+    assert KernelSpec.model_validate(data).identity() != base.identity()
+    data = _vector_add()
+    data["autotune"]["maxnreg"] = [None, 64]
+    assert KernelSpec.model_validate(data).identity() != base.identity()
