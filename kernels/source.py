@@ -164,6 +164,24 @@ def signature_of(text: str, qualname: str, filename: str = "<source>") -> Kernel
         docstring=ast.get_docstring(fn) or "", lineno=fn.lineno)
 
 
+def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements, looking inside ``try`` / ``if`` / ``with`` blocks (guarded imports
+    such as ``try: import triton ... except ImportError: ...``), not inside functions/classes."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.Try):
+            out += _module_statements(node.body + node.orelse + node.finalbody)
+            for h in node.handlers:
+                out += _module_statements(h.body)
+        elif isinstance(node, ast.If):
+            out += _module_statements(node.body + node.orelse)
+        elif isinstance(node, ast.With):
+            out += _module_statements(node.body)
+        else:
+            out.append(node)
+    return out
+
+
 def _decorator_name(d: ast.expr) -> str:
     node = d.func if isinstance(d, ast.Call) else d
     if isinstance(node, ast.Attribute):
@@ -242,7 +260,7 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
     assigns: dict[str, ast.stmt] = {}
     imports_ok: dict[str, ast.stmt] = {}
     imports_bad: dict[str, ast.stmt] = {}
-    for node in tree.body:
+    for node in _module_statements(tree.body):
         if isinstance(node, ast.FunctionDef):
             funcs[node.name] = node
         elif isinstance(node, ast.ClassDef):
@@ -325,7 +343,7 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
         if cls is None:
             continue
         new = node.name if (qn == qualname and node.name not in taken) else f"{cls}__{node.name}"
-        while new in taken and qn != qualname or (qn == qualname and new in taken):
+        while new in taken:
             new = "_" + new
         taken.add(new)
         rename[(cls, node.name)] = new
@@ -339,7 +357,7 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
             out.append(line)
     out.append("")
     # globals in source order (a global may read an earlier one)
-    order = {id(n): i for i, n in enumerate(tree.body)}
+    order = {id(n): i for i, n in enumerate(_module_statements(tree.body))}
     emitted: set[int] = set()
     for name in sorted(want_globals, key=lambda n: order[id(assigns[n])]):
         node = assigns[name]

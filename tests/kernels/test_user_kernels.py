@@ -240,3 +240,28 @@ def test_identity_ignores_new_fields_at_their_defaults():
     data = _vector_add()
     data["autotune"]["maxnreg"] = [None, 64]
     assert KernelSpec.model_validate(data).identity() != base.identity()
+
+
+def test_guarded_imports_and_an_unknown_package_in_an_except_branch(tmp_path):
+    text = '''
+try:
+    import triton
+    import triton.language as tl
+    HAVE_TRITON = True
+except ImportError:
+    import mock_triton as tl
+
+if True:
+    LIMIT = tl.constexpr(7)
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + LIMIT)
+'''
+    ext = extract_kernel(text, "k")
+    # the triton alias wins over the except-branch fallback (it comes first and is allowed)
+    assert "import triton.language as tl" in ext.text and "LIMIT = tl.constexpr(7)" in ext.text
+    fn = kernels.SourceRef(text=text, function="k").load(tmp_path)
+    assert fn.arg_names == ["x_ptr", "BLOCK"]
