@@ -8,9 +8,10 @@ search/replace pairs, and a tool call that omits ``ptx`` uses it.
 
 ``show`` returns numbered lines of the reference's TTGIR, LLVM IR, PTX or SASS, or of the
 current candidate, so the model can quote exact text for its patches. SASS comes from
-``cuobjdump -sass`` on the reference cubin when a ``cuobjdump`` is found (``TRITON_CUOBJDUMP_PATH``,
-Triton's bundled ``backends/nvidia/bin``, then ``PATH``; ``../shared/reference/triton_toolchain.md``
-section 1); otherwise the tool says so.
+``cuobjdump -sass`` (else ``nvdisasm``) on the reference cubin, found through
+``TRITON_CUOBJDUMP_PATH`` / ``TRITON_NVDISASM_PATH``, Triton's bundled ``backends/nvidia/bin``,
+then ``PATH`` (``../shared/reference/triton_toolchain.md`` section 1); without either the tool
+says so.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Workspace", "PatchError", "show_text", "find_cuobjdump", "MAX_SHOW_LINES"]
+__all__ = ["Workspace", "PatchError", "show_text", "find_cuobjdump", "find_nvdisasm",
+           "MAX_SHOW_LINES"]
 
 MAX_SHOW_LINES = 400
 """Lines ``show`` returns per call (the model pages with ``start_line``)."""
@@ -125,40 +127,53 @@ class Workspace:
                 "compile / verify / evaluate / submit without 'ptx' use it.")
 
 
-def find_cuobjdump() -> str | None:
-    """Path of a ``cuobjdump``: ``TRITON_CUOBJDUMP_PATH``, Triton's bundled one, then ``PATH``."""
-    env = os.environ.get("TRITON_CUOBJDUMP_PATH")
+def _find_tool(tool: str) -> str | None:
+    """Path of ``tool``: ``TRITON_<TOOL>_PATH``, Triton's bundled one, then ``PATH``
+    (``../shared/reference/triton_toolchain.md`` section 1)."""
+    env = os.environ.get(f"TRITON_{tool.upper()}_PATH")
     if env and os.access(env, os.X_OK):
         return env
     try:
         import triton
 
-        bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool
         if os.access(bundled, os.X_OK):
             return str(bundled)
     except ImportError:
         pass
-    return shutil.which("cuobjdump")
+    return shutil.which(tool)
+
+
+def find_cuobjdump() -> str | None:
+    """Path of a ``cuobjdump`` (see :func:`_find_tool`), or None."""
+    return _find_tool("cuobjdump")
+
+
+def find_nvdisasm() -> str | None:
+    """Path of an ``nvdisasm`` (see :func:`_find_tool`), or None."""
+    return _find_tool("nvdisasm")
 
 
 def _sass(cubin: bytes) -> str:
     """SASS of ``cubin`` via ``cuobjdump -sass``; raises ``ValueError`` saying why not."""
     if not cubin:
         raise ValueError("show.what: no reference cubin in this task, so no SASS")
-    tool = find_cuobjdump()
+    tool, cmd = find_cuobjdump(), ["-sass"]
     if tool is None:
-        raise ValueError("show.what: SASS is unavailable on this host: no cuobjdump (looked at "
-                         "TRITON_CUOBJDUMP_PATH, Triton's backends/nvidia/bin and PATH)")
+        tool, cmd = find_nvdisasm(), ["-c"]  # --print-code: code sections only
+    if tool is None:
+        raise ValueError("show.what: SASS is unavailable on this host: no cuobjdump or nvdisasm "
+                         "(looked at TRITON_CUOBJDUMP_PATH / TRITON_NVDISASM_PATH, Triton's "
+                         "backends/nvidia/bin and PATH)")
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "reference.cubin"
         f.write_bytes(cubin)
         try:
-            r = subprocess.run([tool, "-sass", str(f)], capture_output=True, text=True,
-                               timeout=60)
+            r = subprocess.run([tool, *cmd, str(f)], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ValueError(f"show.what: cuobjdump failed: {exc}") from None
+            raise ValueError(f"show.what: {Path(tool).name} failed: {exc}") from None
     if r.returncode != 0:
-        raise ValueError(f"show.what: cuobjdump -sass exited {r.returncode}: {r.stderr[:300]}")
+        raise ValueError(f"show.what: {Path(tool).name} exited {r.returncode}: {r.stderr[:300]}")
     return r.stdout
 
 

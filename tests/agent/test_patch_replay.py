@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import pytest
@@ -243,11 +244,16 @@ def test_show_sass_and_missing_tools(ref, monkeypatch):
     ws = Workspace(art.ptx)
     assert show_text(Ctx, ws, "llir").startswith("llir: lines 1-")
     from agent import workspace
-    if workspace.find_cuobjdump() is not None:
-        out = show_text(Ctx, ws, "sass", max_lines=400)
-        assert "vector_add_kernel" in out or "Function" in out
+    # Triton's wheel bundles cuobjdump and nvdisasm (triton_toolchain.md section 1)
+    assert workspace.find_cuobjdump() is not None and workspace.find_nvdisasm() is not None
+    out = show_text(Ctx, ws, "sass", max_lines=400)
+    assert "vector_add_kernel" in out and re.search(r"\bLDG\.E", out), out[:500]
     monkeypatch.setattr(workspace, "find_cuobjdump", lambda: None)
-    with pytest.raises(ValueError, match="SASS is unavailable on this host: no cuobjdump"):
+    out = show_text(Ctx, ws, "sass", max_lines=400)  # nvdisasm instead
+    assert re.search(r"\bLDG\.E", out), out[:500]
+    monkeypatch.setattr(workspace, "find_nvdisasm", lambda: None)
+    with pytest.raises(ValueError, match="SASS is unavailable on this host: no cuobjdump or "
+                                         "nvdisasm"):
         show_text(Ctx, ws, "sass")
     with pytest.raises(ValueError, match=r"show.start_line: 99999 is past the end"):
         show_text(Ctx, ws, "ptx", start_line=99999)
