@@ -249,6 +249,24 @@ def _store(folder: Path, art: ReferenceArtifacts) -> None:
         raise
 
 
+PARALLEL_MIN_CONFIGS = 16
+"""Below this many uncompiled configs, :func:`compile_space` compiles in-process unless ``workers``
+is given: each worker process pays its start-up and Triton's first-compile set-up (about 0.8 s,
+``../shared/reference/triton_toolchain.md`` section 4) again. Measured on the shared 2-core
+development host (load average ~13, so no idle core): 9 reduction_sum configs 5.9 s serial vs
+11.3 s with 2 workers; 32 matmul configs 63.1 s vs 65.3 s. A 192-config space, the case that
+motivated this, is compiled in parallel."""
+
+
+def _cores() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity`` where available, else
+    ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def _compile_one(spec: KernelSpec, arch: str, cfg: Config, cache_dir: Path | None,
                  max_ptx_version: int) -> ReferenceArtifacts | ReferenceCompileError:
     """One config, for a pool worker: a compile failure is returned (it pickles), not raised."""
@@ -266,8 +284,10 @@ def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
     """Compile every config of the autotune space (or ``configs``), in parallel.
 
     Cached configs are read here; the others are compiled by a pool of ``workers`` processes
-    (default ``os.cpu_count()``: a 2-core host runs two compiles at once; 1 compiles in this
-    process). A config whose shared memory exceeds the target's per-block limit
+    (default: the CPUs this process may use, so a 2-core host runs two compiles at once, when at
+    least :data:`PARALLEL_MIN_CONFIGS` configs need compiling; 1 compiles in this process).
+    Workers are forked from a ``forkserver`` that has imported this module, never from this
+    process (which may hold Triton/LLVM threads). A config whose shared memory exceeds the target's per-block limit
     (:data:`kernels.abi.SMEM_PER_BLOCK_OPTIN`) cannot launch there and is reported as a failure.
 
     Returns:
@@ -299,15 +319,19 @@ def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
                 results[i] = _compile_one(spec, arch, cfg, cache_dir, max_ptx_version)
                 continue
         todo.append(i)
-    n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    n = max(1, min(workers or _cores(), len(todo)))
+    if workers is None and len(todo) < PARALLEL_MIN_CONFIGS:
+        n = 1  # a small space: process start-up and Triton's per-process set-up outweigh it
     if n == 1:
         for i in todo:
             results[i] = _compile_one(spec, arch, cfgs[i], cache_dir, max_ptx_version)
     else:
         spec.source.load(cache_dir)  # a source that cannot load fails once, here, as SpecError
-        # spawn, not fork: the parent may hold Triton/LLVM state and threads
-        with ProcessPoolExecutor(max_workers=n,
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+        # forkserver, not fork: the parent may hold Triton/LLVM state and threads; the server
+        # imports the compile path once and forks each worker from that clean process
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["harness.reference"])
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             futs = {i: pool.submit(_compile_one, spec, arch, cfgs[i], cache_dir, max_ptx_version)
                     for i in todo}
             try:
@@ -316,8 +340,9 @@ def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
             except BrokenProcessPool:
                 raise ReferenceCompileError(
                     f"{spec.name}: a reference-compile worker process died (killed, out of "
-                    "memory, or a script without an `if __name__ == \"__main__\":` guard re-ran "
-                    "itself in the spawned workers); compile serially with workers=1") from None
+                    "memory, or the calling script lacks an `if __name__ == \"__main__\":` guard "
+                    "and re-ran itself in the worker, as Python's multiprocessing requires); "
+                    "compile serially with workers=1") from None
     ok, bad = [], []
     limit = SMEM_PER_BLOCK_OPTIN.get(arch)
     for cfg, res in zip(cfgs, results):

@@ -265,3 +265,41 @@ def k(x_ptr, BLOCK: tl.constexpr):
     assert "import triton.language as tl" in ext.text and "LIMIT = tl.constexpr(7)" in ext.text
     fn = kernels.SourceRef(text=text, function="k").load(tmp_path)
     assert fn.arg_names == ["x_ptr", "BLOCK"]
+
+
+def test_a_small_space_compiles_in_process_and_a_broken_pool_is_reported(tmp_path, monkeypatch):
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    from harness.errors import ReferenceCompileError
+    from harness.reference import PARALLEL_MIN_CONFIGS
+
+    spec = load_spec(DATA / "research_spec.yaml")
+    assert len(spec.configs()) < PARALLEL_MIN_CONFIGS
+
+    class NoPool:
+        def __init__(self, *a, **k):
+            raise AssertionError("a pool was started for a small space")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoPool)
+    ok, bad = compile_space(spec, "sm_90a", cache_dir=tmp_path / "a")
+    assert len(ok) == 4 and not bad
+
+    class BrokenPool:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def submit(self, *a, **k):
+            f = concurrent.futures.Future()
+            f.set_exception(BrokenProcessPool("worker died"))
+            return f
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", BrokenPool)
+    with pytest.raises(ReferenceCompileError, match="a reference-compile worker process died"):
+        compile_space(spec, "sm_90a", cache_dir=tmp_path / "b", workers=2)
