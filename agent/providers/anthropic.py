@@ -38,7 +38,7 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import anthropic_tools, candidate_from_submit, submit_defaults, validate_tool_args
+from agent.tools import anthropic_tools, candidate_from_submit, submit_defaults
 from harness.candidate import Candidate
 
 __all__ = ["AnthropicProvider"]

@@ -39,7 +39,7 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import candidate_from_submit, openai_tools, submit_defaults, validate_tool_args
+from agent.tools import candidate_from_submit, openai_tools, submit_defaults
 from harness.candidate import Candidate
 
 __all__ = ["OpenAIProvider"]

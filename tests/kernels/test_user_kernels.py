@@ -13,9 +13,9 @@ import yaml
 
 import kernels
 from harness.reference import compile_space
-from kernels import Config, KernelSpec, SpecError, load_spec
+from kernels import Config, KernelSpec, load_spec
 from kernels.source import SourceExtractError, extract_kernel, signature_of
-from kernels.spec import MAX_AUTOTUNE_CONFIGS, AutotuneSpace, Distribution
+from kernels.spec import MAX_AUTOTUNE_CONFIGS, Distribution
 
 DATA = Path(__file__).parent / "data"
 RESEARCH = DATA / "research_kernels.py"
