@@ -26,10 +26,15 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Workspace", "PatchError", "show_text", "find_cuobjdump", "find_nvdisasm",
-           "MAX_SHOW_LINES"]
+           "MAX_SHOW_LINES", "MAX_CANDIDATE_BYTES"]
 
 MAX_SHOW_LINES = 400
 """Lines ``show`` returns per call (the model pages with ``start_line``)."""
+
+MAX_CANDIDATE_BYTES = 16 << 20
+"""Largest candidate a patch may produce (16 MiB: far above any Triton PTX, e.g. the suite's
+largest is well under 1 MiB); a patch that grows the candidate past it is refused, so repeated
+edits cannot make ptxas and the verifier chew on an unbounded module."""
 
 
 class PatchError(ValueError):
@@ -121,6 +126,10 @@ class Workspace:
             text = text[:pos] + replace + text[pos + len(search):]
             last = first + max(replace.count("\n"), 0)
             changed.append(f"{first}-{last}" if last != first else str(first))
+        if len(text.encode()) > MAX_CANDIDATE_BYTES:
+            raise PatchError(f"patch: the result would be {len(text.encode())} bytes, over the "
+                             f"{MAX_CANDIDATE_BYTES}-byte limit for a candidate; no edit was "
+                             "applied")
         self.current = text
         return (f"patched: {len(edits)} edit(s) applied at line(s) {', '.join(changed)}; the "
                 f"current candidate has {text.count(chr(10)) + 1} lines, sha256 {_sha(text)}. "

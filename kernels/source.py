@@ -9,6 +9,8 @@ parses the module with :mod:`ast` and writes a small, self-contained module hold
 * the ``import`` lines of ``triton`` (and its submodules) and ``math``;
 * the module-level assignments the kernel reads (constexpr globals such as
   ``BLOCK: tl.constexpr = 128`` or ``EPS = tl.constexpr(1e-6)``), with the assignments they read;
+  these run when the extracted module is imported, so only constant expressions over
+  triton/math names and a few pure builtins are accepted (no other calls, no dunder names);
 * the kernel and every function it calls, transitively (``helper(...)``, ``Class.helper(...)``),
   each re-decorated with a plain ``@triton.jit`` (``@triton.autotune`` / ``@triton.heuristics``
   dropped: ailower's spec carries the autotune space). Functions of a class become module-level
@@ -229,6 +231,46 @@ def _reads(node: ast.AST, skip_decorators: bool = True) -> _Reads:
     return r
 
 
+_SAFE_BUILTINS = {"int", "float", "bool", "min", "max", "abs", "round", "len", "True", "False",
+                  "None"}
+_SAFE_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.UnaryOp,
+               ast.BoolOp, ast.Compare, ast.Tuple, ast.List, ast.IfExp, ast.keyword,
+               ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Subscript,
+               ast.Slice)
+
+
+def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                  filename: str) -> None:
+    """A module-level assignment the kernel reads is copied and so runs when the extracted module
+    is imported: allow only constant expressions over triton/math names, other such globals and
+    a few pure builtins (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never a call of
+    anything else (``__import__("os")``, ``open``...).
+
+    Raises:
+        SourceExtractError: the value is not such an expression (``file:line:col``).
+    """
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is None:
+        return
+    for sub in ast.walk(value):
+        bad = None
+        if not isinstance(sub, _SAFE_NODES):
+            bad = f"a {type(sub).__name__} expression"
+        elif isinstance(sub, ast.Name) and not (sub.id in imports_ok or sub.id in assigns
+                                                or sub.id in _SAFE_BUILTINS):
+            bad = f"the name {sub.id!r}"
+        elif isinstance(sub, ast.Attribute) and sub.attr.startswith("__"):
+            bad = f"the attribute {sub.attr!r}"
+        if bad:
+            names = ", ".join(_assigned_names(node))
+            raise SourceExtractError(
+                f"{filename}:{getattr(sub, 'lineno', node.lineno)}:"
+                f"{getattr(sub, 'col_offset', node.col_offset) + 1}",
+                f"the kernel reads the global {names}, whose value uses {bad}; ailower copies "
+                "only constant expressions over triton/math names (such as "
+                "tl.constexpr(128)) so that no code of the file runs")
+
+
 def _assigned_names(node: ast.stmt) -> list[str]:
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
@@ -313,6 +355,8 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
 
     while queue:
         qn, node, cls = queue.pop(0)
+        if not isinstance(node, ast.FunctionDef):
+            _check_global(node, imports_ok, assigns, filename)
         if isinstance(node, ast.FunctionDef):
             if qn in want_funcs:
                 continue

@@ -232,6 +232,11 @@ def test_workspace_patch_errors_leave_the_candidate_unchanged():
     assert ws.current == "a\nb\nC\n"
     ws.patch([{"search": "a", "replace": "Z"}], base="reference")
     assert ws.current == "Z\nb\nc\nb\n"
+    # a model cannot grow its candidate without bound by patching
+    from agent.workspace import MAX_CANDIDATE_BYTES
+    with pytest.raises(PatchError, match="over the 16777216-byte limit"):
+        ws.patch([{"search": "Z", "replace": "x" * (MAX_CANDIDATE_BYTES + 1)}])
+    assert ws.current == "Z\nb\nc\nb\n"
 
 
 def test_show_sass_and_missing_tools(ref, monkeypatch):

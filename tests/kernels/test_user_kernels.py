@@ -303,3 +303,44 @@ def test_a_small_space_compiles_in_process_and_a_broken_pool_is_reported(tmp_pat
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", BrokenPool)
     with pytest.raises(ReferenceCompileError, match="a reference-compile worker process died"):
         compile_space(spec, "sm_90a", cache_dir=tmp_path / "b", workers=2)
+
+
+@pytest.mark.parametrize("value,bad", [
+    ('__import__("os").system("echo pwned")', "the name '__import__'"),
+    ('open("/etc/passwd").read()', "the name 'open'"),
+    ("tl.constexpr((lambda: 3)())", "a Lambda expression"),
+    ("tl.__class__", "the attribute '__class__'"),
+])
+def test_a_global_with_code_in_it_is_refused_not_run(value, bad):
+    text = f'''
+import triton
+import triton.language as tl
+G = {value}
+
+
+@triton.jit
+def k(x_ptr):
+    tl.store(x_ptr, G)
+'''
+    with pytest.raises(SourceExtractError, match=r"<source>:4:\d+: the kernel reads the global G, "
+                       r"whose value uses " + re.escape(bad)):
+        extract_kernel(text, "k")
+
+
+def test_constant_globals_are_copied():
+    text = '''
+import math
+import triton
+import triton.language as tl
+LOG2E = math.log2(math.e)
+B = tl.constexpr(2 ** 7)
+C: tl.constexpr = tl.constexpr(max(B, 64) if True else 1)
+
+
+@triton.jit
+def k(x_ptr):
+    tl.store(x_ptr, C * LOG2E)
+'''
+    ext = extract_kernel(text, "k")
+    assert set(ext.globals) == {"C", "LOG2E", "B"}
+    assert "import math" in ext.text
