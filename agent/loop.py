@@ -113,7 +113,8 @@ class LoweringResult(BaseModel):
         best_iteration: index into ``iterations`` of the best valid candidate, or None.
         best_candidate: that candidate (PTX and launch settings).
         best_cubin: its cubin (excluded from JSON dumps).
-        stop_reason: ``budget`` | ``exhausted`` | ``fatal provider error: ...``.
+        stop_reason: ``budget`` (iterations spent) | ``exhausted`` | ``budget: <token or cost
+            budget exceeded ...>`` | ``fatal provider error: ...``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -187,8 +188,8 @@ def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[Re
              gpu: bool, max_tool_calls: int) -> ProposalContext:
     return ProposalContext(
         spec=spec, arch=arch, config=art.config, constexprs=spec.constexprs(art.config),
-        abi=art.abi, triton_source=spec.source.source_text(), ttgir=art.ttgir,
-        reference_ptx=art.ptx, configs=tuple(spec.configs()), gpu_available=gpu,
+        abi=art.abi, triton_source=spec.source.kernel_text(), ttgir=art.ttgir, llir=art.llir,
+        reference_ptx=art.ptx, reference_cubin=art.cubin, configs=tuple(spec.configs()), gpu_available=gpu,
         max_tool_calls=max_tool_calls)
 
 
@@ -286,9 +287,11 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         for ev in prop.events:
             tx.write({"event": "provider", "iteration": i, **ev})
         if prop.candidate is None:
-            if prop.error_kind == "exhausted":
-                result.stop_reason = "exhausted"
-                event("stop", reason="exhausted", iteration=i)
+            if prop.error_kind in ("exhausted", "budget"):
+                # a token/cost budget says which one and by how much
+                result.stop_reason = ("exhausted" if prop.error_kind == "exhausted"
+                                      else f"budget: {prop.error}")
+                event("stop", reason=result.stop_reason, iteration=i)
                 break
             rec = IterationRecord(iteration=i, verdict="rejected-provider",
                                   provider_error=prop.error, provider_error_kind=prop.error_kind,

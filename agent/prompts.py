@@ -28,6 +28,11 @@ _TOOL_HELP = {
                 "float64 reference and time it next to Triton.",
     "submit": "submit(ptx, threads, meta?, dynamic_smem?, cluster_dims?, global_scratch_size?, "
               "notes?): hand in this turn's candidate; ends the turn.",
+    "patch": "patch(edits=[{search, replace}], base?): edit the current candidate in place with "
+             "exact search/replace pairs (each search must match once); compile/verify/evaluate/"
+             "submit without ptx then use it. Prefer it to resending a large module.",
+    "show": "show(what, start_line?, max_lines?): numbered lines of ttgir, llir, ptx (Triton's), "
+            "sass (where cuobjdump exists), source, or your current candidate.",
 }
 
 
@@ -56,8 +61,10 @@ def system_prompt(ctx: Any) -> str:
         f"1. Keep the entry signature exactly: `.entry {ctx.abi.entry}` with the same parameters "
         f"in the same order and with the same types, including the two trailing scratch pointers "
         f"Triton appends (global_scratch, profile_scratch), even if you do not use them.",
-        f"2. Always write a complete PTX module: `.version`, `.target {ctx.arch}`, "
-        f"`.address_size 64`, then the `.visible .entry`. Never send fragments or diffs.",
+        f"2. A `ptx` argument is always a complete PTX module: `.version`, `.target {ctx.arch}`, "
+        f"`.address_size 64`, then the `.visible .entry`; never a fragment. To change only part "
+        f"of a large module, use `patch` on the current candidate (it starts as Triton's PTX) and "
+        f"omit `ptx` from the next tool calls.",
         f"3. The launch: threads per CTA is what you submit as `threads` (reference: "
         f"{ctx.abi.threads}; at most {MAX_THREADS}; it must equal `.reqntid` if you declare one). "
         f"The grid comes from the spec's grid expression evaluated with the `meta` you submit "

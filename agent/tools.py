@@ -1,9 +1,12 @@
 """The tools a model may call, as JSON schemas, and the validation of their arguments.
 
-Four tools (names in :data:`agent.providers.base.TOOL_NAMES`):
+Six tools (names in :data:`agent.providers.base.TOOL_NAMES`). ``ptx`` may be omitted from
+``compile`` / ``verify`` / ``evaluate`` / ``submit``: the provider then fills in the conversation's
+current candidate (:mod:`agent.workspace`), so a model edits a large module with ``patch``
+instead of resending it.
 
 ``compile``
-    ``{ptx}``: assemble with ``ptxas`` for the target; returns ptxas' result text (errors,
+    ``{ptx?}``: assemble with ``ptxas`` for the target; returns ptxas' result text (errors,
     warnings, registers, spills, shared memory).
 ``verify``
     ``{ptx, threads?}``: run the static PTX verifier (entry signature, launch contract, rules);
@@ -12,8 +15,14 @@ Four tools (names in :data:`agent.providers.base.TOOL_NAMES`):
     ``{ptx, threads, meta, dynamic_smem?}``: run the candidate on the GPU against the reference
     and time it; returns correctness and timings.
 ``submit``
-    ``{ptx, threads, meta?, dynamic_smem?, cluster_dims?, global_scratch_size?, notes?}``: ends
+    ``{ptx?, threads, meta?, dynamic_smem?, cluster_dims?, global_scratch_size?, notes?}``: ends
     the model's turn with a :class:`~harness.candidate.Candidate`.
+``patch``
+    ``{edits: [{search, replace}], base?}``: exact search/replace edits on the current candidate
+    (or on the reference PTX); each search must match exactly once.
+``show``
+    ``{what, start_line?, max_lines?}``: numbered lines of the reference's TTGIR / LLVM IR / PTX /
+    SASS, the kernel source, or the current candidate.
 
 The schemas are written once (:data:`TOOL_SCHEMAS`) and rendered for each wire format by
 :func:`anthropic_tools` and :func:`openai_tools`. :func:`validate_tool_args` checks arguments
@@ -40,10 +49,17 @@ __all__ = [
     "submit_defaults",
     "MAX_THREADS",
     "MAX_DYNAMIC_SMEM",
+    "MAX_PATCH_EDITS",
 ]
 
 MAX_THREADS = 1024
 """Threads per CTA allowed by every supported target."""
+
+MAX_PATCH_EDITS = 64
+"""Edits one ``patch`` call may carry."""
+
+_NEEDS_PTX = ("compile", "verify", "evaluate", "submit")
+"""Tools whose ``ptx`` the provider fills from the current candidate before validation."""
 
 MAX_DYNAMIC_SMEM = 1 << 20
 """Upper bound on dynamic shared memory accepted from a model (bytes); the GPU's own limit is
@@ -53,7 +69,8 @@ _PTX = {
     "type": "string",
     "minLength": 1,
     "description": "A complete PTX module: .version, .target, .address_size, then the .entry "
-                   "with exactly the required signature.",
+                   "with exactly the required signature. Omit it to use the current candidate "
+                   "(Triton's PTX at first, then the last PTX you passed or patched).",
 }
 _THREADS = {
     "type": "integer",
@@ -95,7 +112,7 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "parameters": {
             "type": "object",
             "properties": {"ptx": _PTX},
-            "required": ["ptx"],
+            "required": [],
             "additionalProperties": False,
         },
     },
@@ -106,7 +123,7 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "parameters": {
             "type": "object",
             "properties": {"ptx": _PTX, "threads": _THREADS},
-            "required": ["ptx"],
+            "required": [],
             "additionalProperties": False,
         },
     },
@@ -118,7 +135,7 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "type": "object",
             "properties": {"ptx": _PTX, "threads": _THREADS, "meta": _META,
                            "dynamic_smem": _DYNAMIC_SMEM},
-            "required": ["ptx", "threads", "meta"],
+            "required": ["threads", "meta"],
             "additionalProperties": False,
         },
     },
@@ -138,7 +155,52 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
                 "notes": {"type": "string",
                           "description": "What changed and why (short; kept in the transcript)."},
             },
-            "required": ["ptx", "threads"],
+            "required": ["threads"],
+            "additionalProperties": False,
+        },
+    },
+    "patch": {
+        "description": "Edit the current candidate with exact search/replace pairs instead of "
+                       "resending the whole module. Each search text must occur exactly once "
+                       "(copy it from show, whitespace included); edits apply in order and all "
+                       "or none. Returns the changed lines, or why an edit did not apply (not "
+                       "found / ambiguous, with line numbers).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "edits": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_PATCH_EDITS,
+                    "items": {
+                        "type": "object",
+                        "properties": {"search": {"type": "string", "minLength": 1},
+                                       "replace": {"type": "string"}},
+                        "required": ["search", "replace"],
+                        "additionalProperties": False,
+                    },
+                },
+                "base": {"type": "string", "enum": ["current", "reference"],
+                         "description": "Patch the current candidate (default) or start again "
+                                        "from Triton's PTX."},
+            },
+            "required": ["edits"],
+            "additionalProperties": False,
+        },
+    },
+    "show": {
+        "description": "Show numbered lines of Triton's artifacts for this kernel (ttgir, llir, "
+                       "ptx, sass where cuobjdump exists), the kernel source, or the current "
+                       "candidate; at most 400 lines per call, page with start_line.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "what": {"type": "string",
+                         "enum": ["ttgir", "llir", "ptx", "sass", "source", "candidate"]},
+                "start_line": {"type": "integer", "minimum": 1},
+                "max_lines": {"type": "integer", "minimum": 1, "maximum": 400},
+            },
+            "required": ["what"],
             "additionalProperties": False,
         },
     },
@@ -153,7 +215,8 @@ def tool_names(gpu_available: bool = True) -> list[str]:
         gpu_available: offer ``evaluate`` only when a GPU can run it.
 
     Returns:
-        Tool names in a fixed order (``compile``, ``verify``, [``evaluate``], ``submit``).
+        Tool names in a fixed order (``compile``, ``verify``, [``evaluate``], ``submit``,
+        ``patch``, ``show``).
     """
     return [n for n in TOOL_SCHEMAS if gpu_available or n != "evaluate"]
 
@@ -239,7 +302,8 @@ def validate_tool_args(name: str, args: Any) -> dict[str, Any]:
         raise ValueError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
     schema = TOOL_SCHEMAS[name]["parameters"]
     props: dict[str, Any] = schema["properties"]
-    for req in schema["required"]:
+    required = list(schema["required"]) + (["ptx"] if name in _NEEDS_PTX else [])
+    for req in required:
         if req not in args or args[req] is None:
             raise ValueError(f"{name}.{req}: required field is missing")
     unknown = sorted(k for k in args if k not in props)
@@ -281,6 +345,30 @@ def validate_tool_args(name: str, args: Any) -> dict[str, Any]:
             if not isinstance(v, str):
                 raise ValueError(f"{where}: expected a string, got {type(v).__name__}")
             out[key] = v
+        elif key == "edits":
+            if not isinstance(v, (list, tuple)) or not v:
+                raise ValueError(f"{where}: expected a non-empty list of {{search, replace}}")
+            if len(v) > MAX_PATCH_EDITS:
+                raise ValueError(f"{where}: at most {MAX_PATCH_EDITS} edits per call, got {len(v)}")
+            edits = []
+            for i, e in enumerate(v, 1):
+                if not isinstance(e, Mapping) or set(e) != {"search", "replace"}:
+                    raise ValueError(f"{where}[{i}]: expected {{search, replace}}, got {_short(e)}")
+                if not isinstance(e["search"], str) or not isinstance(e["replace"], str):
+                    raise ValueError(f"{where}[{i}]: search and replace must be strings")
+                if not e["search"]:
+                    raise ValueError(f"{where}[{i}].search: empty search text")
+                edits.append({"search": e["search"], "replace": e["replace"]})
+            out[key] = edits
+        elif key in ("base", "what"):
+            allowed = props[key]["enum"]
+            if v not in allowed:
+                raise ValueError(f"{where}: one of {', '.join(allowed)}, got {_short(v)}")
+            out[key] = v
+        elif key == "start_line":
+            out[key] = _int(where, v, 1)
+        elif key == "max_lines":
+            out[key] = _int(where, v, 1, 400)
         else:  # pragma: no cover - every property is handled above
             out[key] = v
     return out

@@ -45,7 +45,7 @@ def _main_options(
     """ailower: lower Triton kernels to verified, measured PTX."""
 
 ARCH_CHOICES = ("auto", "sm_89", "sm_90a", "sm_100a")
-PROVIDERS = ("triton", "anthropic", "openai", "search")
+PROVIDERS = ("triton", "anthropic", "openai", "search", "replay")
 
 
 class CliFailure(Exception):
@@ -107,16 +107,26 @@ def _make_provider(name: str, model: str | None, base_url: str | None, settings:
                                   ptxas=settings.ptxas)
         except ValueError as exc:
             _fail(f"--provider search: {exc}")
+    if name == "replay":  # --model is the transcript.jsonl to replay
+        from agent.providers.replay import ReplayProvider
+
+        if model is None:
+            _fail("--provider replay needs the transcript: --model PATH/transcript.jsonl")
+        return ReplayProvider(model)  # type: ignore[arg-type]
     if model is None:
         _fail(f"--provider {name} needs a model: pass --model or set AILOWER_MODEL")
     if name == "anthropic":
         from agent.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(model=model, base_url=base_url)  # type: ignore[arg-type]
+        from agent.providers.budget import wrap_budget
+
+        return wrap_budget(AnthropicProvider(model=model, base_url=base_url), settings, model)  # type: ignore[arg-type]
     if name == "openai":
         from agent.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(model=model, base_url=base_url)  # type: ignore[arg-type]
+        from agent.providers.budget import wrap_budget
+
+        return wrap_budget(OpenAIProvider(model=model, base_url=base_url), settings, model)  # type: ignore[arg-type]
     _fail(f"--provider {name!r}: choose one of {', '.join(PROVIDERS)}")
 
 
@@ -125,7 +135,7 @@ def lower(
     kernel: Annotated[str, typer.Argument(help="suite name, spec file, or path.py::function (with --spec)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="KernelSpec YAML/JSON file")] = None,
     arch: Annotated[str, typer.Option(help="auto | sm_89 | sm_90a | sm_100a")] = "auto",
-    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | search")] = None,
+    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | search | replay")] = None,
     model: Annotated[str | None, typer.Option(help="model name for anthropic/openai")] = None,
     base_url: Annotated[str | None, typer.Option(help="API base URL (OpenAI-compatible servers)")] = None,
     iterations: Annotated[int | None, typer.Option(min=1, help="iteration budget")] = None,
@@ -245,7 +255,8 @@ def read_ptx_file(file: Path) -> str:
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_runs, cmd_server, cmd_verify
+    from ailower import (cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_runs, cmd_server,
+                         cmd_spec, cmd_verify)
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
@@ -255,6 +266,7 @@ def _register_commands() -> None:
     cmd_eval.register(app)
     cmd_export.register(app)
     cmd_cache.register(app)
+    cmd_spec.register(app)
 
 
 _register_commands()

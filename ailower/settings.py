@@ -28,6 +28,12 @@ class Settings(BaseSettings):
         job_timeout_s: ``AILOWER_JOB_TIMEOUT_S``; wall limit of one GPU worker job (seconds).
         max_ptx_version: ``AILOWER_MAX_PTX_VERSION``; PTX ISA cap for Triton's output (90 = 9.0,
             the CUDA 13.0 driver's limit).
+        max_tokens_total: ``AILOWER_MAX_TOKENS_TOTAL``; stop a model run once it has used this
+            many tokens (input + output); None: no cap.
+        max_cost_usd: ``AILOWER_MAX_COST_USD``; stop a model run once its tokens cost this much
+            (priced with ``price_per_mtok``); None: no cap.
+        price_per_mtok: ``AILOWER_PRICE_PER_MTOK``; JSON ``{"model": [usd_in, usd_out]}`` per
+            million tokens (a key ending in ``*`` matches model ids by prefix).
     """
 
     model_config = SettingsConfigDict(env_prefix="AILOWER_", env_file=".env", extra="ignore")
@@ -41,6 +47,9 @@ class Settings(BaseSettings):
     hang_timeout_s: float = Field(default=10.0, gt=0)
     job_timeout_s: float = Field(default=900.0, gt=0)
     max_ptx_version: int = Field(default=90, ge=60, le=200)
+    max_tokens_total: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @field_validator("data_dir")
     @classmethod

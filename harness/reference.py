@@ -192,6 +192,8 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         raise UsageError(str(exc)) from None
     options = compat.compile_options(arch, config.num_warps, config.num_stages, config.num_ctas,
                                      max_ptx_version)
+    if config.maxnreg is not None:
+        options["maxnreg"] = config.maxnreg
     folder = None
     if cache_dir is not None:
         folder = Path(cache_dir) / "reference" / _cache_key(spec, config, arch, options)
@@ -247,22 +249,113 @@ def _store(folder: Path, art: ReferenceArtifacts) -> None:
         raise
 
 
+PARALLEL_MIN_CONFIGS = 16
+"""Below this many uncompiled configs, :func:`compile_space` compiles in-process unless ``workers``
+is given: each worker process pays its start-up and Triton's first-compile set-up (about 0.8 s,
+``../shared/reference/triton_toolchain.md`` section 4) again. Measured on the shared 2-core
+development host (load average ~13, so no idle core): 9 reduction_sum configs 5.9 s serial vs
+11.3 s with 2 workers; 32 matmul configs 63.1 s vs 65.3 s. A 192-config space, the case that
+motivated this, is compiled in parallel."""
+
+
+def _cores() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity`` where available, else
+    ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _compile_one(spec: KernelSpec, arch: str, cfg: Config, cache_dir: Path | None,
+                 max_ptx_version: int) -> ReferenceArtifacts | ReferenceCompileError:
+    """One config, for a pool worker: a compile failure is returned (it pickles), not raised."""
+    try:
+        return compile_reference(spec, arch, cfg, cache_dir=cache_dir,
+                                 max_ptx_version=max_ptx_version)
+    except ReferenceCompileError as exc:
+        return exc
+
+
 def compile_space(spec: KernelSpec, arch: str, *, cache_dir: Path | None = None,
                   configs: list[Config] | None = None, max_ptx_version: int = 90,
+                  workers: int | None = None,
                   ) -> tuple[list[ReferenceArtifacts], list[ReferenceCompileError]]:
-    """Compile every config of the autotune space (or ``configs``).
+    """Compile every config of the autotune space (or ``configs``), in parallel.
+
+    Cached configs are read here; the others are compiled by a pool of ``workers`` processes
+    (default: the CPUs this process may use, so a 2-core host runs two compiles at once, when at
+    least :data:`PARALLEL_MIN_CONFIGS` configs need compiling; 1 compiles in this process).
+    Workers are forked from a ``forkserver`` that has imported this module, never from this
+    process (which may hold Triton/LLVM threads). A config whose shared memory exceeds the target's per-block limit
+    (:data:`kernels.abi.SMEM_PER_BLOCK_OPTIN`) cannot launch there and is reported as a failure.
 
     Returns:
-        ``(compiled, failures)``: a config Triton cannot compile is reported, not raised, as the
-        autotuner scores it +inf. Raises :class:`UsageError` for an unknown arch.
+        ``(compiled, failures)`` in the order of the configs: a config Triton cannot compile is
+        reported, not raised, as the autotuner scores it +inf. Raises :class:`UsageError` for an
+        unknown arch and :class:`kernels.SpecError` when the source cannot be loaded.
     """
-    ok, bad = [], []
-    for cfg in configs if configs is not None else spec.configs():
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from kernels.abi import SMEM_PER_BLOCK_OPTIN
+
+    cfgs = list(configs if configs is not None else spec.configs())
+    results: list[ReferenceArtifacts | ReferenceCompileError | None] = [None] * len(cfgs)
+    todo = []
+    for i, cfg in enumerate(cfgs):
         try:
-            ok.append(compile_reference(spec, arch, cfg, cache_dir=cache_dir,
-                                        max_ptx_version=max_ptx_version))
-        except ReferenceCompileError as exc:
-            bad.append(exc)
+            compat.arch_capability(arch)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if cache_dir is not None:
+            options = compat.compile_options(arch, cfg.num_warps, cfg.num_stages, cfg.num_ctas,
+                                             max_ptx_version)
+            if cfg.maxnreg is not None:
+                options["maxnreg"] = cfg.maxnreg
+            folder = Path(cache_dir) / "reference" / _cache_key(spec, cfg, arch, options)
+            if _load_cached(folder) is not None:
+                results[i] = _compile_one(spec, arch, cfg, cache_dir, max_ptx_version)
+                continue
+        todo.append(i)
+    n = max(1, min(workers or _cores(), len(todo)))
+    if workers is None and len(todo) < PARALLEL_MIN_CONFIGS:
+        n = 1  # a small space: process start-up and Triton's per-process set-up outweigh it
+    if n == 1:
+        for i in todo:
+            results[i] = _compile_one(spec, arch, cfgs[i], cache_dir, max_ptx_version)
+    else:
+        spec.source.load(cache_dir)  # a source that cannot load fails once, here, as SpecError
+        # forkserver, not fork: the parent may hold Triton/LLVM state and threads; the server
+        # imports the compile path once and forks each worker from that clean process
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["harness.reference"])
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            futs = {i: pool.submit(_compile_one, spec, arch, cfgs[i], cache_dir, max_ptx_version)
+                    for i in todo}
+            try:
+                for i, fut in futs.items():
+                    results[i] = fut.result()
+            except BrokenProcessPool:
+                raise ReferenceCompileError(
+                    f"{spec.name}: a reference-compile worker process died (killed, out of "
+                    "memory, or the calling script lacks an `if __name__ == \"__main__\":` guard "
+                    "and re-ran itself in the worker, as Python's multiprocessing requires); "
+                    "compile serially with workers=1") from None
+    ok, bad = [], []
+    limit = SMEM_PER_BLOCK_OPTIN.get(arch)
+    for cfg, res in zip(cfgs, results):
+        if isinstance(res, ReferenceCompileError):
+            bad.append(res)
+        elif res is not None and limit is not None and res.abi.dynamic_smem > limit:
+            bad.append(ReferenceCompileError(
+                f"{spec.name} [{cfg.key()}] for {arch}: Triton's kernel needs "
+                f"{res.abi.dynamic_smem} B of shared memory per CTA, over the {limit} B "
+                f"({limit // 1024} KiB) a CTA may use on {arch} (CUDA C++ Programming Guide, "
+                "technical specifications per compute capability); it cannot launch there"))
+        elif res is not None:
+            ok.append(res)
     return ok, bad
 
 

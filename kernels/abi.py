@@ -95,3 +95,18 @@ class KernelABI(BaseModel):
         """The entry signature as one readable line (for prompts and diagnostics)."""
         ps = ", ".join(f"{p.signature()} {p.name}" for p in self.params)
         return f".visible .entry {self.entry}({ps})"
+
+
+SMEM_PER_BLOCK_OPTIN: dict[str, int] = {
+    "sm_80": 163 * 1024,
+    "sm_89": 99 * 1024,
+    "sm_90a": 227 * 1024,
+    "sm_100a": 227 * 1024,
+}
+"""Most shared memory one CTA may use (static + dynamic, with the opt-in), bytes, per target.
+
+Source: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability", row
+"Maximum amount of shared memory per thread block": 163 KB for 8.0, 99 KB for 8.9, 227 KB for 9.0
+and 10.0 (1 KB of each SM's 164/100/228 KB is reserved for the system). Observed on the H200:
+``CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`` = 232,448 B = 227 KiB
+(``../shared/reference/triton_toolchain.md`` header)."""

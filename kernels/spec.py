@@ -21,6 +21,7 @@ import importlib.util
 import itertools
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,10 +29,12 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
+from pydantic_core import to_json
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     ValidationError,
     field_validator,
@@ -56,6 +59,15 @@ __all__ = [
 
 Num = int | float
 ExprLike = str | StrictInt
+MetaValue = StrictBool | StrictInt | None
+"""A meta-parameter / constexpr value: an int, a bool (kept a bool: YAML ``true`` is not ``1.0``)
+or None (Triton passes a ``None`` argument as a constexpr)."""
+
+MAX_AUTOTUNE_CONFIGS = 4096
+"""Largest autotune space a spec may declare (after constraints). Each config is one Triton compile
+(0.05-0.5 s, ``../shared/reference/triton_toolchain.md`` section 4) plus a GPU timing run, so a
+space this large already takes tens of minutes on a 2-core host; more is almost surely a mistake
+(a cross product that should have been a list of ``configs`` or pruned by ``constraints``)."""
 
 MAX_TENSOR_BYTES = 1 << 36
 """Largest tensor a spec may declare (64 GiB): more is a mistake on any current GPU (H200: 141 GB)."""
@@ -76,16 +88,16 @@ class SourceRef(BaseModel):
     """Where the ``@triton.jit`` function lives: exactly one of ``module``, ``path`` or ``text``.
 
     Attributes:
-        function: the function's name.
+        function: the function's name, or ``Class.name`` for a ``@staticmethod`` of a class.
         module: an importable module path (``kernels.suite.softmax``).
         path: a Python file path (relative paths resolve against the spec file's folder).
-        text: the module source itself (written to the data dir's source cache to be imported,
-            since Triton reads source with ``inspect``).
+        text: the module source itself. ``path`` and ``text`` sources are never executed: the
+            kernel and what it needs are extracted with :mod:`ast` (:mod:`kernels.source`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    function: str
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
     module: str | None = None
     path: str | None = None
     text: str | None = None
@@ -116,27 +128,51 @@ class SourceRef(BaseModel):
         return Path(spec.origin).read_text()
 
     def load(self, cache_dir: Path | None = None) -> Any:
-        """Import the module and return the ``triton.runtime.JITFunction``.
+        """Return the kernel as a ``triton.runtime.JITFunction``.
+
+        ``function`` is ``name`` or ``Class.name`` (a ``@staticmethod`` of a class). A ``module``
+        source is imported (it is the user's own installed code); a ``path`` or ``text`` source is
+        never executed: :func:`kernels.source.extract_kernel` copies the kernel, the jit functions
+        it calls and the constexpr globals it reads into a small module under
+        ``<cache_dir>/sources/``, which is imported instead (so a file importing ``torch`` or the
+        user's own packages works without them). A function without ``@triton.jit`` is wrapped
+        with it.
 
         Raises:
-            SpecError: import failed, the function is missing, or it is not ``@triton.jit``.
+            SpecError: import or extraction failed, or the function is missing.
         """
+        import triton
         from triton.runtime.jit import JITFunction
+
+        from kernels.source import SourceExtractError, extract_kernel
 
         try:
             if self.module is not None:
                 mod = importlib.import_module(self.module)
+                fn: Any = mod
+                for part in self.function.split("."):
+                    fn = getattr(fn, part, None)
+                    if fn is None:
+                        raise SpecError("source.function",
+                                        f"no function {self.function!r} in {self.origin()}")
+                fn = getattr(fn, "__func__", fn)  # staticmethod / classmethod objects
             else:
-                if self.path is not None:
-                    file = Path(self.path).resolve()
-                else:
-                    digest = hashlib.sha256(self.text.encode()).hexdigest()[:16]  # type: ignore[union-attr]
-                    root = cache_dir or Path.home() / ".ailower"
-                    file = root / "sources" / f"src_{digest}.py"
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    if not file.exists():
-                        file.write_text(self.text)  # type: ignore[arg-type]
-                name = f"_ailower_src_{hashlib.sha256(str(file).encode()).hexdigest()[:12]}"
+                try:
+                    ext = extract_kernel(self.source_text(), self.function,
+                                         filename=self.path or "<inline text>")
+                except SourceExtractError as exc:
+                    raise SpecError(f"source {exc.where}", exc.reason) from None
+                digest = hashlib.sha256(ext.text.encode()).hexdigest()[:16]
+                root = Path(cache_dir) if cache_dir else Path.home() / ".ailower"
+                stem = Path(self.path).stem if self.path else "src"
+                stem = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
+                file = root / "sources" / f"{stem}_{digest}.py"
+                file.parent.mkdir(parents=True, exist_ok=True)
+                if not file.exists() or file.read_text() != ext.text:
+                    tmp = file.with_suffix(f".{os.getpid()}.tmp")
+                    tmp.write_text(ext.text)
+                    os.replace(tmp, file)
+                name = f"_ailower_src_{digest}"
                 if name in sys.modules:
                     mod = sys.modules[name]
                 else:
@@ -145,19 +181,41 @@ class SourceRef(BaseModel):
                         raise SpecError("source.path", f"cannot import {file}")
                     mod = importlib.util.module_from_spec(ispec)
                     sys.modules[name] = mod
-                    ispec.loader.exec_module(mod)
+                    try:
+                        ispec.loader.exec_module(mod)
+                    except BaseException:
+                        sys.modules.pop(name, None)
+                        raise
+                fn = getattr(mod, ext.qualname)
         except SpecError:
             raise
         except Exception as exc:  # the user's module ran and raised: report it, naming the file
             raise SpecError(f"source {self.origin()}",
                             f"importing the kernel source raised {type(exc).__name__}: {exc}") from None
-        fn = getattr(mod, self.function, None)
-        if fn is None:
-            raise SpecError("source.function", f"no function {self.function!r} in {self.origin()}")
         if not isinstance(fn, JITFunction):
-            raise SpecError("source.function",
-                            f"{self.function!r} in {self.origin()} is not a @triton.jit function")
+            if not callable(fn) or not hasattr(fn, "__code__"):
+                raise SpecError("source.function",
+                                f"{self.function!r} in {self.origin()} is not a function")
+            fn = triton.jit(fn)  # an undecorated kernel: wrap it as Triton's decorator would
         return fn
+
+    def kernel_text(self) -> str:
+        """The source a model or user needs to read: for ``path``/``text`` sources the extracted
+        module (kernel, the jit functions it calls, constexpr globals); for ``module`` sources the
+        whole module file.
+
+        Raises:
+            SpecError: as :meth:`source_text`, or the kernel cannot be extracted.
+        """
+        from kernels.source import SourceExtractError, extract_kernel
+
+        if self.module is not None:
+            return self.source_text()
+        try:
+            return extract_kernel(self.source_text(), self.function,
+                                  filename=self.path or "<inline text>").text
+        except SourceExtractError as exc:
+            raise SpecError(f"source {exc.where}", exc.reason) from None
 
     def origin(self) -> str:
         """Where the source comes from, for messages (module name, file path or ``<inline text>``)."""
@@ -167,12 +225,15 @@ class SourceRef(BaseModel):
 class Distribution(BaseModel):
     """How to draw an input tensor's elements (host NumPy, float64 then cast to the dtype).
 
-    ``normal``: mean + std * N(0, 1); ``uniform``: U[low, high); ``randint``: integers in [low, high).
+    ``normal``: mean + std * N(0, 1); ``uniform``: U[low, high); ``randint``: integers in
+    [low, high); ``arange``: ``low, low + 1, ...`` in row-major order (indices, offsets, positions;
+    ``high`` unused); ``permutation``: a random permutation of ``0 .. n-1`` along the last axis,
+    drawn independently for every row (gather/scatter indices that must not collide); ``zeros``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["normal", "uniform", "randint"] = "normal"
+    kind: Literal["normal", "uniform", "randint", "arange", "permutation", "zeros"] = "normal"
     mean: float = 0.0
     std: float = Field(default=1.0, ge=0)
     low: float = 0.0
@@ -180,14 +241,28 @@ class Distribution(BaseModel):
 
     @model_validator(mode="after")
     def _range(self) -> "Distribution":
-        if self.kind != "normal" and not self.low < self.high:
+        if self.kind in ("uniform", "randint") and not self.low < self.high:
             raise ValueError(f"{self.kind} distribution needs low < high, got [{self.low}, {self.high})")
         return self
 
     def sample(self, rng: np.random.Generator, shape: tuple[int, ...], np_dtype: np.dtype) -> np.ndarray:
         """Draw an array of ``shape`` stored as ``np_dtype``."""
         n = int(np.prod(shape)) if shape else 1
-        if self.kind == "randint":
+        if self.kind == "arange":
+            x = np.arange(n, dtype=np.int64) + int(self.low)
+            if n and np.issubdtype(np_dtype, np.integer) and \
+                    (x[-1] > np.iinfo(np_dtype).max or x[0] < np.iinfo(np_dtype).min):
+                raise ValueError(f"arange from {int(self.low)} over {n} elements overflows "
+                                 f"{np.dtype(np_dtype).name}")
+        elif self.kind == "permutation":
+            last = shape[-1] if shape else 1
+            rows = n // last if last else 0
+            x = np.argsort(rng.random((rows, last)), axis=1, kind="stable").reshape(-1)
+            if last and np.issubdtype(np_dtype, np.integer) and last - 1 > np.iinfo(np_dtype).max:
+                raise ValueError(f"a permutation of {last} does not fit {np.dtype(np_dtype).name}")
+        elif self.kind == "zeros":
+            x = np.zeros(n)
+        elif self.kind == "randint":
             x = rng.integers(int(self.low), int(self.high), size=n)
         elif self.kind == "uniform":
             x = rng.uniform(self.low, self.high, size=n).astype(np.float32)
@@ -204,14 +279,23 @@ class Param(BaseModel):
     Attributes:
         name: the Python parameter name.
         kind: ``pointer`` (a tensor the harness allocates), ``scalar`` (a runtime number),
-            ``constexpr`` (compile-time; vanishes from the PTX entry), ``tensordesc`` (a host TMA
-            descriptor; compiled, not yet launchable).
+            ``constexpr`` (compile-time; vanishes from the PTX entry), ``none`` (an argument
+            always passed as ``None``: Triton makes it a constexpr ``None``, e.g. an optional
+            bias pointer left out), ``tensordesc`` (a host TMA descriptor; compiled, not yet
+            launchable).
         dtype: element dtype (pointers, tensordescs) or scalar type; a Triton type name.
         shape: pointer shape as expressions over dims (row-major, contiguous).
         role: pointer role: ``in`` (read only; checked unchanged), ``out`` (written; sentinel
             pre-filled) or ``inout``.
-        value: scalar: expression over dims; constexpr: expression over dims and meta-parameters
-            (omit it to take the constexpr from the autotune config's meta of the same name).
+        value: scalar: expression over dims; constexpr: expression over dims, meta-parameters,
+            ``num_warps``, ``num_stages`` and ``num_ctas``, or a boolean (``true`` stays a bool;
+            omit it to take the constexpr from the autotune config's meta of the same name).
+        init: out pointers: ``sentinel`` (default; pre-filled with a sentinel so an element the
+            kernel forgets to write fails) or ``zeros`` (the caller zero-fills it, e.g. a kernel
+            that accumulates with atomics; the whole output is compared).
+        written: out pointers the kernel writes only partly (masked stores): per dimension a
+            half-open ``[start, stop)`` pair of expressions over dims; only that region is
+            compared with the reference, the rest is left unchecked.
         divisibility: ``tt.divisibility`` hint; every problem size must satisfy it for scalars.
             Pointers get 16 by default (the harness allocates 256-byte aligned buffers).
         distribution: how to draw the input (``in``/``inout`` pointers).
@@ -221,19 +305,38 @@ class Param(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    kind: Literal["pointer", "scalar", "constexpr", "tensordesc"]
+    kind: Literal["pointer", "scalar", "constexpr", "none", "tensordesc"]
     dtype: str | None = None
     shape: tuple[ExprLike, ...] | None = None
     role: Literal["in", "out", "inout"] | None = None
-    value: ExprLike | float | None = None
+    value: StrictBool | ExprLike | float | None = None
+    init: Literal["sentinel", "zeros"] = "sentinel"
+    written: tuple[tuple[ExprLike, ExprLike], ...] | None = None
     divisibility: int | None = None
     distribution: Distribution = Distribution()
     block_shape: tuple[ExprLike, ...] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "Param":
-        if isinstance(self.value, bool):
-            raise ValueError("value must be a number or an expression, not a boolean")
+        if isinstance(self.value, bool) and self.kind != "constexpr":
+            raise ValueError(f"a {self.kind} value must be a number or an expression, not a "
+                             "boolean (only constexprs may be booleans)")
+        if self.kind == "none" and (self.value is not None or self.dtype or self.shape):
+            raise ValueError("a 'none' parameter is always None: give no value, dtype or shape")
+        if (self.init != "sentinel" or self.written is not None) and not (
+                self.kind == "pointer" and self.role in ("out", "inout")):
+            raise ValueError("init and written apply to out/inout pointers only")
+        if self.init == "zeros" and self.role != "out":
+            raise ValueError("init: zeros applies to out pointers (an inout buffer holds its input)")
+        if self.written is not None:
+            if len(self.written) != len(self.shape or ()):
+                raise ValueError(f"written has {len(self.written)} ranges for a "
+                                 f"{len(self.shape or ())}-dimensional shape; give one "
+                                 "[start, stop) pair per dimension")
+            for pair in self.written:
+                for e in pair:
+                    if isinstance(e, str):
+                        compile_expr(e)
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
         if self.kind in ("pointer", "tensordesc"):
@@ -259,7 +362,7 @@ class Param(BaseModel):
         """The ``ASTSource`` signature string: ``*fp16``, ``i32``, ``constexpr``, ``tensordesc<...>``."""
         if self.kind == "pointer":
             return f"*{self.dtype}"
-        if self.kind == "constexpr":
+        if self.kind in ("constexpr", "none"):
             return "constexpr"
         if self.kind == "tensordesc":
             raise SpecError(f"params.{self.name}", "tensordesc signature needs the block values")
@@ -267,14 +370,22 @@ class Param(BaseModel):
 
 
 class Config(BaseModel):
-    """One autotune configuration: meta-parameter values plus Triton's compile options."""
+    """One autotune configuration: meta-parameter values plus Triton's compile options.
+
+    Attributes:
+        meta: constexpr name -> int, bool or None.
+        num_warps, num_stages, num_ctas: Triton's options of the same names.
+        maxnreg: Triton's ``maxnreg`` option (registers per thread cap; emitted as PTX
+            ``.maxnreg``); None leaves it to ptxas. PTX ISA 9.1 section 11.4.1 (``.maxnreg``).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    meta: dict[str, StrictInt] = Field(default_factory=dict)
+    meta: dict[str, MetaValue] = Field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = Field(default=3, ge=1, le=16)
     num_ctas: int = Field(default=1, ge=1, le=16)
+    maxnreg: int | None = Field(default=None, ge=16, le=255)
 
     @field_validator("num_warps")
     @classmethod
@@ -286,7 +397,9 @@ class Config(BaseModel):
     def key(self) -> str:
         """A short stable text key, e.g. ``BLOCK=1024,w4,s3,c1``."""
         meta = ",".join(f"{k}={v}" for k, v in sorted(self.meta.items()))
-        return f"{meta + ',' if meta else ''}w{self.num_warps},s{self.num_stages},c{self.num_ctas}"
+        reg = f",r{self.maxnreg}" if self.maxnreg is not None else ""
+        return (f"{meta + ',' if meta else ''}w{self.num_warps},s{self.num_stages},"
+                f"c{self.num_ctas}{reg}")
 
     def __hash__(self) -> int:
         return hash(self.key())
@@ -298,23 +411,47 @@ class AutotuneSpace(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    meta: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    meta: dict[str, tuple[MetaValue, ...]] = Field(default_factory=dict)
     num_warps: tuple[int, ...] = (4,)
     num_stages: tuple[int, ...] = (3,)
     num_ctas: tuple[int, ...] = (1,)
+    maxnreg: tuple[int | None, ...] = (None,)
     configs: tuple[Config, ...] = ()
     constraints: tuple[str, ...] = ()
 
+    def size(self) -> int:
+        """Number of configs before constraints and de-duplication (cheap: nothing is built)."""
+        n = 0 if (self.configs and not self.meta) else math.prod(len(v) for v in self.meta.values())
+        n *= len(self.num_warps) * len(self.num_stages) * len(self.num_ctas) * len(self.maxnreg)
+        return n + len(self.configs)
+
     def expand(self) -> list[Config]:
-        """Every configuration, cross product first then explicit ones, duplicates removed."""
+        """Every configuration, cross product first then explicit ones, duplicates removed.
+
+        Raises:
+            ValueError: the space has more than :data:`MAX_AUTOTUNE_CONFIGS` configs (checked
+                before anything is built, so a huge cross product fails at once).
+        """
+        total = self.size()
+        if total > MAX_AUTOTUNE_CONFIGS:
+            dims = " x ".join(f"{len(v)} {k}" for k, v in sorted(self.meta.items()))
+            raise ValueError(
+                f"the autotune space has {total} configs ({dims or 'no meta'} x "
+                f"{len(self.num_warps)} num_warps x {len(self.num_stages)} num_stages x "
+                f"{len(self.num_ctas)} num_ctas x {len(self.maxnreg)} maxnreg"
+                f"{f' + {len(self.configs)} explicit' if self.configs else ''}); the limit is "
+                f"{MAX_AUTOTUNE_CONFIGS}: list the configs you mean under 'configs' or prune the "
+                "cross product with 'constraints'")
         names = sorted(self.meta)
         out: dict[str, Config] = {}
         product = itertools.product(*(self.meta[n] for n in names))
         if self.configs and not self.meta:
             product = iter(())  # explicit configs only
         for values in product:
-            for w, s, c in itertools.product(self.num_warps, self.num_stages, self.num_ctas):
-                cfg = Config(meta=dict(zip(names, values)), num_warps=w, num_stages=s, num_ctas=c)
+            for w, s, c, r in itertools.product(self.num_warps, self.num_stages, self.num_ctas,
+                                                self.maxnreg):
+                cfg = Config(meta=dict(zip(names, values)), num_warps=w, num_stages=s, num_ctas=c,
+                             maxnreg=r)
                 out.setdefault(cfg.key(), cfg)
         for cfg in self.configs:
             out.setdefault(cfg.key(), cfg)
@@ -401,6 +538,7 @@ class KernelSpec(BaseModel):
         for e in (*self.grid, self.flops, self.bytes):
             if isinstance(e, str):
                 compile_expr(e)
+        self._check_meta_keys()
         configs = self.configs()
         if not configs:
             raise ValueError("the autotune space is empty (after constraints)")
@@ -421,6 +559,8 @@ class KernelSpec(BaseModel):
                             if nbytes > MAX_TENSOR_BYTES:
                                 raise ValueError(f"tensor {p.name} would take {nbytes} bytes "
                                                  f"(> {MAX_TENSOR_BYTES} = 64 GiB)")
+                        if p.written is not None:
+                            self.written_region(p, size_name)
                         if p.kind == "scalar":
                             v = evaluate(p.value, env)  # type: ignore[arg-type]
                             _check_scalar_range(p, v)
@@ -442,13 +582,47 @@ class KernelSpec(BaseModel):
                         "a candidate is compiled for one set of constexpr values")
         return self
 
+    def _check_meta_keys(self) -> None:
+        """Every meta key of the autotune space must be a constexpr parameter of the kernel or a
+        name some spec expression reads (a knob that derives constexprs or the grid); anything
+        else is a typo Triton would reject (``unexpected keyword argument``)."""
+        keys = set(self.autotune.meta)
+        for cfg in self.autotune.configs:
+            keys |= set(cfg.meta)
+        if not keys:
+            return
+        constexpr_params = [p.name for p in self.params if p.kind == "constexpr"]
+        read: set[str] = set()
+        exprs: list[Any] = [*self.grid, self.flops, self.bytes, *self.autotune.constraints]
+        for p in self.params:
+            exprs += [p.value, *(p.shape or ()), *(p.block_shape or ())]
+            for pair in p.written or ():
+                exprs += list(pair)
+        for e in exprs:
+            if isinstance(e, str):
+                read |= set(compile_expr(e).names)
+        for p in self.params:
+            if p.kind != "constexpr" and p.name in keys:
+                raise ValueError(f"autotune meta key {p.name!r} names a {p.kind} parameter; only "
+                                 "constexpr parameters take values from the autotune space")
+        bad = sorted(keys - set(constexpr_params) - read)
+        if bad:
+            raise ValueError(
+                f"autotune meta key(s) {', '.join(map(repr, bad))} are not constexpr parameters "
+                f"of {self.source.function}() (its constexprs: "
+                f"{', '.join(constexpr_params) or 'none'}) and no spec expression reads them")
+
     # ---- derived values ---------------------------------------------------------------------
     def configs(self) -> list[Config]:
-        """The autotune space after constraints (evaluated at the ``bench`` size)."""
+        """The autotune space after constraints (evaluated at the ``bench`` size).
+
+        Raises:
+            ValueError: the space exceeds :data:`MAX_AUTOTUNE_CONFIGS`.
+        """
         out = []
         for cfg in self.autotune.expand():
             env = {**self.sizes["bench"], **cfg.meta, "num_warps": cfg.num_warps,
-                   "num_stages": cfg.num_stages}
+                   "num_stages": cfg.num_stages, "num_ctas": cfg.num_ctas}
             if all(evaluate(c, env) for c in self.autotune.constraints):
                 out.append(cfg)
         return out
@@ -460,18 +634,27 @@ class KernelSpec(BaseModel):
         except KeyError:
             raise SpecError("size", f"unknown size {size!r}; have {', '.join(self.sizes)}") from None
 
-    def constexprs(self, cfg: Config, size: str = "bench") -> dict[str, Num]:
+    def constexprs(self, cfg: Config, size: str = "bench") -> dict[str, Num | bool | None]:
         """constexpr name -> value for ``cfg`` (derived ones evaluated at ``size``).
+
+        Derived constexprs may read dims, meta, earlier constexprs, ``num_warps``,
+        ``num_stages`` and ``num_ctas``. Booleans stay booleans; ``none`` parameters are None.
 
         Raises:
             SpecError: a constexpr has no value and ``cfg.meta`` lacks it.
         """
-        env: dict[str, Num] = {**self.dims(size), **cfg.meta}
-        out: dict[str, Num] = {}
+        env: dict[str, Any] = {**self.dims(size), **cfg.meta, "num_warps": cfg.num_warps,
+                               "num_stages": cfg.num_stages, "num_ctas": cfg.num_ctas}
+        out: dict[str, Any] = {}
         for p in self.params:
+            if p.kind == "none":
+                out[p.name] = None
+                continue
             if p.kind != "constexpr":
                 continue
-            if p.value is None:
+            if isinstance(p.value, bool):
+                out[p.name] = p.value
+            elif p.value is None:
                 if p.name not in cfg.meta:
                     raise SpecError(f"params.{p.name}",
                                     f"constexpr has no value and config {cfg.key()} lacks it")
@@ -509,6 +692,33 @@ class KernelSpec(BaseModel):
                 raise SpecError("grid", f"{e!r} gave {v}; need a positive integer below 2**31")
             vals.append(int(v))
         return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+    def written_region(self, p: Param, size: str) -> tuple[slice, ...] | None:
+        """The region of output ``p`` the kernel writes at ``size`` (``p.written``), as slices;
+        None when the kernel writes all of it.
+
+        Raises:
+            SpecError: a bound is not an integer in ``[0, extent]`` or start > stop.
+        """
+        if p.written is None:
+            return None
+        shape = self.shape(p, size)
+        dims = self.dims(size)
+        out = []
+        for axis, ((lo_e, hi_e), extent) in enumerate(zip(p.written, shape)):
+            lo, hi = evaluate(lo_e, dims), evaluate(hi_e, dims)
+            if int(lo) != lo or int(hi) != hi or not 0 <= lo <= hi <= extent:
+                raise SpecError(f"params.{p.name}.written[{axis}]",
+                                f"[{lo_e}, {hi_e}) gave [{lo}, {hi}) at size {size!r}; need "
+                                f"0 <= start <= stop <= {extent} (the shape)")
+            out.append(slice(int(lo), int(hi)))
+        return tuple(out)
+
+    def checked(self, p: Param, size: str, arr: np.ndarray) -> np.ndarray:
+        """The part of output array ``arr`` (of ``p`` at ``size``) that correctness checks compare:
+        the written region, or all of it."""
+        region = self.written_region(p, size)
+        return arr if region is None else arr[region]
 
     def shape(self, p: Param, size: str) -> tuple[int, ...]:
         """The concrete shape of tensor parameter ``p`` at ``size``."""
@@ -615,9 +825,32 @@ class KernelSpec(BaseModel):
         Keys caches, results and the database; never derived from Python object identity.
         """
         h = hashlib.sha256()
-        h.update(self.model_dump_json().encode())
+        h.update(_canonical_json(self).encode())
         h.update(self.source.source_text().encode())
         return h.hexdigest()[:16]
+
+
+_LATER_FIELDS = {"params": ("init", "written"), "configs": ("maxnreg",)}
+"""Fields added after specs were first stored, with defaults that change nothing: left out of the
+identity while they hold their default, so existing specs keep their ids (caches, results and the
+leaderboard key on them)."""
+
+
+def _canonical_json(spec: "KernelSpec") -> str:
+    """The JSON the identity hashes: ``model_dump_json()`` minus later fields at their defaults."""
+    data = spec.model_dump(mode="json")
+    for p in data["params"]:
+        if p.get("init") == "sentinel":
+            del p["init"]
+        if p.get("written") is None:
+            p.pop("written", None)
+    at = data["autotune"]
+    if at.get("maxnreg") == [None]:
+        del at["maxnreg"]
+    for cfg in at.get("configs", []):
+        if cfg.get("maxnreg") is None:
+            cfg.pop("maxnreg", None)
+    return to_json(data).decode()  # pydantic's own JSON writer, as model_dump_json()
 
 
 _INT_RANGES = {"i1": (0, 1), "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1),

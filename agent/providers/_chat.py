@@ -3,7 +3,8 @@
 A :class:`ToolChatProvider` keeps one conversation per task (kernel, arch, config). Each
 :meth:`~ToolChatProvider.propose` is one *turn*, run by the subclass's ``_turn``: it sends the new
 user content, answers the model's ``compile`` / ``verify`` / ``evaluate`` calls through the loop's
-tool executor, and ends at a ``submit``. Provider errors raised inside the turn become a
+tool executor and its ``patch`` / ``show`` calls itself (:meth:`ToolChatProvider._tool`, on the
+conversation's :class:`~agent.workspace.Workspace`), and ends at a ``submit``. Provider errors raised inside the turn become a
 :class:`Proposal` with ``error_kind`` here, with the API key redacted from the transcript events.
 """
 
@@ -16,13 +17,21 @@ from agent.providers.base import (
     Proposal,
     ProposalContext,
     Provider,
+    ProviderBudgetExceeded,
     ProviderError,
     ToolExecutor,
     redact,
 )
+from agent.tools import validate_tool_args
+from agent.workspace import Workspace, show_text
 from harness.candidate import Candidate
 
-__all__ = ["ToolChatProvider", "check_client_args"]
+__all__ = ["ToolChatProvider", "check_client_args", "LOOP_TOOLS", "LOCAL_TOOLS"]
+
+LOOP_TOOLS = ("compile", "verify", "evaluate")
+"""Tools the loop's executor runs."""
+LOCAL_TOOLS = ("patch", "show")
+"""Tools the provider answers itself, on the conversation's workspace."""
 
 
 def check_client_args(model: str, timeout: float, max_retries: int, max_turns: int | None,
@@ -55,12 +64,23 @@ class ToolChatProvider(Provider):
     model: str
     _base_url: str | None
     _secrets: list[str]
+    budget_guard: Any = None
+    """Set by :class:`~agent.providers.budget.BudgetedProvider`: ``(usage so far this turn) ->
+    reason or None``, consulted before every API call."""
+
+    def _check_budget(self, usage: dict[str, int]) -> None:
+        """Raise :class:`ProviderBudgetExceeded` when the run's budget is spent."""
+        if self.budget_guard is not None:
+            why = self.budget_guard(usage)
+            if why:
+                raise ProviderBudgetExceeded(why)
 
     def _init_conversation(self) -> None:
         self._messages: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []  # tool results owed to the model
         self._notes: list[str] = []  # told to the model at the start of the next turn
         self._task: tuple[str, str, str] | None = None
+        self._workspace: Workspace | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self._base_url!r})"
@@ -68,6 +88,38 @@ class ToolChatProvider(Provider):
     def reset(self) -> None:
         """Forget the conversation (the next :meth:`propose` starts with the initial prompt)."""
         self._messages, self._pending, self._notes, self._task = [], [], [], None
+        self._workspace = None
+
+    def workspace(self, ctx: ProposalContext) -> Workspace:
+        """The conversation's current candidate (Triton's PTX until the model changes it)."""
+        if self._workspace is None:
+            self._workspace = Workspace(ctx.reference_ptx)
+        return self._workspace
+
+    def _tool(self, ctx: ProposalContext, name: str, args: Any, tools: ToolExecutor) -> str:
+        """Answer one non-submit tool call: ``patch`` / ``show`` here, the others through
+        ``tools`` with ``ptx`` filled from (or recorded as) the current candidate.
+
+        Raises:
+            ValueError: unknown tool, invalid arguments, or a patch that does not apply (the
+                message names the field or edit); the caller reports it to the model.
+        """
+        ws = self.workspace(ctx)
+        if name == "patch":
+            a = validate_tool_args("patch", args)
+            return ws.patch(a["edits"], a.get("base", "current"))
+        if name == "show":
+            a = validate_tool_args("show", args)
+            return show_text(ctx, ws, a["what"], a.get("start_line", 1),
+                             a.get("max_lines", 400))
+        if name not in LOOP_TOOLS:
+            raise ValueError(f"unknown tool {name!r}; use "
+                             f"{', '.join((*LOOP_TOOLS, *LOCAL_TOOLS))} or submit")
+        return tools(name, validate_tool_args(name, ws.use(args)))
+
+    def _submit_args(self, ctx: ProposalContext, args: Any) -> Any:
+        """``submit`` arguments with ``ptx`` filled from the current candidate when omitted."""
+        return self.workspace(ctx).use(args)
 
     def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
         """Run one turn of the conversation and return the submitted candidate or an error.

@@ -38,12 +38,12 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import anthropic_tools, candidate_from_submit, submit_defaults, validate_tool_args
+from agent.tools import anthropic_tools, candidate_from_submit, submit_defaults
 from harness.candidate import Candidate
 
 __all__ = ["AnthropicProvider"]
 
-_RUN_TOOLS = ("compile", "verify", "evaluate")
+_RUN_TOOLS = ("compile", "verify", "evaluate", "patch", "show")
 _SUBMITTED = "Submitted. Its outcome follows."
 _SKIPPED_AFTER_SUBMIT = "Not run: submit ends the turn."
 _EXTRA_SUBMIT = "Ignored: only one submit per turn is used."
@@ -170,6 +170,7 @@ class AnthropicProvider(ToolChatProvider):
         budget = ctx.max_tool_calls
         max_turns = self.max_turns or budget + 4
         for _ in range(max_turns):
+            self._check_budget(usage)
             msg = self._create(ctx, events)
             blocks, stop, text = self._read(msg, events, usage)
             if stop == "refusal":
@@ -200,7 +201,7 @@ class AnthropicProvider(ToolChatProvider):
                                                     "per turn is spent.", True))
                     continue
                 calls += 1
-                results.append(self._run_tool(u, tools, events))
+                results.append(self._run_tool(ctx, u, tools, events))
             if calls >= budget:
                 self._pending = results
                 self._notes.append(f"Your previous turn used all {budget} tool calls without "
@@ -220,7 +221,8 @@ class AnthropicProvider(ToolChatProvider):
                        "args": sub["input"]})
         others = [u for u in uses if u is not sub]
         try:
-            cand = candidate_from_submit(sub["input"], f"anthropic:{self.model}",
+            cand = candidate_from_submit(self._submit_args(ctx, sub["input"]),
+                                         f"anthropic:{self.model}",
                                          defaults=submit_defaults(ctx))
         except ValueError as exc:
             self._pending.append(_result(sub["id"], f"Invalid submit: {exc}", True))
@@ -236,15 +238,16 @@ class AnthropicProvider(ToolChatProvider):
                        "threads": cand.threads, "meta": cand.meta, "notes": notes})
         return cand
 
-    def _run_tool(self, use: dict[str, Any], tools: ToolExecutor,
+    def _run_tool(self, ctx: ProposalContext, use: dict[str, Any], tools: ToolExecutor,
                   events: list[dict[str, Any]]) -> dict[str, Any]:
         name, args = use["name"], use["input"]
         events.append({"type": "tool_call", "id": use["id"], "name": name, "args": args})
         if name not in _RUN_TOOLS:
-            text, err = f"Unknown tool {name!r}; use compile, verify, evaluate or submit.", True
+            text, err = (f"Unknown tool {name!r}; use {', '.join(_RUN_TOOLS)} or submit.",
+                         True)
         else:
             try:
-                text, err = tools(name, validate_tool_args(name, args)), False
+                text, err = self._tool(ctx, name, args, tools), False
             except ValueError as exc:
                 text, err = f"Invalid arguments: {exc}", True
         events.append({"type": "tool_result", "id": use["id"], "name": name, "text": text,

@@ -35,6 +35,7 @@ __all__ = [
     "ProviderRefused",
     "ProviderBadOutput",
     "ProviderAuthError",
+    "ProviderBudgetExceeded",
     "TOOL_NAMES",
     "retry_after_seconds",
     "redact",
@@ -42,8 +43,9 @@ __all__ = [
     "clip",
 ]
 
-TOOL_NAMES = ("compile", "verify", "evaluate", "submit")
-"""Tools a model may call; ``submit`` ends the turn with a candidate."""
+TOOL_NAMES = ("compile", "verify", "evaluate", "submit", "patch", "show")
+"""Tools a model may call; ``submit`` ends the turn with a candidate; ``patch`` and ``show`` are
+answered by the provider itself (:mod:`agent.workspace`)."""
 
 ToolExecutor = Callable[[str, dict[str, Any]], str]
 """``(tool_name, arguments) -> result text``. Arguments follow the JSON schemas in
@@ -64,7 +66,9 @@ class ProposalContext(BaseModel):
         abi: the exact entry signature and launch contract the candidate must keep.
         triton_source: the kernel's Python source.
         ttgir: Triton's TTGIR for ``config``.
+        llir: Triton's LLVM IR for ``config`` ('' when not given).
         reference_ptx: Triton's PTX for ``config`` (a valid starting point).
+        reference_cubin: Triton's cubin for ``config`` (for SASS; empty when not given).
         configs: every config of the autotune space (the offline provider walks them).
         gpu_available: whether ``evaluate`` can run on a GPU.
         max_tool_calls: tool calls allowed per :meth:`Provider.propose`.
@@ -75,11 +79,13 @@ class ProposalContext(BaseModel):
     spec: KernelSpec
     arch: str
     config: Config
-    constexprs: dict[str, int | float]
+    constexprs: dict[str, bool | int | float | None]
     abi: KernelABI
     triton_source: str
     ttgir: str
     reference_ptx: str
+    llir: str = ""
+    reference_cubin: bytes = b""
     configs: tuple[Config, ...] = ()
     gpu_available: bool = False
     max_tool_calls: int = 16
@@ -92,7 +98,8 @@ class Proposal(BaseModel):
         candidate: the submitted candidate, or None when the provider produced none.
         error: why there is no candidate (or a warning), already mapped to ailower's terms.
         error_kind: ``rate_limited`` | ``timeout`` | ``refused`` | ``bad_output`` | ``auth`` |
-            ``exhausted`` (no more proposals: the loop stops) | None.
+            ``exhausted`` (no more proposals: the loop stops) | ``budget`` (a token or cost
+            budget is spent: the loop stops, with ``error`` as the reason) | None.
         events: transcript events (dicts with ``type``: ``request``, ``response``, ``tool_call``,
             ``tool_result``, ...) for the JSONL transcript; never contain API keys.
         usage: token counts, ``{"input_tokens": n, "output_tokens": n}`` where known.
@@ -102,7 +109,8 @@ class Proposal(BaseModel):
 
     candidate: Candidate | None = None
     error: str | None = None
-    error_kind: Literal["rate_limited", "timeout", "refused", "bad_output", "auth", "exhausted"] | None = None
+    error_kind: Literal["rate_limited", "timeout", "refused", "bad_output", "auth", "exhausted",
+                        "budget"] | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
     usage: dict[str, int] = Field(default_factory=dict)
     retry_after: float | None = None
@@ -173,6 +181,13 @@ class ProviderBadOutput(ProviderError):
     """The reply could not be used: no submit call, invalid tool arguments, truncated output."""
 
     kind = "bad_output"
+
+
+class ProviderBudgetExceeded(ProviderError):
+    """A token or cost budget is spent (:mod:`agent.providers.budget`): the loop stops."""
+
+    kind = "budget"
+    fatal = True
 
 
 class ProviderAuthError(ProviderError):

@@ -39,12 +39,12 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import candidate_from_submit, openai_tools, submit_defaults, validate_tool_args
+from agent.tools import candidate_from_submit, openai_tools, submit_defaults
 from harness.candidate import Candidate
 
 __all__ = ["OpenAIProvider"]
 
-_RUN_TOOLS = ("compile", "verify", "evaluate")
+_RUN_TOOLS = ("compile", "verify", "evaluate", "patch", "show")
 _SUBMITTED = "Submitted. Its outcome follows in the next message."
 _SKIPPED_AFTER_SUBMIT = "ERROR: not run: submit ends the turn."
 _EXTRA_SUBMIT = "ERROR: ignored: only one submit per turn is used."
@@ -164,6 +164,7 @@ class OpenAIProvider(ToolChatProvider):
         budget = ctx.max_tool_calls
         max_turns = self.max_turns or budget + 4
         for _ in range(max_turns):
+            self._check_budget(usage)
             completion = self._create(ctx, events)
             finish, text, calls_raw = self._read(completion, events, usage)
             uses = [self._use(c) for c in calls_raw]
@@ -192,7 +193,7 @@ class OpenAIProvider(ToolChatProvider):
                                                       "tool calls per turn is spent."))
                     continue
                 calls += 1
-                results.append(self._run_tool(u, tools, events))
+                results.append(self._run_tool(ctx, u, tools, events))
             if calls >= budget:
                 self._pending = results
                 self._notes.append(f"Your previous turn used all {budget} tool calls without "
@@ -239,7 +240,8 @@ class OpenAIProvider(ToolChatProvider):
         try:
             if sub["error"] is not None:
                 raise ValueError(f"submit: {sub['error']}")
-            cand = candidate_from_submit(sub["args"], f"openai:{self.model}",
+            cand = candidate_from_submit(self._submit_args(ctx, sub["args"]),
+                                         f"openai:{self.model}",
                                          defaults=submit_defaults(ctx))
         except ValueError as exc:
             self._pending.append(_tool_msg(sub["id"], f"ERROR: invalid submit: {exc}"))
@@ -255,7 +257,7 @@ class OpenAIProvider(ToolChatProvider):
                        "threads": cand.threads, "meta": cand.meta, "notes": notes})
         return cand
 
-    def _run_tool(self, use: dict[str, Any], tools: ToolExecutor,
+    def _run_tool(self, ctx: ProposalContext, use: dict[str, Any], tools: ToolExecutor,
                   events: list[dict[str, Any]]) -> dict[str, Any]:
         name = use["name"]
         events.append({"type": "tool_call", "id": use["id"], "name": name,
@@ -264,10 +266,10 @@ class OpenAIProvider(ToolChatProvider):
         if use["error"] is not None:
             text = f"ERROR: {name}: {use['error']}"
         elif name not in _RUN_TOOLS:
-            text = f"ERROR: unknown tool {name!r}; use compile, verify, evaluate or submit."
+            text = f"ERROR: unknown tool {name!r}; use {', '.join(_RUN_TOOLS)} or submit."
         else:
             try:
-                text, err = tools(name, validate_tool_args(name, use["args"])), False
+                text, err = self._tool(ctx, name, use["args"], tools), False
             except ValueError as exc:
                 text = f"ERROR: invalid arguments: {exc}"
         events.append({"type": "tool_result", "id": use["id"], "name": name, "text": text,

@@ -245,8 +245,9 @@ def test_compile_then_submit(wire: Any) -> None:
     assert sig in wire.system(first) or sig in wire.user_texts(first)[0]
     assert sig in wire.user_texts(first)[0]
     assert "sm_90a" in wire.system(first) and "sm_90a" in wire.user_texts(first)[0]
-    assert wire.tool_names(first) == ["compile", "verify", "submit"]  # no GPU: no evaluate
-    assert wire.tool_schema(first, "submit")["required"] == ["ptx", "threads"]
+    # no GPU: no evaluate
+    assert wire.tool_names(first) == ["compile", "verify", "submit", "patch", "show"]
+    assert wire.tool_schema(first, "submit")["required"] == ["threads"]  # ptx: current candidate
     assert wire.tool_results(first) == {}
     assert wire.tool_results(second) == {"call_1": "compile ok #1"}
     assert wire.tool_call_ids(second) == ["call_1"]
@@ -307,18 +308,20 @@ def test_text_only_is_bad_output_and_the_model_is_told(wire: Any) -> None:
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_submit_without_ptx_is_bad_output(wire: Any) -> None:
+def test_submit_without_ptx_submits_the_current_candidate(wire: Any) -> None:
+    """Omitted ptx = the current candidate: Triton's PTX at first, then the last PTX passed."""
     ctx = make_ctx()
     script = [wire.calls(("s1", "submit", {"threads": 128})),
-              wire.calls(("s2", "submit", {"ptx": PTX, "threads": 128}))]
+              wire.calls(("c1", "compile", {"ptx": PTX}), ("c2", "verify", {})),
+              wire.calls(("s2", "submit", {"threads": 128}))]
+    tools = Tools()
     with FakeLLMServer(script) as srv:
         prov = wire.provider(srv.url)
-        p1 = prov.propose(ctx, None, Tools())
-        p2 = prov.propose(ctx, None, Tools())
-    assert p1.error_kind == "bad_output" and "submit.ptx" in (p1.error or "")
-    # The invalid submit is answered with its error, by id, on the next turn.
-    assert "submit.ptx" in wire.tool_results(srv.requests[1].json)["s1"]
-    assert p2.candidate is not None
+        p1 = prov.propose(ctx, None, tools)
+        p2 = prov.propose(ctx, "feedback", tools)
+    assert p1.candidate is not None and p1.candidate.ptx == ctx.reference_ptx
+    assert p2.candidate is not None and p2.candidate.ptx == PTX
+    assert tools.calls == [("compile", {"ptx": PTX}), ("verify", {"ptx": PTX})]
 
 
 def test_openai_invalid_json_arguments_is_bad_output() -> None:
@@ -473,7 +476,7 @@ def test_keys_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ---- tools ---------------------------------------------------------------------------------------
 def test_tool_schemas_render_for_both_wires() -> None:
-    assert set(TOOL_SCHEMAS) == {"compile", "verify", "evaluate", "submit"}
+    assert set(TOOL_SCHEMAS) == {"compile", "verify", "evaluate", "submit", "patch", "show"}
     a = {t["name"]: t for t in anthropic_tools()}
     o = {t["function"]["name"]: t for t in openai_tools()}
     assert a.keys() == o.keys() == TOOL_SCHEMAS.keys()
@@ -481,7 +484,7 @@ def test_tool_schemas_render_for_both_wires() -> None:
         assert a[name]["input_schema"] == schema["parameters"] == o[name]["function"]["parameters"]
         assert schema["parameters"]["additionalProperties"] is False
     no_gpu = [t["name"] for t in anthropic_tools(gpu_available=False)]
-    assert no_gpu == ["compile", "verify", "submit"]
+    assert no_gpu == ["compile", "verify", "submit", "patch", "show"]
 
 
 @pytest.mark.parametrize("name,args,field", [

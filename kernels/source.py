@@ -1,0 +1,449 @@
+"""Finding a Triton kernel in a file as people write it, without executing the file.
+
+Real kernels live in modules that import ``torch`` (or a project's own packages), are
+``@staticmethod``\\ s of a class, call other ``@triton.jit`` helpers and read module-level
+``tl.constexpr`` globals. Importing such a module runs arbitrary code and needs every dependency
+installed; ailower never does that for a ``path`` or ``text`` source. Instead :func:`extract_kernel`
+parses the module with :mod:`ast` and writes a small, self-contained module holding only:
+
+* the ``import`` lines of ``triton`` (and its submodules) and ``math``;
+* the module-level assignments the kernel reads (constexpr globals such as
+  ``BLOCK: tl.constexpr = 128`` or ``EPS = tl.constexpr(1e-6)``), with the assignments they read;
+  these run when the extracted module is imported, so only constant expressions over
+  triton/math names and a few pure builtins are accepted (no other calls, no dunder names);
+* the kernel and every function it calls, transitively (``helper(...)``, ``Class.helper(...)``),
+  each re-decorated with a plain ``@triton.jit`` (``@triton.autotune`` / ``@triton.heuristics``
+  dropped: ailower's spec carries the autotune space). Functions of a class become module-level
+  functions (the kernel keeps its own name, so its PTX entry name is unchanged; a helper
+  ``Class.helper`` becomes ``Class__helper`` and every ``Class.helper`` read is rewritten),
+  because Triton >= 3.7 refuses to read a class object from a jit function (only constexpr
+  globals, jit functions and modules);
+* an undecorated kernel function is wrapped with ``@triton.jit`` the same way.
+
+The kernel is named ``function`` (``my_kernel``) or ``Class.function`` (``Ops.fwd_kernel``).
+A name the kernel reads that comes from an import of another module (``from .utils import
+helper``) cannot be reproduced without running that module: :class:`SourceExtractError` names it
+with ``file:line:col``.
+
+Triton's rule this relies on: a ``@jit`` function may read globals only when they are
+``tl.constexpr`` values, other jit functions or modules (``triton/runtime/jit.py``,
+``JITFunction`` dependency finder), so the extracted module keeps every global the kernel may read.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+from dataclasses import dataclass, field
+
+__all__ = ["SourceExtractError", "ExtractedKernel", "extract_kernel", "find_function",
+           "KernelSignature"]
+
+_ALLOWED_IMPORT_ROOTS = ("triton", "math")
+_DROP_DECORATORS = ("autotune", "heuristics", "jit", "staticmethod", "must_use_result")
+_BUILTINS = set(dir(builtins))
+
+
+class SourceExtractError(ValueError):
+    """The kernel cannot be extracted; ``where`` is ``file:line:col`` (or the file), ``reason``
+    what is wrong."""
+
+    def __init__(self, where: str, reason: str):
+        self.where, self.reason = where, reason
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self):
+        return (SourceExtractError, (self.where, self.reason))
+
+
+@dataclass
+class ExtractedKernel:
+    """The result of :func:`extract_kernel`.
+
+    Attributes:
+        text: the self-contained module source (imports, constexpr globals, stub classes, jit
+            functions).
+        qualname: where the kernel sits in ``text`` (``kernel`` or ``Class.kernel``).
+        functions: qualified names of every function copied (the kernel first).
+        globals: module-level names copied.
+        wrapped: functions that had no ``@triton.jit`` and were wrapped.
+    """
+
+    text: str
+    qualname: str
+    functions: list[str] = field(default_factory=list)
+    globals: list[str] = field(default_factory=list)
+    wrapped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class KernelSignature:
+    """A kernel's parameters, read from its ``def`` (for ``ailower spec init``).
+
+    Attributes:
+        names: parameter names in order.
+        constexpr: the names annotated ``tl.constexpr`` / ``constexpr``.
+        annotations: name -> annotation source text ('' when none).
+        defaults: name -> default value source text (only those with a default).
+        docstring: the function's docstring or ''.
+        lineno: the ``def`` line (1-based).
+    """
+
+    names: list[str]
+    constexpr: set[str]
+    annotations: dict[str, str]
+    defaults: dict[str, str]
+    docstring: str
+    lineno: int
+
+
+def _parse(text: str, filename: str) -> ast.Module:
+    try:
+        return ast.parse(text, filename=filename)
+    except SyntaxError as exc:
+        raise SourceExtractError(f"{filename}:{exc.lineno}:{exc.offset}",
+                                 f"syntax error: {exc.msg}") from None
+
+
+def find_function(text: str, qualname: str, filename: str = "<source>"
+                  ) -> tuple[ast.FunctionDef, ast.ClassDef | None]:
+    """The ``def`` of ``qualname`` (``fn`` or ``Class.fn``) at module level or in a class.
+
+    Raises:
+        SourceExtractError: no such function (the message lists the functions that exist).
+    """
+    tree = _parse(text, filename)
+    return _find(tree, qualname, filename)
+
+
+def _find(tree: ast.Module, qualname: str, filename: str
+          ) -> tuple[ast.FunctionDef, ast.ClassDef | None]:
+    parts = qualname.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise SourceExtractError(filename, f"function {qualname!r}: use NAME or CLASS.NAME")
+    have: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            have.append(node.name)
+            if len(parts) == 1 and node.name == parts[0]:
+                return node, None
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef):
+                    have.append(f"{node.name}.{sub.name}")
+                    if len(parts) == 2 and node.name == parts[0] and sub.name == parts[1]:
+                        return sub, node
+        elif isinstance(node, ast.AsyncFunctionDef):
+            have.append(node.name)
+    raise SourceExtractError(filename, f"no function {qualname!r}; the file defines: "
+                                       f"{', '.join(have) or 'no functions'}")
+
+
+def signature_of(text: str, qualname: str, filename: str = "<source>") -> KernelSignature:
+    """Read the parameters of ``qualname`` without executing the file.
+
+    Raises:
+        SourceExtractError: no such function, or it takes ``*args`` / ``**kwargs`` (a kernel's
+            parameters must be named).
+    """
+    fn, _ = find_function(text, qualname, filename)
+    a = fn.args
+    if a.vararg or a.kwarg:
+        raise SourceExtractError(f"{filename}:{fn.lineno}:{fn.col_offset + 1}",
+                                 f"{qualname}() takes *args/**kwargs; a kernel needs named "
+                                 "parameters")
+    params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    defaults = dict(zip([p.arg for p in [*a.posonlyargs, *a.args]][len(params) - len(a.kwonlyargs)
+                                                                      - len(a.defaults):],
+                        a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    ann = {p.arg: (ast.unparse(p.annotation) if p.annotation is not None else "") for p in params}
+    return KernelSignature(
+        names=[p.arg for p in params],
+        constexpr={n for n, t in ann.items() if t.split(".")[-1] == "constexpr"},
+        annotations=ann, defaults={k: ast.unparse(v) for k, v in defaults.items()},
+        docstring=ast.get_docstring(fn) or "", lineno=fn.lineno)
+
+
+def _module_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements, looking inside ``try`` / ``if`` / ``with`` blocks (guarded imports
+    such as ``try: import triton ... except ImportError: ...``), not inside functions/classes."""
+    out: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.Try):
+            out += _module_statements(node.body + node.orelse + node.finalbody)
+            for h in node.handlers:
+                out += _module_statements(h.body)
+        elif isinstance(node, ast.If):
+            out += _module_statements(node.body + node.orelse)
+        elif isinstance(node, ast.With):
+            out += _module_statements(node.body)
+        else:
+            out.append(node)
+    return out
+
+
+def _decorator_name(d: ast.expr) -> str:
+    node = d.func if isinstance(d, ast.Call) else d
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    return any(_decorator_name(d) == "jit" for d in fn.decorator_list)
+
+
+class _Reads(ast.NodeVisitor):
+    """Names a function reads (loads), and ``Name.attr`` pairs, ignoring its own locals."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, ast.AST] = {}
+        self.attrs: dict[tuple[str, str], ast.AST] = {}
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self.names.setdefault(node.id, node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
+            self.attrs.setdefault((node.value.id, node.attr), node)
+        self.generic_visit(node)
+
+
+def _reads(node: ast.AST, skip_decorators: bool = True) -> _Reads:
+    r = _Reads()
+    if isinstance(node, ast.FunctionDef):
+        for child in [*node.body, *node.args.defaults,
+                      *(d for d in node.args.kw_defaults if d is not None)]:
+            r.visit(child)
+        for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            if a.annotation is not None:
+                r.visit(a.annotation)
+        if not skip_decorators:
+            for d in node.decorator_list:
+                r.visit(d)
+    else:
+        r.visit(node)
+    return r
+
+
+_SAFE_BUILTINS = {"int", "float", "bool", "min", "max", "abs", "round", "len", "True", "False",
+                  "None"}
+_SAFE_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.UnaryOp,
+               ast.BoolOp, ast.Compare, ast.Tuple, ast.List, ast.IfExp, ast.keyword,
+               ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Subscript,
+               ast.Slice)
+
+
+def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                  filename: str) -> None:
+    """A module-level assignment the kernel reads is copied and so runs when the extracted module
+    is imported: allow only constant expressions over triton/math names, other such globals and
+    a few pure builtins (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never a call of
+    anything else (``__import__("os")``, ``open``...).
+
+    Raises:
+        SourceExtractError: the value is not such an expression (``file:line:col``).
+    """
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is None:
+        return
+    for sub in ast.walk(value):
+        bad = None
+        if not isinstance(sub, _SAFE_NODES):
+            bad = f"a {type(sub).__name__} expression"
+        elif isinstance(sub, ast.Name) and not (sub.id in imports_ok or sub.id in assigns
+                                                or sub.id in _SAFE_BUILTINS):
+            bad = f"the name {sub.id!r}"
+        elif isinstance(sub, ast.Attribute) and sub.attr.startswith("__"):
+            bad = f"the attribute {sub.attr!r}"
+        if bad:
+            names = ", ".join(_assigned_names(node))
+            raise SourceExtractError(
+                f"{filename}:{getattr(sub, 'lineno', node.lineno)}:"
+                f"{getattr(sub, 'col_offset', node.col_offset) + 1}",
+                f"the kernel reads the global {names}, whose value uses {bad}; ailower copies "
+                "only constant expressions over triton/math names (such as "
+                "tl.constexpr(128)) so that no code of the file runs")
+
+
+def _assigned_names(node: ast.stmt) -> list[str]:
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> ExtractedKernel:
+    """Build a self-contained module holding ``qualname`` and what it needs (see module doc).
+
+    Args:
+        text: the module's source (never executed).
+        qualname: ``kernel`` or ``Class.kernel``.
+        filename: for messages.
+
+    Returns:
+        An :class:`ExtractedKernel`.
+
+    Raises:
+        SourceExtractError: a syntax error, no such function, or the kernel reads a name imported
+            from a module other than ``triton`` / ``math`` (``file:line:col`` of the read).
+    """
+    tree = _parse(text, filename)
+    target, _ = _find(tree, qualname, filename)
+    funcs: dict[str, ast.FunctionDef] = {}
+    classes: dict[str, dict[str, ast.FunctionDef]] = {}
+    assigns: dict[str, ast.stmt] = {}
+    imports_ok: dict[str, ast.stmt] = {}
+    imports_bad: dict[str, ast.stmt] = {}
+    for node in _module_statements(tree.body):
+        if isinstance(node, ast.FunctionDef):
+            funcs[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            classes[node.name] = {s.name: s for s in node.body if isinstance(s, ast.FunctionDef)}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for n in _assigned_names(node):
+                assigns[n] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    ok = alias.name.split(".")[0] in _ALLOWED_IMPORT_ROOTS
+                    (imports_ok if ok else imports_bad)[bound] = ast.Import(names=[alias])
+            else:
+                mod = node.module or ""
+                ok = node.level == 0 and mod.split(".")[0] in _ALLOWED_IMPORT_ROOTS
+                for alias in node.names:
+                    bound = alias.asname or alias.name
+                    stmt = ast.ImportFrom(module=node.module, names=[alias], level=node.level)
+                    (imports_ok if ok else imports_bad)[bound] = stmt
+
+    want_funcs: dict[str, tuple[ast.FunctionDef, str | None]] = {}  # qualname -> (def, class)
+    want_globals: list[str] = []
+    want_imports: list[str] = []
+    queue: list[tuple[str, ast.AST, str | None]] = []
+    tcls = qualname.split(".")[0] if "." in qualname else None
+    queue.append((qualname, target, tcls))
+
+    def need_name(name: str, at: ast.AST, cls: str | None) -> None:
+        if name in imports_ok:
+            if name not in want_imports:
+                want_imports.append(name)
+        elif name in funcs:
+            if name not in want_funcs:
+                queue.append((name, funcs[name], None))
+        elif name in assigns:
+            if name not in want_globals:
+                want_globals.append(name)
+                queue.append((name, assigns[name], None))
+        elif name in classes:
+            pass  # handled through Class.attr reads
+        elif name in imports_bad:
+            imp = imports_bad[name]
+            src = ast.unparse(imp)
+            raise SourceExtractError(
+                f"{filename}:{getattr(at, 'lineno', '?')}:{getattr(at, 'col_offset', -1) + 1}",
+                f"the kernel reads {name!r}, which comes from '{src}'; ailower does not execute "
+                "other modules: copy that function or value into this file, or give the spec a "
+                "source.module that can be imported")
+
+    while queue:
+        qn, node, cls = queue.pop(0)
+        if not isinstance(node, ast.FunctionDef):
+            _check_global(node, imports_ok, assigns, filename)
+        if isinstance(node, ast.FunctionDef):
+            if qn in want_funcs:
+                continue
+            want_funcs[qn] = (node, cls)
+            params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
+                                       *node.args.kwonlyargs]}
+            r = _reads(node)
+            local_stores = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                            and isinstance(n.ctx, ast.Store)}
+        else:
+            r = _reads(node)
+            params, local_stores = set(), set()
+        for name, at in r.names.items():
+            if name in params or name in local_stores or (name in _BUILTINS
+                                                          and name not in assigns):
+                continue
+            need_name(name, at, cls)
+        for (base, attr), at in r.attrs.items():
+            if base in classes and attr in classes[base] and base not in params:
+                q = f"{base}.{attr}"
+                if q not in want_funcs:
+                    queue.append((q, classes[base][attr], base))
+
+    # module-level names for class members: the kernel keeps its name unless it collides
+    taken = set(funcs) | set(assigns) | set(imports_ok) | set(classes)
+    rename: dict[tuple[str, str], str] = {}
+    for qn, (node, cls) in want_funcs.items():
+        if cls is None:
+            continue
+        new = node.name if (qn == qualname and node.name not in taken) else f"{cls}__{node.name}"
+        while new in taken:
+            new = "_" + new
+        taken.add(new)
+        rename[(cls, node.name)] = new
+    out: list[str] = []
+    seen_imp: set[str] = set()
+    for name in ["triton", *want_imports]:
+        stmt = imports_ok.get(name)
+        line = ast.unparse(stmt) if stmt is not None else "import triton"
+        if line not in seen_imp:
+            seen_imp.add(line)
+            out.append(line)
+    out.append("")
+    # globals in source order (a global may read an earlier one)
+    order = {id(n): i for i, n in enumerate(_module_statements(tree.body))}
+    emitted: set[int] = set()
+    for name in sorted(want_globals, key=lambda n: order[id(assigns[n])]):
+        node = assigns[name]
+        if id(node) in emitted:
+            continue
+        emitted.add(id(node))
+        out.append(ast.unparse(node))
+    wrapped: list[str] = []
+    for qn, (node, cls) in sorted(want_funcs.items(), key=lambda x: x[1][0].lineno):
+        name = rename[(cls, node.name)] if cls else node.name
+        out += ["", "", _render_function(node, qn, wrapped, name, rename)]
+    text_out = "\n".join(out).strip() + "\n"
+    tcls = qualname.split(".")[0] if "." in qualname else None
+    top = rename[(tcls, target.name)] if tcls else target.name
+    return ExtractedKernel(text=text_out, qualname=top, functions=list(want_funcs),
+                           globals=want_globals, wrapped=wrapped)
+
+
+class _Rename(ast.NodeTransformer):
+    """``Class.member`` reads -> the member's module-level name."""
+
+    def __init__(self, rename: dict[tuple[str, str], str]):
+        self.rename = rename
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.rename:
+            return ast.copy_location(ast.Name(id=self.rename[(node.value.id, node.attr)],
+                                              ctx=node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _render_function(node: ast.FunctionDef, qn: str, wrapped: list[str], name: str,
+                     rename: dict[tuple[str, str], str]) -> str:
+    """``node`` as a module-level function named ``name`` with ``@triton.jit`` as its only
+    decorator, ``Class.member`` reads rewritten through ``rename``.
+
+    jit keyword options (``do_not_specialize``, ...) only affect Triton's JIT launcher, which
+    ailower does not use (the spec gives the signature), so they are dropped.
+    """
+    if not _is_jit(node):
+        wrapped.append(qn)
+    clone = _Rename(rename).visit(copy.deepcopy(node))
+    clone.decorator_list = []
+    clone.name = name
+    return "\n".join(["@triton.jit", ast.unparse(clone)])
