@@ -155,7 +155,7 @@ class GPUEvaluator:
         self.input_cache = input_cache
         self.persistent = persistent
         self.sanitizer = sanitizer
-        self.restarts = 0
+        self.starts = 0
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] | None = None
         self._err_tail: list[str] = []
@@ -203,6 +203,11 @@ class GPUEvaluator:
             threading.Thread(target=target, daemon=True).start()
         self._proc, self._lines, self._err_tail = proc, lines, err_tail
         return proc
+
+    @property
+    def restarts(self) -> int:
+        """Worker processes started after the first (after a hang, a crash or :meth:`close`)."""
+        return max(0, self.starts - 1)
 
     def close(self) -> None:
         """Stop the worker (it exits at end of input; killed if it does not within 10 s)."""
@@ -268,9 +273,8 @@ class GPUEvaluator:
     def _run_locked(self, req: WorkerRequest) -> EvalResult:
         proc = self._proc
         if proc is None or proc.poll() is not None:
-            if proc is not None:
-                self.restarts += 1
             proc = self._start()
+            self.starts += 1
         lines = self._lines
         assert lines is not None and proc.stdin is not None
         payload = req.model_dump_json() + "\n"

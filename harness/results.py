@@ -76,6 +76,8 @@ class SeedCheck(BaseModel):
         guards_intact: no write landed in the guard bands around any buffer.
         deterministic: the second run gave bitwise the same outputs (candidates run twice; the
             second run is perturbed: another stream occupies SMs, seeds run in reverse order).
+        unwritten: per output, elements still holding the poison byte pattern after the launch
+            (never written), when any.
         secret: this seed was drawn from ``os.urandom`` by the worker (not chosen by the caller).
         ok: every check passed.
     """
@@ -87,6 +89,7 @@ class SeedCheck(BaseModel):
     inputs_unchanged: bool = True
     guards_intact: bool = True
     deterministic: bool | None = None
+    unwritten: dict[str, int] = Field(default_factory=dict)
     secret: bool = False
     ok: bool = True
 

@@ -272,6 +272,9 @@ class Worker:
         try:
             if kut.threads > 1024:
                 raise ValueError(f"{kut.threads} threads per CTA exceeds 1024")
+            if kut.dynamic_smem > info.smem_optin_bytes:
+                raise ValueError(f"dynamic shared memory {kut.dynamic_smem} B > "
+                                 f"{info.smem_optin_bytes} B opt-in limit")
             k = Kernel(self.ctx, base64.b64decode(kut.cubin_b64), kut.entry, kut.dynamic_smem)
             if kut.threads > k.max_threads:
                 raise ValueError(f"{kut.threads} threads per CTA exceeds the kernel's limit "
@@ -471,8 +474,11 @@ class Worker:
                     got = {n: a.copy() for n, a in self._download(bs.bufs, "verify", outs).items()}
                     if scratch is not None:
                         scratch.free()
+                    unwritten = {n: _count_poison(a, sentinel) for n, a in got.items()}
+                    unwritten = {n: c for n, c in unwritten.items() if c}
                     if pass_no == 0:
-                        chk = SeedCheck(seed=seed, sentinel=sentinel, secret=(seed == st.secret))
+                        chk = SeedCheck(seed=seed, sentinel=sentinel, secret=(seed == st.secret),
+                                        unwritten=unwritten)
                         if not all(b.guards_intact() for b in [*bs.bufs.values(), *bs.pristine.values()]):
                             chk.guards_intact = False
                         if not req.inputs_read_only:
@@ -512,6 +518,8 @@ class Worker:
                             run.message = _describe_failure(chk)
                     else:
                         chk = next(c for c in run.checks if c.seed == seed)
+                        for n, c in unwritten.items():
+                            chk.unwritten[n] = max(chk.unwritten.get(n, 0), c)
                         prev = first[(kut.label, seed)]
                         chk.deterministic = all(np.array_equal(prev[n].view(np.uint8), got[n].view(np.uint8))
                                                 for n in outs)
@@ -790,8 +798,19 @@ class Worker:
         return res
 
 
+def _count_poison(a: np.ndarray, sentinel: int) -> int:
+    """Elements of ``a`` whose every byte is ``sentinel`` (never written by the kernel); float
+    outputs only (0xFF.. is NaN and 0x7F.. is near the top of the range, neither a real result;
+    an integer output may legitimately be -1)."""
+    if not (np.issubdtype(a.dtype, np.floating) or a.dtype.name == "bfloat16"):
+        return 0
+    b = np.ascontiguousarray(a).view(np.uint8).reshape(a.size, a.dtype.itemsize)
+    return int(np.count_nonzero(np.all(b == sentinel, axis=1)))
+
+
 def _seed_ok(chk: SeedCheck) -> bool:
     return (chk.inputs_unchanged and chk.guards_intact and chk.deterministic is not False
+            and not chk.unwritten
             and all(c.ok for c in chk.vs_float64.values())
             and all(c.ok for c in chk.vs_reference.values()))
 
@@ -805,6 +824,9 @@ def _fault_message(code: str, label: str) -> str:
 
 def _describe_failure(chk: SeedCheck) -> str:
     parts = []
+    for name, n in chk.unwritten.items():
+        parts.append(f"{name}: {n} elements never written (still the harness's poison bytes; "
+                     "outputs are poisoned before every launch)")
     if not chk.inputs_unchanged:
         parts.append("an input tensor was modified")
     if not chk.guards_intact:
