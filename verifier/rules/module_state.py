@@ -15,6 +15,9 @@ _DST_FIRST = frozenset({"st", "red", "cp", "multimem", "stmatrix"})
 _DST_SECOND = frozenset({"atom"})
 #: Instructions that only read their operands' addresses.
 _READS = frozenset({"ld", "ldu", "prefetch", "prefetchu", "applypriority", "discard"})
+#: Callees that only read what their pointer arguments point to (CUDA's device printf and
+#: assert: Triton passes its format strings, module-scope .global constants, to them).
+_READ_ONLY_CALLEES = frozenset({"vprintf", "__assertfail", "__assert_fail"})
 
 
 def _global_vars(ctx: Context) -> dict[str, VarDecl]:
@@ -99,12 +102,21 @@ def module_global_write(ctx: Context) -> list[Finding]:
                         changed = True
                         break
         reported: set[str] = set()
+        # call arguments staged since the last call (parameter names are reused call to call)
+        staged: dict[str, tuple[str, Instruction | None]] = {}
         for ins, _ in fi.instructions:
             if ins.base in _READS:
                 continue
             var: str | None = None
             via: Instruction | None = None
             what = ""
+            if ins.base == "st" and "param" in ins.parts:
+                # staging a call argument: the parameter now carries the pointer
+                b = _base_name(ins.operands[0]) if ins.operands else None
+                hit = next((n for op in ins.operands[1:] for n in _names(op) if n in taint), None)
+                if b is not None and hit is not None:
+                    staged[b] = taint[hit][0], ins
+                continue
             if ins.base in _DST_FIRST or ins.base in _DST_SECOND:
                 idx = 0 if ins.base in _DST_FIRST else 1
                 if len(ins.operands) > idx:
@@ -120,10 +132,14 @@ def module_global_write(ctx: Context) -> list[Finding]:
                             what = f"'{ins.opcode}' stores the address of"
                             break
             elif ins.base == "call":
+                callee = next((op.name for op in ins.operands if op.kind == "symbol"), None)
+                args, staged = staged, {}
+                if callee in _READ_ONLY_CALLEES:
+                    continue
                 for op in ins.operands:
-                    hit = next((n for n in _names(op) if n in taint), None)
+                    hit = next((n for n in _names(op) if n in taint or n in args), None)
                     if hit is not None:
-                        var, via = taint[hit]
+                        var, via = taint[hit] if hit in taint else args[hit]
                         what = "the address escapes into a call: it may write"
                         break
             if var is None or var in reported:
