@@ -2,7 +2,7 @@
 
 For each kernel: compile up to three configs of its autotune space with Triton (the first is the
 baseline), then evaluate 10 candidates in a row through one :class:`GPUEvaluator` (one worker
-process): candidate ``i`` is the PTX of config ``i mod 3`` plus a comment naming it, so every
+process): candidate ``i`` is the PTX of config ``i mod --configs`` plus a comment naming it, so every
 candidate is a new module text. Each evaluation is the full method of :mod:`harness.gpu.worker`
 (correctness on 3 + 1 secret seeds with a perturbed second pass, paired timing until the
 speedup's 95% CI is within +-0.25%, every timed launch checked, fresh-load final check). The first
@@ -38,6 +38,8 @@ def main() -> int:
     ap.add_argument("--kernels", nargs="*", default=["vector_add", "softmax", "matmul"],
                     help=f"suite kernels (any of: {', '.join(names())})")
     ap.add_argument("-n", type=int, default=10, help="candidates per kernel")
+    ap.add_argument("--configs", type=int, default=3, help="configs compiled per kernel (the "
+                    "candidates cycle through them)")
     ap.add_argument("--cache", default=str(Path.home() / ".ailower" / "cache"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -51,7 +53,7 @@ def main() -> int:
     with GPUEvaluator(input_cache=cache) as ev:
         for name in args.kernels:
             spec = get(name)
-            arts = [compile_reference(spec, arch, c, cache_dir=cache) for c in spec.configs()[:3]]
+            arts = [compile_reference(spec, arch, c, cache_dir=cache) for c in spec.configs()[:args.configs]]
             base = arts[0]
             walls, asm_s, speed, widths, statuses = [], [], [], [], []
             for i in range(args.n):

@@ -12,7 +12,7 @@ if [ -d .whl ]; then
   export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1 AILOWER_DATA_DIR="${AILOWER_DATA_DIR:-/tmp/ailower-harness}"
-export AILOWER_TEST_CACHE="$AILOWER_DATA_DIR/cache"
+export AILOWER_TEST_CACHE="$AILOWER_DATA_DIR/cache" AILOWER_VERDICT_LOG="${OUT:-/tmp/ailower-harness-out}/verdicts.jsonl"
 OUTDIR="${OUT:-/tmp/ailower-harness-out}"
 mkdir -p "$OUTDIR" "$AILOWER_TEST_CACHE"
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -25,7 +25,7 @@ timeout 420 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider -rfEs "${K
   --junitxml "$OUTDIR/gpu_tests.xml" > "$OUTDIR/gpu_tests.log" 2>&1
 PYRC=$?
 grep -E "^(FAILED|ERROR|SKIPPED)" "$OUTDIR/gpu_tests.log" | cut -c1-400
-timeout 240 python3 bench/eval_latency.py --cache "$AILOWER_TEST_CACHE" \
+timeout 240 python3 bench/eval_latency.py --cache "$AILOWER_TEST_CACHE" --configs 2 \
   --json "$OUTDIR/eval_latency.json" > "$OUTDIR/eval_latency.txt" 2>&1
 ELRC=$?
 timeout 240 python3 bench/noise.py --cache "$AILOWER_TEST_CACHE" \

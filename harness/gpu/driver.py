@@ -308,7 +308,7 @@ class GuardedBuffer:
         padded = max(256, (self.nbytes + 255) // 256 * 256)
         self.mapped = (padded + g - 1) // g * g
         self.reserved = self.mapped + 2 * g
-        self._va = int(check(cu.cuMemAddressReserve(self.reserved, 0, 0, 0), "cuMemAddressReserve"))
+        self._va = int(check(cu.cuMemAddressReserve(self.reserved, g, 0, 0), "cuMemAddressReserve"))
         self._map = self._va + g
         self._handle = check(cu.cuMemCreate(self.mapped, prop, 0), "cuMemCreate")
         check(cu.cuMemMap(self._map, self.mapped, 0, self._handle, 0), "cuMemMap")
@@ -325,6 +325,7 @@ class GuardedBuffer:
         for start, n in self._slack:
             if n:
                 check(cu.cuMemsetD8(start, self.CANARY, n), "cuMemsetD8")
+        check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def set_read_only(self, read_only: bool) -> None:
         """Map the pages read-only (kernel stores fault) or read-write."""
@@ -350,6 +351,9 @@ class GuardedBuffer:
         ro = self.read_only
         self.set_read_only(False)
         check(self.ctx.cu.cuMemcpyHtoD(self.ptr, arr.ctypes.data, self.nbytes), "cuMemcpyHtoD")
+        # a pageable-memory copy may still be in flight when cuMemcpyHtoD returns; it must land
+        # before the pages turn read-only and before a kernel on a non-blocking stream reads them
+        check(self.ctx.cu.cuCtxSynchronize(), "cuCtxSynchronize")
         self.set_read_only(ro)
 
     def download(self, arr: Any) -> Any:

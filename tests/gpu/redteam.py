@@ -218,7 +218,7 @@ def no_mask(ptx: str) -> str:
 
 def read_past_output(ptx: str, out_param: int, n_param: int, elem_bytes: int) -> str:
     """#11 #16: looks beyond its own output for other harness memory (the reference's answer):
-    a volatile load 64 bytes past the end of the output, folded into nothing."""
+    a volatile load 4 KiB past the end of the output, folded into nothing."""
     return at_entry(ptx, f"""\t{{
 \t.reg .b64 %ak_o, %ak_n;
 \t.reg .b32 %ak_c, %ak_v;
@@ -226,7 +226,7 @@ def read_past_output(ptx: str, out_param: int, n_param: int, elem_bytes: int) ->
 \tld.param.u32 %ak_c, [{_param(ptx, n_param)}];
 \tmul.wide.u32 %ak_n, %ak_c, {elem_bytes};
 \tadd.u64 %ak_o, %ak_o, %ak_n;
-\tld.volatile.global.u32 %ak_v, [%ak_o+64];
+\tld.volatile.global.u32 %ak_v, [%ak_o+4096];
 \t}}""")
 
 
