@@ -748,55 +748,55 @@ class Worker:
             if k is not None:
                 self.kernels[kut.label] = k
         res.seconds["load"] = time.perf_counter() - t
-        try:
-            t = time.perf_counter()
-            self.correctness(st)
-            res.seconds["correctness"] = time.perf_counter() - t
-            t = time.perf_counter()
-            peak = PEAK_TFLOPS.get(info.name, {}).get(req.flop_dtype or "") if req.flop_dtype else None
-            if req.time:
-                copy = self.copy_gbps()
-                res.device.copy_gbps = copy  # type: ignore[union-attr]
-                res.device.peak_tflops = peak  # type: ignore[union-attr]
-                if req.job == "evaluate":
-                    ref_kut = next(k for k in req.kernels if k.role == "reference")
-                    if not st.bench and any(self.runs[k.label].status == "ok"
-                                            for k in req.kernels if k.role == "candidate"):
-                        t_b = time.perf_counter()
-                        self._bench_sets(st, ref_kut)  # once per kernel, when first needed
-                        res.seconds["setup"] += time.perf_counter() - t_b
-                    sp = self.timing_evaluate(st)
-                    cand = next((k for k in req.kernels if k.role == "candidate"), None)
-                    if sp is not None and cand is not None:
-                        res.speedup, res.speedup_ci = sp[0], (sp[1], sp[2])
-                        res.timing_pairs = sp[3]
-                        if self.runs[cand.label].status == "ok":
-                            self.final_fresh_load(st, cand)
-                else:
-                    self.timing_autotune(st)
-                for run in self.runs.values():
-                    if run.timing is None:
-                        continue
-                    med = run.timing.median_ms
-                    if req.flops:
-                        run.achieved_tflops = req.flops / (med * 1e-3) / 1e12
-                    if req.bytes:
-                        run.achieved_gbps = req.bytes / (med * 1e-3) / 1e9
-                    run.roofline_fraction, run.roofline_bound = roofline_fraction(
-                        med, req.flops, req.bytes, copy, peak)
-                    if run.role == "candidate" and run.status == "ok" and \
-                            run.roofline_fraction > req.roofline_bound:
-                        run.status = "implausible"
-                        run.message = (
-                            f"faster than the hardware allows: roofline fraction "
-                            f"{run.roofline_fraction:.2f} > {req.roofline_bound:.2f} "
-                            f"({run.roofline_bound} bound; measured copy bandwidth {copy:.0f} GB/s"
-                            + (f", peak {peak:g} TFLOP/s" if peak else "") + ")")
-            res.seconds["timing"] = time.perf_counter() - t
-        finally:
-            for label, k in self.kernels.items():
-                k.unload()
-            self.kernels = {}
+        t = time.perf_counter()
+        self.correctness(st)
+        res.seconds["correctness"] = time.perf_counter() - t
+        t = time.perf_counter()
+        peak = PEAK_TFLOPS.get(info.name, {}).get(req.flop_dtype or "") if req.flop_dtype else None
+        if req.time:
+            copy = self.copy_gbps()
+            res.device.copy_gbps = copy  # type: ignore[union-attr]
+            res.device.peak_tflops = peak  # type: ignore[union-attr]
+            if req.job == "evaluate":
+                ref_kut = next(k for k in req.kernels if k.role == "reference")
+                if not st.bench and any(self.runs[k.label].status == "ok"
+                                        for k in req.kernels if k.role == "candidate"):
+                    t_b = time.perf_counter()
+                    self._bench_sets(st, ref_kut)  # once per kernel, when first needed
+                    res.seconds["setup"] += time.perf_counter() - t_b
+                sp = self.timing_evaluate(st)
+                cand = next((k for k in req.kernels if k.role == "candidate"), None)
+                if sp is not None and cand is not None:
+                    res.speedup, res.speedup_ci = sp[0], (sp[1], sp[2])
+                    res.timing_pairs = sp[3]
+                    if self.runs[cand.label].status == "ok":
+                        self.final_fresh_load(st, cand)
+            else:
+                self.timing_autotune(st)
+            for run in self.runs.values():
+                if run.timing is None:
+                    continue
+                med = run.timing.median_ms
+                if req.flops:
+                    run.achieved_tflops = req.flops / (med * 1e-3) / 1e12
+                if req.bytes:
+                    run.achieved_gbps = req.bytes / (med * 1e-3) / 1e9
+                run.roofline_fraction, run.roofline_bound = roofline_fraction(
+                    med, req.flops, req.bytes, copy, peak)
+                if run.role == "candidate" and run.status == "ok" and \
+                        run.roofline_fraction > req.roofline_bound:
+                    run.status = "implausible"
+                    run.message = (
+                        f"faster than the hardware allows: roofline fraction "
+                        f"{run.roofline_fraction:.2f} > {req.roofline_bound:.2f} "
+                        f"({run.roofline_bound} bound; measured copy bandwidth {copy:.0f} GB/s"
+                        + (f", peak {peak:g} TFLOP/s" if peak else "") + ")")
+        res.seconds["timing"] = time.perf_counter() - t
+        # normal path only: after a sticky fault the context refuses every call, and the
+        # worker exits anyway (an unload error must not replace the fault being reported)
+        for k in self.kernels.values():
+            k.unload()
+        self.kernels = {}
         res.kernels = list(self.runs.values())
         if req.job == "autotune":
             good = [k for k in res.kernels if k.status == "ok" and k.timing]
@@ -860,7 +860,8 @@ def _serve_one(worker: Worker, req: WorkerRequest) -> None:
               "partial": [r.model_dump(mode="json") for r in worker.runs.values()]})
         os._exit(3 if ab.kind == "hang" else 4)
     except CudaError as exc:
-        emit({"event": "crash", "label": None, "stage": worker.stage, "message": str(exc),
+        msg = _fault_message(exc.code, f"a kernel ({exc.call} reported it)") if exc.sticky else str(exc)
+        emit({"event": "crash", "label": None, "stage": worker.stage, "message": msg,
               "partial": [r.model_dump(mode="json") for r in worker.runs.values()]})
         os._exit(4)
     except Exception:  # a harness bug: report it with the traceback, never hang the parent

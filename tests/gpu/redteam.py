@@ -79,15 +79,16 @@ def skip_if_output_written(ptx: str, out_param: int) -> str:
 
 
 # ---- K2 / #5: launch-count dependence through module-scope memory --------------------------------
-def launch_counter(ptx: str, threshold_ctas: int = 20000) -> str:
-    """K2: every CTA bumps a module-scope counter and does no work once it passes
-    ``threshold_ctas`` (the correctness launches stay below it, the timed launches do not)."""
+def launch_counter(ptx: str, threshold: int = 2_000_000) -> str:
+    """K2: every thread bumps a module-scope counter and does no work once it passes
+    ``threshold`` (vector_add's 8 correctness launches at the verify size count 1.05 M threads and
+    stay below it; the first bench-size launch, 8.4 M threads, crosses it)."""
     ptx = add_global(ptx, ".global .align 4 .u32 ailower_launches;")
     return at_entry(ptx, f"""\t{{
 \t.reg .b32 %ak_c;
 \t.reg .pred %ak_p;
 \tatom.global.add.u32 %ak_c, [ailower_launches], 1;
-\tsetp.ge.u32 %ak_p, %ak_c, {threshold_ctas};
+\tsetp.ge.u32 %ak_p, %ak_c, {threshold};
 \t@%ak_p bra $L__ailower_skip;
 \t}}""").replace("\n\tret;", "\n$L__ailower_skip:\n\tret;", 1)
 

@@ -86,7 +86,7 @@ def _fault_then(tmp_path, diag_result: str) -> str:
                   "partial": [{{"label": "candidate", "role": "candidate", "status": "ok"}}]}}),
                   flush=True)
             os._exit(4)
-        assert req["time"] is False
+        assert req["time"] is False  # the fault was in correctness
         print(json.dumps({{"event": "result", "result": json.loads({diag_result!r})}}), flush=True)
     """)
 
