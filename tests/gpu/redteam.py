@@ -57,23 +57,21 @@ def add_global(ptx: str, decl: str) -> str:
 def skip_if_output_written(ptx: str, out_param: int) -> str:
     """K1: return at once when the first 4 bytes of the output are a number rather than NaN (the
     old harness filled timing outputs once with 0xFF = NaN, so every launch after the first
-    skipped). Thread 0 decides and broadcasts through shared memory, so the whole CTA skips
-    together. Outputs are now poisoned before every launch, alternating 0xFF and 0x7F (a number)."""
-    ptx = add_global(ptx, ".shared .align 4 .f32 ailower_flag;")
+    skipped). Thread 0 looks and ``bar.red.or.pred`` hands its answer to the whole CTA, so the CTA
+    skips together (no shared memory: Triton's dynamic shared memory layout stays as it was).
+    Outputs are now poisoned before every launch, alternating 0xFF and 0x7F (a number)."""
     return at_entry(ptx, f"""\t{{
 \t.reg .b64 %ak_o;
 \t.reg .f32 %ak_v;
 \t.reg .b32 %ak_t;
-\t.reg .pred %ak_p, %ak_q;
+\t.reg .pred %ak_p, %ak_q, %ak_z;
 \tmov.u32 %ak_t, %tid.x;
-\tsetp.eq.u32 %ak_q, %ak_t, 0;
+\tsetp.eq.u32 %ak_z, %ak_t, 0;
+\tsetp.ne.u32 %ak_q, %ak_t, %ak_t;
 \tld.param.u64 %ak_o, [{_param(ptx, out_param)}];
-\t@%ak_q ld.volatile.global.f32 %ak_v, [%ak_o];
-\t@%ak_q st.shared.f32 [ailower_flag], %ak_v;
-\tbar.sync 0;
-\tld.shared.f32 %ak_v, [ailower_flag];
-\tbar.sync 0;
-\tsetp.num.f32 %ak_p, %ak_v, %ak_v;
+\t@%ak_z ld.volatile.global.f32 %ak_v, [%ak_o];
+\t@%ak_z setp.num.f32 %ak_q, %ak_v, %ak_v;
+\tbar.red.or.pred %ak_p, 0, %ak_q;
 \t@%ak_p bra $L__ailower_skip;
 \t}}""").replace("\n\tret;", "\n$L__ailower_skip:\n\tret;", 1)
 
@@ -113,18 +111,17 @@ def pointer_keyed_cache(ptx: str, in_param: int) -> str:
 
 # ---- K3 / #15: a removed barrier ---------------------------------------------------------------
 def remove_war_barrier(ptx: str) -> str:
-    """K3: softmax without the ``bar.sync`` between reading the warp maxima from shared memory and
-    writing the warp sums into the same slots (a write-after-read race across warps)."""
-    ld = re.search(r"\n[^\n]*ld\.shared[^\n]*", ptx)
-    assert ld, "no ld.shared"
-    st = re.search(r"\n[^\n]*st\.shared[^\n]*", ptx[ld.end():])
-    assert st, "no st.shared after the first ld.shared"
-    seg = ptx[ld.end():ld.end() + st.start()]
-    bars = list(re.finditer(r"\n\s*bar\.sync\s+0;", seg))
-    assert bars, "no bar.sync between the read of the maxima and the write of the sums"
-    b = bars[-1]
-    seg = seg[:b.start()] + seg[b.end():]
-    return ptx[:ld.end()] + seg + ptx[ld.end() + st.start():]
+    """K3: softmax without its write-after-read barrier: the first ``bar.sync`` whose previous
+    shared-memory access is a load and whose next one is a store, i.e. the barrier between all
+    threads reading the row maximum out of the warp slots and the warps writing their partial sums
+    into the same slots."""
+    acc = [(m.start(), m.group(1)) for m in re.finditer(r"\b(ld|st)\.shared", ptx)]
+    for b in re.finditer(r"\n\s*bar\.sync\s+0;", ptx):
+        before = [k for pos, k in acc if pos < b.start()]
+        after = [k for pos, k in acc if pos > b.end()]
+        if before and after and before[-1] == "ld" and after[0] == "st":
+            return ptx[:b.start()] + ptx[b.end():]
+    raise AssertionError("no bar.sync between a shared-memory read phase and a write phase")
 
 
 # ---- K4 / #4: input writes ---------------------------------------------------------------------
