@@ -35,6 +35,7 @@ from harness import (
     autotune,
     compile_space,
     evaluate_candidate,
+    race_gate,
 )
 from harness.errors import ReferenceCompileError
 from kernels.spec import KernelSpec
@@ -56,6 +57,8 @@ class LoopOptions(BaseModel):
         max_ptx_version: PTX ISA cap for the reference compile.
         seeds: correctness seeds (>= 3).
         max_tool_calls: per proposal, for model providers.
+        race_gate: run compute-sanitizer racecheck/synccheck on an accepted candidate about to
+            become the best (skipped, with a note, where the toolkit lacks compute-sanitizer).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -67,6 +70,7 @@ class LoopOptions(BaseModel):
     max_ptx_version: int = 90
     seeds: tuple[int, ...] = (0, 1, 2)
     max_tool_calls: int = 16
+    race_gate: bool = True
 
 
 class IterationRecord(BaseModel):
@@ -172,12 +176,14 @@ def _eval_feedback(res: EvalResult) -> str:
                  + (f": {c.message}" if c.message else ""))
     for chk in c.checks:
         for name, cmp in chk.vs_reference.items():
-            lines.append(f"  seed {chk.seed} {name} vs Triton: max|err| {cmp.max_abs_err:.3g}, "
+            lines.append(f"  seed {'(secret)' if chk.secret else chk.seed} {name} vs Triton: max|err| {cmp.max_abs_err:.3g}, "
                          f"normalized {cmp.norm_err:.3g}" + ("" if cmp.ok else f" FAIL ({cmp.reason})"))
     ref = next((k for k in res.kernels if k.role == "reference"), None)
     if c.timing and ref and ref.timing:
         lines.append(f"  time: candidate {c.timing.median_ms:.4f} ms (IQR {c.timing.iqr_ms:.4f}), "
-                     f"reference {ref.timing.median_ms:.4f} ms; speedup {res.speedup:.3f}x; "
+                     f"reference {ref.timing.median_ms:.4f} ms; speedup {res.speedup:.3f}x"
+                     + (f" (95% CI {res.speedup_ci[0]:.3f}-{res.speedup_ci[1]:.3f})"
+                        if res.speedup_ci else "") + "; "
                      f"roofline fraction {c.roofline_fraction:.2f} ({c.roofline_bound}-bound)")
     if c.registers is not None:
         lines.append(f"  registers {c.registers}, static smem {c.static_smem} B, local {c.local_bytes} B")
@@ -337,6 +343,12 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             if res.status == "ok" and c is not None and c.status == "ok" and res.speedup:
                 rec.verdict = "accepted"
                 rec.speedup = res.speedup
+                if options.race_gate and res.speedup > best_speed:  # about to become the best
+                    g = race_gate(spec, art, cand, asm.cubin, evaluator)  # type: ignore[arg-type]
+                    rec.evaluation["race_gate"] = g.model_dump()
+                    parts.append(f"race gate: {g.message}")
+                    if not g.ok:
+                        rec.verdict, rec.speedup = "rejected-evaluation", None
             else:
                 rec.verdict = "rejected-evaluation"
         rec.seconds = times

@@ -6,7 +6,8 @@ Public API (re-exported here; submodules starting with ``_`` are private):
 * :class:`Candidate`
 * :func:`assemble`, :func:`resolve_ptxas`, :class:`AssemblyResult`, :class:`PtxasDiagnostic`
 * :class:`GPUEvaluator`, :func:`autotune`, :func:`evaluate_candidate`, :func:`gpu_available`,
-  :class:`Baseline`, :class:`EvalResult`, :class:`KernelRun`
+  :class:`Baseline`, :class:`EvalResult`, :class:`KernelRun`, :func:`race_gate`,
+  :class:`RaceGateResult`
 * :func:`compare`, :class:`CompareResult`, :func:`make_inputs`, :func:`reference_outputs`
 * the errors of :mod:`harness.errors`
 """
@@ -26,10 +27,12 @@ from harness.errors import (
 from harness.evaluate import (
     Baseline,
     GPUEvaluator,
+    RaceGateResult,
     autotune,
     device_arch,
     evaluate_candidate,
     gpu_available,
+    race_gate,
 )
 from harness.inputs import make_inputs, reference_outputs
 from harness.ptxas import AssemblyResult, PtxasDiagnostic, assemble, resolve_ptxas
@@ -39,7 +42,8 @@ from harness.results import EvalResult, KernelRun, SeedCheck
 __all__ = [
     "SUPPORTED_ARCHS", "toolchain", "triton_version", "Candidate", "CompareResult", "compare",
     "GPUUnavailable", "HarnessError", "PtxasNotFound", "ReferenceCompileError", "ToolError",
-    "UsageError", "WorkerError", "Baseline", "GPUEvaluator", "autotune", "evaluate_candidate",
+    "UsageError", "WorkerError", "Baseline", "GPUEvaluator", "RaceGateResult", "race_gate",
+    "autotune", "evaluate_candidate",
     "gpu_available", "device_arch", "make_inputs", "reference_outputs", "AssemblyResult", "PtxasDiagnostic",
     "assemble", "resolve_ptxas", "ReferenceArtifacts", "compile_reference", "compile_space",
     "EvalResult", "KernelRun", "SeedCheck",

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from harness.candidate import Candidate
 from harness.errors import UsageError, WorkerError
 from harness.gpu.driver import device_arch, probe_gpu
@@ -28,8 +30,8 @@ from harness.results import EvalResult, KernelRun, KernelUnderTest
 from kernels.abi import KernelABI
 from kernels.spec import Config, KernelSpec
 
-__all__ = ["GPUEvaluator", "kernel_under_test", "reference_under_test", "autotune",
-           "evaluate_candidate", "gpu_available", "device_arch",
+__all__ = ["GPUEvaluator", "RaceGateResult", "kernel_under_test", "reference_under_test", "autotune",
+           "evaluate_candidate", "candidate_request", "race_gate", "gpu_available", "device_arch",
            "Baseline"]
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -124,40 +126,55 @@ def reference_under_test(spec: KernelSpec, art: ReferenceArtifacts, label: str |
 
 
 class GPUEvaluator:
-    """Runs worker jobs in subprocesses.
+    """Runs worker jobs in one persistent worker process (per evaluator, i.e. per GPU).
+
+    The worker keeps the reference module, the inputs and the reference outputs of the last
+    kernel loaded between jobs, so a candidate costs only its own load, checks and timing. A hang
+    or a crash kills only the worker; the next job starts a fresh one transparently. A crash with
+    a memory fault is diagnosed by re-running the candidate once in a fresh worker with writable
+    inputs (it names the cause: a store into an input, or an access outside the buffers).
 
     Args:
         python: interpreter for the worker.
         hang_timeout_s: per-launch limit inside the worker, seconds.
-        job_timeout_s: wall limit for the whole job; past it the process group is killed.
-        timing_budget_s: target wall time of one timed loop, seconds.
+        job_timeout_s: wall limit for one job; past it the worker's process group is killed.
+        timing_budget_s: wall-time cap of one timed loop, seconds.
+        ci_target: relative half-width of the speedup's 95% CI at which timing stops.
         input_cache: folder where the worker memoises bench-size inputs (None: draw each time).
+        persistent: keep the worker between jobs (False: one process per job).
+        sanitizer: path of compute-sanitizer for :meth:`race_gate` (None: search for it).
     """
 
     def __init__(self, *, python: str = sys.executable, hang_timeout_s: float = 10.0,
-                 job_timeout_s: float = 900.0, timing_budget_s: float = 1.0,
-                 input_cache: Path | None = None):
+                 job_timeout_s: float = 900.0, timing_budget_s: float = 0.6,
+                 ci_target: float = 0.0025, input_cache: Path | None = None,
+                 persistent: bool = True, sanitizer: str | None = None):
         self.python, self.hang_timeout_s = python, hang_timeout_s
         self.job_timeout_s, self.timing_budget_s = job_timeout_s, timing_budget_s
+        self.ci_target = ci_target
         self.input_cache = input_cache
+        self.persistent = persistent
+        self.sanitizer = sanitizer
+        self.starts = 0
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue[str | None] | None = None
+        self._err_tail: list[str] = []
+        self._lock = threading.Lock()
 
     def request(self, spec: KernelSpec, job: str, kernels: list[KernelUnderTest], **kw: Any
                 ) -> WorkerRequest:
         """Build a request with the spec's roofline numbers at the bench size."""
         cfg = spec.configs()[0]
+        kw.setdefault("timing_budget_s", self.timing_budget_s)
+        kw.setdefault("ci_target", self.ci_target)
         return WorkerRequest(job=job, spec=spec.model_dump(mode="json"), kernels=kernels,
                              hang_timeout_s=self.hang_timeout_s,
-                             timing_budget_s=self.timing_budget_s,
                              flops=spec.flop_count("bench", cfg), bytes=spec.byte_count("bench", cfg),
                              flop_dtype=spec.flop_dtype,
                              input_cache=str(self.input_cache) if self.input_cache else None, **kw)
 
-    def run(self, req: WorkerRequest) -> EvalResult:
-        """Run one job; a hang, a crash or a timeout comes back as a status, not an exception.
-
-        Raises:
-            WorkerError: the worker could not be started or spoke an unknown protocol.
-        """
+    # ---- the worker process ---------------------------------------------------------------------
+    def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -182,26 +199,104 @@ class GPUEvaluator:
                 err_tail.append(line)
                 del err_tail[:-40]
 
-        def feed() -> None:
+        for target in (pump_out, pump_err):
+            threading.Thread(target=target, daemon=True).start()
+        self._proc, self._lines, self._err_tail = proc, lines, err_tail
+        return proc
+
+    @property
+    def restarts(self) -> int:
+        """Worker processes started after the first (after a hang, a crash or :meth:`close`)."""
+        return max(0, self.starts - 1)
+
+    def close(self) -> None:
+        """Stop the worker (it exits at end of input; killed if it does not within 10 s)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
             assert proc.stdin is not None
+            proc.stdin.close()
+        except OSError:
+            pass
+        self._kill(proc, grace_s=10.0)
+
+    def __enter__(self) -> "GPUEvaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to report to
+            pass
+
+    def run(self, req: WorkerRequest) -> EvalResult:
+        """Run one job; a hang, a crash or a timeout comes back as a status, not an exception.
+
+        Raises:
+            WorkerError: the worker could not be started or spoke an unknown protocol.
+        """
+        with self._lock:
+            res = self._run_locked(req)
+            if (res.status == "crash" and req.job == "evaluate" and req.inputs_read_only
+                    and "memory fault" in res.message):
+                res = self._diagnose(req, res)
+            if not self.persistent:
+                self.close()
+            return res
+
+    def _diagnose(self, req: WorkerRequest, res: EvalResult) -> EvalResult:
+        """Name the cause of a memory fault: re-run the correctness phase with writable inputs."""
+        bench = res.stage in ("timing", "final-check", "setup-bench")  # fault at the bench size
+        diag = self._run_locked(req.model_copy(update={"inputs_read_only": False, "time": bench,
+                                                       "perturb": False}))
+        cand = next((k for k in diag.kernels if k.role == "candidate"), None)
+        if diag.status == "crash":
+            why = ("an access outside the kernel's buffers: it faulted on an unmapped guard page "
+                   "(also with writable inputs)")
+        elif cand is not None and any(not c.inputs_unchanged for c in cand.checks):
+            why = "a store into an input tensor (inputs are mapped read-only; the store faulted)"
+        elif diag.status == "ok":
+            why = ("a store into an input tensor that it undoes before exiting (inputs are mapped "
+                   "read-only; the store faulted; with writable inputs they came back unchanged)")
+        else:
+            why = f"undetermined (diagnosis run: {diag.status} {diag.message[:200]})"
+        res.message = f"{res.message}; cause: {why}"
+        for k in res.kernels:
+            if k.role == "candidate":
+                k.status = "crash"
+                k.message = res.message
+        return res
+
+    def _run_locked(self, req: WorkerRequest) -> EvalResult:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            proc = self._start()
+            self.starts += 1
+        lines = self._lines
+        assert lines is not None and proc.stdin is not None
+        payload = req.model_dump_json() + "\n"
+
+        def feed() -> None:
             try:
-                proc.stdin.write(payload)
-                proc.stdin.close()
+                proc.stdin.write(payload)  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
             except (BrokenPipeError, ValueError, OSError):
                 pass  # the worker died or stopped reading; its exit status and stderr tell why
 
-        payload = req.model_dump_json()
-        # the request is written from a thread: a worker that never reads stdin cannot block us
-        for target in (pump_out, pump_err, feed):
-            threading.Thread(target=target, daemon=True).start()
+        # written from a thread: a worker that never reads stdin cannot block us
+        threading.Thread(target=feed, daemon=True).start()
         deadline = time.monotonic() + self.job_timeout_s
         last_stage: dict[str, Any] = {}
-        result: EvalResult | None = None
         while True:
             try:
                 line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
                 self._kill(proc)
+                self._proc = None
                 return EvalResult(status="hang", stage=last_stage.get("stage", ""),
                                   message=f"the worker produced no result within {self.job_timeout_s:g} s"
                                           f" (last stage: {last_stage.get('stage')} "
@@ -216,9 +311,14 @@ class GPUEvaluator:
             if kind == "stage":
                 last_stage = ev
             elif kind == "result":
-                result = EvalResult.model_validate(ev["result"])
+                res = EvalResult.model_validate(ev["result"])
+                if res.status == "error":  # the worker exits after a harness error
+                    self._kill(proc, grace_s=10.0)
+                    self._proc = None
+                return res
             elif kind in ("hang", "crash"):
                 self._kill(proc, grace_s=10.0)
+                self._proc = None
                 partial = [KernelRun.model_validate(r) for r in ev.get("partial", [])]
                 for r in partial:
                     if r.label == ev.get("label"):
@@ -227,15 +327,16 @@ class GPUEvaluator:
                 return EvalResult(status=kind, stage=ev.get("stage", ""), message=ev.get("message", ""),
                                   kernels=partial)
             else:
+                self._kill(proc)
+                self._proc = None
                 raise WorkerError(f"unknown worker event {kind!r}")
         rc = proc.wait(timeout=30)
-        if result is None:
-            tail = "".join(err_tail)[-2000:]
-            sig = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
-            return EvalResult(status="crash", stage=last_stage.get("stage", ""),
-                              message=f"the worker died ({sig}) in stage {last_stage.get('stage')!r} "
-                                      f"{last_stage.get('label') or ''}\n{tail}")
-        return result
+        self._proc = None
+        tail = "".join(self._err_tail)[-2000:]
+        sig = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
+        return EvalResult(status="crash", stage=last_stage.get("stage", ""),
+                          message=f"the worker died ({sig}) in stage {last_stage.get('stage')!r} "
+                                  f"{last_stage.get('label') or ''}\n{tail}")
 
     @staticmethod
     def _kill(proc: subprocess.Popen, grace_s: float = 0.0) -> None:
@@ -249,6 +350,92 @@ class GPUEvaluator:
         except ProcessLookupError:
             return
         proc.wait(timeout=30)
+
+    # ---- race gate ------------------------------------------------------------------------------
+    def find_sanitizer(self) -> str | None:
+        """compute-sanitizer: ``sanitizer`` argument, ``AILOWER_COMPUTE_SANITIZER``, PATH, then
+        ``$CUDA_HOME/bin`` and ``/usr/local/cuda*/bin``; None when absent."""
+        import glob
+        import shutil
+
+        for c in (self.sanitizer, os.environ.get("AILOWER_COMPUTE_SANITIZER")):
+            if c and os.access(c, os.X_OK):
+                return c
+        found = shutil.which("compute-sanitizer")
+        if found:
+            return found
+        roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda",
+                 *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+        for r in roots:
+            c = os.path.join(r, "bin", "compute-sanitizer") if r else ""
+            if c and os.access(c, os.X_OK):
+                return c
+        return None
+
+    def race_gate(self, req: WorkerRequest, tools: tuple[str, ...] = ("racecheck", "synccheck"),
+                  timeout_s: float = 300.0) -> RaceGateResult:
+        """Run the candidate of ``req`` once at the verify size under compute-sanitizer tools.
+
+        For a candidate about to become the best: racecheck finds shared-memory data hazards
+        (missing barriers), synccheck illegal barrier use (NVIDIA Compute Sanitizer docs).
+
+        Returns:
+            A :class:`RaceGateResult`; ``ran`` is False when compute-sanitizer is not installed.
+        """
+        tool_path = self.find_sanitizer()
+        if tool_path is None:
+            return RaceGateResult(ran=False, ok=True, message="compute-sanitizer not found: race "
+                                  "gate skipped (install the CUDA toolkit or set "
+                                  "AILOWER_COMPUTE_SANITIZER)")
+        one = req.model_copy(update={"job": "launch_once", "seeds": req.seeds[:1]})
+        env = dict(os.environ)
+        env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        t0 = time.perf_counter()
+        for tool in tools:
+            cmd = [tool_path, "--tool", tool, "--error-exitcode", "86", "--print-limit", "12",
+                   self.python, "-m", "harness.gpu.worker", "--once"]
+            try:
+                p = subprocess.run(cmd, input=one.model_dump_json() + "\n", capture_output=True,
+                                   text=True, timeout=timeout_s, env=env, cwd=_ROOT,
+                                   start_new_session=True)
+            except subprocess.TimeoutExpired:
+                return RaceGateResult(ran=True, ok=False, tool=tool, seconds=time.perf_counter() - t0,
+                                      message=f"compute-sanitizer {tool} did not finish within "
+                                              f"{timeout_s:g} s")
+            text = p.stdout + p.stderr
+            report = [ln for ln in text.splitlines() if ln.startswith("=========")]
+            loaded = any('"status": "ok"' in ln for ln in text.splitlines() if '"result"' in ln)
+            if p.returncode == 86 or any("Error" in ln or "hazard" in ln.lower() and "0 hazard" not in ln
+                                         for ln in report if "ERROR SUMMARY: 0" not in ln):
+                hits = [ln.removeprefix("=========").strip() for ln in report
+                        if ln.strip("= ")][:8]
+                return RaceGateResult(ran=True, ok=False, tool=tool, seconds=time.perf_counter() - t0,
+                                      message=f"compute-sanitizer {tool} reports a hazard: "
+                                              + " | ".join(hits))
+            if p.returncode != 0 or not loaded:
+                return RaceGateResult(ran=True, ok=False, tool=tool, seconds=time.perf_counter() - t0,
+                                      message=f"compute-sanitizer {tool} run failed "
+                                              f"(exit {p.returncode}): {text[-600:]}")
+        return RaceGateResult(ran=True, ok=True, tool=",".join(tools), seconds=time.perf_counter() - t0,
+                              message=f"compute-sanitizer {', '.join(tools)}: no hazards")
+
+
+class RaceGateResult(BaseModel):
+    """Outcome of :meth:`GPUEvaluator.race_gate`.
+
+    Attributes:
+        ran: compute-sanitizer was found and run.
+        ok: no hazard reported (True when it did not run: the caller reads ``ran``).
+        tool: the tool that reported (or the tools run).
+        message: what it reported, or why it did not run.
+        seconds: wall time.
+    """
+
+    ran: bool
+    ok: bool
+    tool: str = ""
+    message: str = ""
+    seconds: float = 0.0
 
 
 class Baseline:
@@ -281,13 +468,11 @@ def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEva
     return Baseline(best, res)
 
 
-def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
-                       cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
-                       time_it: bool = True) -> EvalResult:
-    """Correctness (>= 3 seeds) and interleaved timing of ``candidate`` against ``baseline``.
-
-    The candidate is launched with the baseline's ABI (the contract), its own threads, dynamic
-    shared memory, cluster and meta-parameters (for the grid).
+def candidate_request(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
+                      cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
+                      time_it: bool = True) -> WorkerRequest:
+    """The worker request that evaluates ``candidate`` against ``baseline`` (see
+    :func:`evaluate_candidate`).
 
     Raises:
         UsageError: fewer than 3 seeds, or the spec cannot be launched.
@@ -301,5 +486,29 @@ def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate
         cluster=candidate.cluster_dims, meta=candidate.meta,
         global_scratch_bytes=candidate.global_scratch_size,
         global_scratch_align=candidate.global_scratch_align)
-    return evaluator.run(evaluator.request(spec, "evaluate", [ref, cand], seeds=list(seeds),
-                                           time=time_it))
+    return evaluator.request(spec, "evaluate", [ref, cand], seeds=list(seeds), time=time_it)
+
+
+def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
+                       cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
+                       time_it: bool = True) -> EvalResult:
+    """Correctness (>= 3 seeds plus a secret one) and interleaved timing of ``candidate`` against
+    ``baseline`` (method: :mod:`harness.gpu.worker`).
+
+    The candidate is launched with the baseline's ABI (the contract), its own threads, dynamic
+    shared memory, cluster and meta-parameters (for the grid). The result's ``speedup`` is the
+    median paired ratio and ``speedup_ci`` its 95% confidence interval.
+
+    Raises:
+        UsageError: fewer than 3 seeds, or the spec cannot be launched.
+    """
+    return evaluator.run(candidate_request(spec, baseline, candidate, cubin, evaluator, seeds,
+                                           time_it))
+
+
+def race_gate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate, cubin: bytes,
+              evaluator: GPUEvaluator) -> RaceGateResult:
+    """compute-sanitizer racecheck + synccheck on ``candidate`` at the verify size (for a candidate
+    about to become the best; a few seconds). ``ran`` is False without compute-sanitizer."""
+    return evaluator.race_gate(candidate_request(spec, baseline, candidate, cubin, evaluator,
+                                                 time_it=False))

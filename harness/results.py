@@ -11,8 +11,8 @@ from harness.timing import TimingStats
 
 __all__ = ["DeviceSummary", "SeedCheck", "KernelRun", "EvalResult", "KernelUnderTest", "RunStatus"]
 
-RunStatus = Literal["ok", "incorrect", "load_error", "launch_error", "hang", "crash", "resource_error",
-                    "not_run"]
+RunStatus = Literal["ok", "incorrect", "implausible", "load_error", "launch_error", "hang", "crash",
+                    "resource_error", "not_run"]
 
 
 class KernelUnderTest(BaseModel):
@@ -74,7 +74,11 @@ class SeedCheck(BaseModel):
         vs_float64: this kernel vs the spec's float64 NumPy reference (per output name).
         inputs_unchanged: every ``in`` tensor was bitwise unchanged after the launch.
         guards_intact: no write landed in the guard bands around any buffer.
-        deterministic: the second run gave bitwise the same outputs (candidates run twice).
+        deterministic: the second run gave bitwise the same outputs (candidates run twice; the
+            second run is perturbed: another stream occupies SMs, seeds run in reverse order).
+        unwritten: per output, elements still holding the poison byte pattern after the launch
+            (never written), when any.
+        secret: this seed was drawn from ``os.urandom`` by the worker (not chosen by the caller).
         ok: every check passed.
     """
 
@@ -85,6 +89,8 @@ class SeedCheck(BaseModel):
     inputs_unchanged: bool = True
     guards_intact: bool = True
     deterministic: bool | None = None
+    unwritten: dict[str, int] = Field(default_factory=dict)
+    secret: bool = False
     ok: bool = True
 
 
@@ -106,6 +112,8 @@ class KernelRun(BaseModel):
     achieved_gbps: float | None = None
     roofline_fraction: float | None = None
     roofline_bound: str | None = None
+    timed_launches_checked: int = 0
+    final_check: CompareResult | None = None
 
 
 class EvalResult(BaseModel):
@@ -118,7 +126,11 @@ class EvalResult(BaseModel):
         message: human-readable detail for a non-ok status.
         device: the GPU.
         kernels: per kernel under test.
-        speedup: reference median / candidate median (evaluate jobs, when both were timed).
+        speedup: median over interleaved pairs of reference time / candidate time (evaluate jobs,
+            when both were timed).
+        speedup_ci: distribution-free 95% confidence interval of that median (order statistics of
+            the paired ratios); timing stops once it is within ``ci_target`` of the median.
+        timing_pairs: interleaved (reference, candidate) pairs timed.
         best: label of the fastest correct kernel (autotune jobs).
         seconds: wall-time breakdown: ``load``, ``correctness``, ``timing``, ``total``.
         stage: the last stage reached (``load``, ``correctness``, ``timing``, ``done``).
@@ -129,6 +141,9 @@ class EvalResult(BaseModel):
     device: DeviceSummary | None = None
     kernels: list[KernelRun] = Field(default_factory=list)
     speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    timing_pairs: int = 0
+    inputs_read_only: bool | None = None
     best: str | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     stage: str = ""

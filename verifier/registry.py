@@ -31,6 +31,7 @@ from verifier.rules import tcgen05 as tc
 from verifier.rules import wgmma as wg
 from verifier.rules.decls import duplicate_definition, undeclared_name, undefined_target
 from verifier.rules.entry import entry_missing, entry_params_mismatch, launch_threads_mismatch
+from verifier.rules.module_state import module_global_write
 from verifier.rules.syntax import syntax_error
 from verifier.rules.target import target_mismatch, tcgen05_needs_sm100a, wgmma_needs_sm90a
 
@@ -93,6 +94,7 @@ FAMILIES: dict[str, str] = {
     "W": "wgmma",
     "CA": "cp.async",
     "B": "bar / barrier / cluster barrier / elect.sync / setmaxnreg",
+    "MS": "module-scope state",
 }
 
 
@@ -310,6 +312,10 @@ RULES: dict[str, RuleInfo] = dict([
        br.cluster_barrier_partial),
     _r("B8", "ElectSetmaxnregInvalid", "error", "elect.sync mask / setmaxnreg misuse",
        br.elect_setmaxnreg_invalid),
+    # ---- MS: module-scope state
+    _r("MS1", "ModuleGlobalWrite", "error",
+       "module-scope .global variable written (state persists across launches)",
+       module_global_write),
 ])
 
 #: Old id -> new id, for renamed rules.

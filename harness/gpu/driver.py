@@ -23,6 +23,7 @@ __all__ = [
     "DeviceInfo",
     "Context",
     "DeviceBuffer",
+    "GuardedBuffer",
     "Kernel",
     "LaunchSpec",
 ]
@@ -136,6 +137,10 @@ class Context:
         check(cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         self.stream = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value),
                             "cuStreamCreate")
+        # a second harness stream: perturbation work that runs concurrently with a candidate
+        self.side_stream = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value),
+                                 "cuStreamCreate")
+        self.device_index = device_index
         self.info = self._info()
 
     def _attr(self, name: str) -> int:
@@ -185,8 +190,20 @@ class Context:
         """A new timing event."""
         return check(self.cu.cuEventCreate(0), "cuEventCreate")
 
-    def record(self, ev: Any) -> None:
-        check(self.cu.cuEventRecord(ev, self.stream), "cuEventRecord")
+    def record(self, ev: Any, stream: Any = None) -> None:
+        """Record ``ev`` on the harness stream (or ``stream``)."""
+        check(self.cu.cuEventRecord(ev, self.stream if stream is None else stream), "cuEventRecord")
+
+    def synchronize_all(self, timeout_s: float) -> bool:
+        """Wait for both harness streams; False on a hang (see :meth:`synchronize`)."""
+        ok = self.synchronize(timeout_s)
+        if not ok:
+            return False
+        saved, self.stream = self.stream, self.side_stream
+        try:
+            return self.synchronize(timeout_s)
+        finally:
+            self.stream = saved
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         return float(check(self.cu.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
@@ -256,6 +273,133 @@ class DeviceBuffer:
             self._base = None
 
 
+class GuardedBuffer:
+    """A buffer mapped through the CUDA virtual memory management API, between unmapped guard pages.
+
+    Layout of the reserved range (``g`` = allocation granularity, 2 MiB on an H200)::
+
+        [ g unmapped ][ mapped: slack | data | slack ][ g unmapped ]
+
+    The data sit at the *end* of the mapped pages (``align="end"``: a read or write past the end
+    faults with ``CUDA_ERROR_ILLEGAL_ADDRESS``; the slack in front, below 2 MiB, is filled with
+    :attr:`CANARY` and checked) or at the *start* (``align="start"``: an access below the start
+    faults; the slack behind is checked). The start is always 256-byte aligned, so the tail slack
+    of an end-aligned buffer is below 256 bytes. :meth:`set_read_only` maps the pages with
+    ``CU_MEM_ACCESS_FLAGS_PROT_READ``: any kernel store into the buffer faults (harness_threats.md
+    #4, #16; CUDA driver API, "Virtual Memory Management": cuMemCreate, cuMemMap, cuMemSetAccess).
+
+    Raises:
+        CudaError: a driver call failed (out of memory, VMM not supported).
+    """
+
+    CANARY = 0xA5
+
+    def __init__(self, ctx: Context, nbytes: int, align: str = "end"):
+        cu = ctx.cu
+        self.ctx, self.nbytes, self.align = ctx, int(nbytes), align
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = ctx.device_index
+        g = int(check(cu.cuMemGetAllocationGranularity(
+            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            "cuMemGetAllocationGranularity"))
+        self.granularity = g
+        padded = max(256, (self.nbytes + 255) // 256 * 256)
+        self.mapped = (padded + g - 1) // g * g
+        self.reserved = self.mapped + 2 * g
+        self._va = int(check(cu.cuMemAddressReserve(self.reserved, g, 0, 0), "cuMemAddressReserve"))
+        self._map = self._va + g
+        self._handle = check(cu.cuMemCreate(self.mapped, prop, 0), "cuMemCreate")
+        check(cu.cuMemMap(self._map, self.mapped, 0, self._handle, 0), "cuMemMap")
+        self.read_only = True
+        self.set_read_only(False)
+        if align == "end":
+            self.ptr = self._map + self.mapped - padded
+        elif align == "start":
+            self.ptr = self._map
+        else:
+            raise ValueError(f"align must be 'start' or 'end', not {align!r}")
+        self._slack = [(self._map, self.ptr - self._map),
+                       (self.ptr + self.nbytes, self._map + self.mapped - self.ptr - self.nbytes)]
+        for start, n in self._slack:
+            if n:
+                check(cu.cuMemsetD8(start, self.CANARY, n), "cuMemsetD8")
+        check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def set_read_only(self, read_only: bool) -> None:
+        """Map the pages read-only (kernel stores fault) or read-write."""
+        if read_only == self.read_only:
+            return
+        cu = self.ctx.cu
+        d = cu.CUmemAccessDesc()
+        d.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        d.location.id = self.ctx.device_index
+        d.flags = (cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ if read_only
+                   else cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        check(cu.cuMemSetAccess(self._map, self.mapped, [d], 1), "cuMemSetAccess")
+        self.read_only = read_only
+
+    def upload(self, arr: Any) -> None:
+        """Copy a C-contiguous array of exactly ``nbytes`` in (synchronous; read-only buffers are
+        made writable for the copy and read-only again after it)."""
+        import numpy as np
+
+        arr = np.ascontiguousarray(arr)
+        if arr.nbytes != self.nbytes:
+            raise ValueError(f"upload of {arr.nbytes} B into a {self.nbytes} B buffer")
+        ro = self.read_only
+        self.set_read_only(False)
+        check(self.ctx.cu.cuMemcpyHtoD(self.ptr, arr.ctypes.data, self.nbytes), "cuMemcpyHtoD")
+        # a pageable-memory copy may still be in flight when cuMemcpyHtoD returns; it must land
+        # before the pages turn read-only and before a kernel on a non-blocking stream reads them
+        check(self.ctx.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        self.set_read_only(ro)
+
+    def download(self, arr: Any) -> Any:
+        """Copy the buffer into NumPy array ``arr`` (synchronous) and return it."""
+        if arr.nbytes != self.nbytes:
+            raise ValueError(f"download of {self.nbytes} B into a {arr.nbytes} B array")
+        check(self.ctx.cu.cuMemcpyDtoH(arr.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+        return arr
+
+    def fill_byte(self, value: int, stream: Any = None) -> None:
+        """Set every data byte to ``value`` (asynchronous on ``stream`` when given)."""
+        cu = self.ctx.cu
+        if stream is None:
+            check(cu.cuMemsetD8(self.ptr, value, self.nbytes), "cuMemsetD8")
+        else:
+            check(cu.cuMemsetD8Async(self.ptr, value, self.nbytes, stream), "cuMemsetD8Async")
+
+    def copy_from(self, other: Any) -> None:
+        """Device-to-device copy of ``other`` (same size) on the harness stream."""
+        check(self.ctx.cu.cuMemcpyDtoDAsync(self.ptr, other.ptr, self.nbytes, self.ctx.stream),
+              "cuMemcpyDtoDAsync")
+
+    def guards_intact(self) -> bool:
+        """True when the canary slack around the data was not written."""
+        import numpy as np
+
+        for start, n in self._slack:
+            if not n:
+                continue
+            buf = np.empty(n, dtype=np.uint8)
+            check(self.ctx.cu.cuMemcpyDtoH(buf.ctypes.data, start, n), "cuMemcpyDtoH")
+            if not np.all(buf == self.CANARY):
+                return False
+        return True
+
+    def free(self) -> None:
+        """Unmap, release and unreserve (idempotent)."""
+        if self._handle is None:
+            return
+        cu = self.ctx.cu
+        check(cu.cuMemUnmap(self._map, self.mapped), "cuMemUnmap")
+        check(cu.cuMemRelease(self._handle), "cuMemRelease")
+        check(cu.cuMemAddressFree(self._va, self.reserved), "cuMemAddressFree")
+        self._handle = None
+
+
 @dataclass
 class LaunchSpec:
     """Grid, block, dynamic shared memory and cluster of one launch."""
@@ -287,7 +431,7 @@ class Kernel:
             check(cu.cuFuncSetAttribute(self.fn, fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         dynamic_smem), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED)")
 
-    def launch(self, spec: LaunchSpec, params: list[Any]) -> None:
+    def launch(self, spec: LaunchSpec, params: list[Any], stream: Any = None) -> None:
         """Launch on the harness stream. ``params``: ctypes scalars, one per ``.param``, in order.
 
         Raises:
@@ -298,7 +442,7 @@ class Kernel:
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (int(spec.grid[i] * spec.cluster[i]) for i in range(3))
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = spec.block
         cfg.sharedMemBytes = int(spec.dynamic_smem)
-        cfg.hStream = self.ctx.stream
+        cfg.hStream = self.ctx.stream if stream is None else stream
         attrs = []
         if spec.cluster != (1, 1, 1):
             a = cu.CUlaunchAttribute()

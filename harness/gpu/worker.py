@@ -1,50 +1,63 @@
-"""The GPU evaluation worker: ``python -m harness.gpu.worker`` (one process per job).
+"""The GPU evaluation worker: ``python -m harness.gpu.worker`` (one persistent process per GPU).
 
-Reads one :class:`WorkerRequest` (JSON) on stdin and writes JSON lines on stdout: ``stage``
-events as it goes, then one ``result`` line. A kernel that does not finish within
-``hang_timeout_s`` makes the worker print a ``hang`` line and exit with status 3; a sticky CUDA
-error (illegal address, ...) prints ``crash`` and exits with status 4. Either way only this process
-dies; the parent (:mod:`harness.evaluate`) reports it and kills the process group if needed.
+Protocol: one :class:`WorkerRequest` per line (JSON) on stdin; for each, JSON lines on stdout:
+``stage`` events as it goes, then one ``result`` line. The process serves requests until stdin
+closes. A kernel that does not finish within ``hang_timeout_s`` makes the worker print a ``hang``
+line and exit with status 3; a sticky CUDA error (illegal address, ...) prints ``crash`` and exits
+with status 4. Either way only this process dies; the parent (:mod:`harness.evaluate`) restarts it
+for the next request. ``--once`` serves a single request (used under compute-sanitizer).
 
-Method (``../shared/reference/harness_threats.md`` sections 10-11, ``METHOD.md``):
+What stays loaded between requests (per kernel spec and reference cubin, the "setup"): the
+reference module, the inputs of every seed and of the two bench input sets in device memory, the
+float64 and reference-kernel outputs, the measured copy bandwidth and the L2 flush buffer. A
+candidate request then costs a module load, the correctness runs and the timing.
 
-* every buffer is allocated here with ``cuMemAlloc`` inside guard bands; outputs are pre-filled
-  with a sentinel (0xFF, NaN for floats, on even seeds; 0x7F on odd ones);
-* correctness at the ``verify`` size, one set of fresh inputs per seed: candidate, then reference,
-  then candidate again, each on its own copy of the inputs (the reference never sees inputs a
-  candidate touched); inputs must come back bitwise unchanged, guards intact, no NaN/Inf, per-dtype
-  tolerance and normalized error against the reference run and against the float64 reference;
-* timing at the ``bench`` size: CUDA events on a harness-owned stream, persisting L2 reset, a
-  write of >= 2x the L2 size before every timed launch, reference and candidate interleaved
-  A/B then B/A, two input sets rotated; median and IQR; afterwards the bench outputs of candidate
-  and reference are compared and the inputs re-checked.
+Method (``../shared/reference/harness_threats.md`` sections 10-11, ``METHOD.md``, issue 9):
+
+* every buffer is a :class:`~harness.gpu.driver.GuardedBuffer`: its own virtual-address
+  reservation with unmapped guard pages around the mapped pages, data placed against the end of
+  the mapping (even seeds, bench set 0) or its start (odd seeds, bench set 1), so an out-of-bounds
+  access faults; the remaining slack holds a canary that is checked. Inputs are mapped
+  **read-only**: a candidate store into an input faults, even one it undoes before exiting;
+* outputs are poisoned before **every** launch (0xFF: NaN for floats, or 0x7F); scratch too;
+* correctness at the ``verify`` size on the caller's seeds plus one secret seed: each compared
+  with the reference kernel's output (bitwise fast path) and the float64 reference; every
+  candidate runs twice, the second pass in reverse seed order while another stream keeps the SMs
+  busy (changes CTA co-residency and timing, exposing races), and must reproduce its outputs
+  bitwise;
+* timing at the ``bench`` size: reference and candidate interleaved in pairs (ABBA order, two
+  input sets, one shared output buffer), each launch preceded outside the timed window by the
+  output poison, ``applypriority.evict_normal`` over the inputs, a persisting-L2 reset and a write
+  of >= 2x L2; **every** timed launch's output is compared on the device with the reference
+  output (:mod:`harness.gpu.helpers`); timing stops when the speedup's 95% confidence interval is
+  within ``ci_target`` of the median (or at the budget);
+* a final launch from a **freshly loaded** module must match too, and a roofline fraction above
+  ``roofline_bound`` (measured copy bandwidth, datasheet peak) is rejected as faster than the
+  hardware allows.
 """
 
 from __future__ import annotations
 
 import base64
 import ctypes
+import hashlib
 import json
 import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harness.correctness import compare
-from harness.gpu.driver import Context, CudaError, DeviceBuffer, Kernel, LaunchSpec, check
+from harness.correctness import CompareResult, compare
+from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, Kernel, LaunchSpec, check
+from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
 from harness.inputs import cached_inputs, make_inputs, reference_outputs
-from harness.results import (
-    DeviceSummary,
-    EvalResult,
-    KernelRun,
-    KernelUnderTest,
-    SeedCheck,
-)
-from harness.timing import PEAK_TFLOPS, roofline_fraction, stats
+from harness.results import DeviceSummary, EvalResult, KernelRun, KernelUnderTest, SeedCheck
+from harness.timing import PEAK_TFLOPS, ROOFLINE_BOUND, paired_speedup, roofline_fraction, stats
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
 
@@ -59,32 +72,47 @@ class WorkerRequest(BaseModel):
     """One job for the worker.
 
     Attributes:
-        job: ``evaluate`` (reference + candidate: correctness then interleaved timing) or
-            ``autotune`` (every reference config: correctness on one seed, then timing).
+        job: ``evaluate`` (reference + candidate: correctness then interleaved timing),
+            ``autotune`` (every reference config: correctness, then timing) or ``launch_once``
+            (the candidate once on the first seed, nothing else: for compute-sanitizer).
         spec: the KernelSpec (JSON form).
         kernels: what to run; in ``evaluate`` exactly one reference and at most one candidate.
         seeds: input seeds for the correctness phase (>= 3 for ``evaluate``).
+        secret_seed: add one seed drawn from ``os.urandom`` (evaluate jobs).
         hang_timeout_s: a launch still running after this many seconds is a hang.
-        timing_budget_s: target wall time of the timed loop (reps are derived from it).
-        min_reps, max_reps: bounds on timed launches per kernel.
+        timing_budget_s: wall-time cap of the timed loop, seconds.
+        min_reps, max_reps: bounds on timed launches (pairs in ``evaluate``) per kernel.
+        ci_target: timing stops when the speedup's 95% CI lies within +-ci_target (relative) of
+            the median (evaluate jobs).
+        roofline_bound: a candidate above this roofline fraction is rejected.
         flops, bytes: FLOPs and minimum DRAM bytes of one ``bench`` launch (roofline).
         flop_dtype: dtype whose tensor-core peak bounds the FLOPs.
         time: run the timing phase at all.
+        perturb: run the second correctness pass under SM occupancy from the side stream.
+        inputs_read_only: map inputs read-only (False only for the crash diagnosis, which then
+            compares the inputs bytewise after every launch).
+        l2_demote: demote the inputs' L2 lines to evict_normal before each timed launch.
         input_cache: folder memoising the bench-size inputs (``harness.inputs.cached_inputs``).
     """
 
-    job: Literal["evaluate", "autotune"]
+    job: Literal["evaluate", "autotune", "launch_once"]
     spec: dict[str, Any]
     kernels: list[KernelUnderTest]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    secret_seed: bool = True
     hang_timeout_s: float = 10.0
-    timing_budget_s: float = 1.0
-    min_reps: int = 20
-    max_reps: int = 200
+    timing_budget_s: float = 0.6
+    min_reps: int = 16
+    max_reps: int = 2000
+    ci_target: float = 0.0025
+    roofline_bound: float = ROOFLINE_BOUND
     flops: float = 0.0
     bytes: float = 0.0
     flop_dtype: str | None = None
     time: bool = True
+    perturb: bool = True
+    inputs_read_only: bool = True
+    l2_demote: bool = True
     input_cache: str | None = None
 
 
@@ -102,43 +130,103 @@ class _Abort(Exception):
         self.kind, self.label, self.stage, self.message = kind, label, stage, message
 
 
-class Worker:
-    """Runs one request on device 0."""
+@dataclass
+class _BufSet:
+    """The buffers of one input set: inputs (read-only), pristine in-out copies and work buffers."""
 
-    def __init__(self, req: WorkerRequest):
+    inputs: dict[str, np.ndarray]
+    bufs: dict[str, GuardedBuffer]                      # every tensor parameter
+    pristine: dict[str, GuardedBuffer] = field(default_factory=dict)   # inout originals
+    ref64: dict[str, np.ndarray] | None = None
+    ref_out: dict[str, np.ndarray] = field(default_factory=dict)       # reference kernel, host
+    ref_dev: dict[str, GuardedBuffer] = field(default_factory=dict)    # reference kernel, device
+
+
+@dataclass
+class _Setup:
+    key: str
+    spec: KernelSpec
+    verify: dict[int, _BufSet] = field(default_factory=dict)
+    bench: list[_BufSet] = field(default_factory=list)
+    ref_kernel: Kernel | None = None
+    ref_label: str | None = None
+    secret: int | None = None
+
+    def free(self) -> None:
+        for bs in [*self.verify.values(), *self.bench]:
+            for b in [*bs.bufs.values(), *bs.pristine.values(), *bs.ref_dev.values()]:
+                b.free()
+        if self.ref_kernel is not None:
+            self.ref_kernel.unload()
+
+
+class Worker:
+    """Serves requests on device 0; keeps the context, helpers and the last setup."""
+
+    def __init__(self) -> None:
+        self.ctx = Context(0)
+        self.helpers = Helpers(self.ctx)
+        self.stage = "init"
+        self._copy_gbps: float | None = None
+        self._flush: DeviceBuffer | None = None
+        self._setup: _Setup | None = None
+        self._slots: DeviceBuffer | None = None
+        self._self_tested = False
+
+    # ---- per request ----------------------------------------------------------------------------
+    def begin(self, req: WorkerRequest) -> None:
         self.req = req
         self.spec = KernelSpec.model_validate(req.spec)
-        self.ctx = Context(0)
-        self.stage = "init"
         self.runs = {k.label: KernelRun(label=k.label, role=k.role) for k in req.kernels}
         self.kernels: dict[str, Kernel] = {}
 
-    # ---- helpers ------------------------------------------------------------------------------
     def _stage(self, stage: str, label: str | None = None) -> None:
         self.stage = stage
         emit({"event": "stage", "stage": stage, "label": label})
 
     def _sync(self, label: str) -> None:
         try:
-            done = self.ctx.synchronize(self.req.hang_timeout_s)
+            done = self.ctx.synchronize_all(self.req.hang_timeout_s)
         except CudaError as exc:
-            raise _Abort("crash", label, self.stage, f"{exc.code} while running {label}") from None
+            raise _Abort("crash", label, self.stage, _fault_message(exc.code, label)) from None
         if not done:
             raise _Abort("hang", label, self.stage,
                          f"{label} did not finish within {self.req.hang_timeout_s:g} s")
 
-    def _alloc(self, size: str, inputs: dict[str, np.ndarray], sentinel: int) -> dict[str, DeviceBuffer]:
-        bufs = {}
-        for p in self.spec.tensors():
-            shape = self.spec.shape(p, size)
-            nbytes = int(np.prod(shape)) * dtype(p.dtype).itemsize
-            b = DeviceBuffer(self.ctx, nbytes)
-            if p.name in inputs:
+    # ---- buffers ----------------------------------------------------------------------------------
+    def _bufset(self, size: str, inputs: dict[str, np.ndarray], align: str) -> _BufSet:
+        spec, ro = self.spec, self.req.inputs_read_only
+        bufs: dict[str, GuardedBuffer] = {}
+        pristine: dict[str, GuardedBuffer] = {}
+        for p in spec.tensors():
+            nbytes = int(np.prod(spec.shape(p, size))) * dtype(p.dtype).itemsize
+            b = GuardedBuffer(self.ctx, nbytes, align=align)
+            if p.role == "in":
                 b.upload(inputs[p.name])
-            else:  # spec init "zeros": the caller zero-fills it (e.g. atomic accumulation)
-                b.fill_byte(0 if p.init == "zeros" else sentinel)
+                b.set_read_only(ro)
+            elif p.role == "inout":
+                keep = GuardedBuffer(self.ctx, nbytes, align=align)
+                keep.upload(inputs[p.name])
+                keep.set_read_only(ro)
+                pristine[p.name] = keep
             bufs[p.name] = b
-        return bufs
+        return _BufSet(inputs=inputs, bufs=bufs, pristine=pristine)
+
+    def _prepare(self, bs: _BufSet, sentinel: int, timed: bool = False) -> None:
+        """Poison outputs, restore in-out tensors (asynchronous, harness stream).
+
+        An output with spec ``init: zeros`` is zero-filled instead (the kernel accumulates into
+        it). For a partly written output (spec ``written``) a ``timed`` preparation fills 0: the
+        device check compares the whole buffer with the reference capture, so the part the kernel
+        never writes must hold the same bytes in every timed launch and in that capture; the
+        verify-size checks poison it and compare only the written region on the host.
+        """
+        for p in self.spec.tensors():
+            if p.role == "out":
+                fill = 0 if p.init == "zeros" or (timed and p.written is not None) else sentinel
+                bs.bufs[p.name].fill_byte(fill, self.ctx.stream)
+            elif p.role == "inout":
+                bs.bufs[p.name].copy_from(bs.pristine[p.name])
 
     def _scratch(self, kut: KernelUnderTest, size: str) -> DeviceBuffer | None:
         if not kut.global_scratch_bytes:
@@ -147,7 +235,7 @@ class Worker:
         ctas = g[0] * g[1] * g[2] * kut.cluster[0] * kut.cluster[1] * kut.cluster[2]
         return DeviceBuffer(self.ctx, ctas * kut.global_scratch_bytes, guard=0)
 
-    def _params(self, kut: KernelUnderTest, size: str, bufs: dict[str, DeviceBuffer],
+    def _params(self, kut: KernelUnderTest, size: str, bufs: dict[str, Any],
                 scratch: DeviceBuffer | None) -> list[Any]:
         out: list[Any] = []
         for i, (kind, arg) in enumerate(kut.params):
@@ -163,18 +251,20 @@ class Worker:
                 raise ValueError(f"unknown parameter kind {kind!r}")
         return out
 
-    def _launch(self, kut: KernelUnderTest, size: str, bufs: dict[str, DeviceBuffer],
-                scratch: DeviceBuffer | None) -> None:
+    def _launch(self, kut: KernelUnderTest, size: str, bufs: dict[str, Any],
+                scratch: DeviceBuffer | None, kernel: Kernel | None = None) -> None:
         ls = LaunchSpec(grid=kut.grid[size], block=(kut.threads, 1, 1),
                         dynamic_smem=kut.dynamic_smem, cluster=kut.cluster)
+        if scratch is not None:
+            scratch.fill_byte(0xFF, self.ctx.stream)
         try:
-            self.kernels[kut.label].launch(ls, self._params(kut, size, bufs, scratch))
+            (kernel or self.kernels[kut.label]).launch(ls, self._params(kut, size, bufs, scratch))
         except CudaError as exc:
             if exc.sticky:
-                raise _Abort("crash", kut.label, self.stage, f"{exc.code} launching {kut.label}") from None
+                raise _Abort("crash", kut.label, self.stage, _fault_message(exc.code, kut.label)) from None
             raise
 
-    def _download(self, bufs: dict[str, DeviceBuffer], size: str, names: list[str]) -> dict[str, np.ndarray]:
+    def _download(self, bufs: dict[str, Any], size: str, names: list[str]) -> dict[str, np.ndarray]:
         out = {}
         for p in self.spec.tensors():
             if p.name in names:
@@ -182,290 +272,587 @@ class Worker:
                 out[p.name] = bufs[p.name].download(arr)
         return out
 
-    # ---- phases -------------------------------------------------------------------------------
-    def load(self) -> None:
-        self._stage("load")
+    def _load(self, kut: KernelUnderTest) -> Kernel | None:
+        """Load one cubin; on failure set the run's status and return None."""
+        run = self.runs[kut.label]
         info = self.ctx.info
-        for kut in self.req.kernels:
-            run = self.runs[kut.label]
-            t0 = time.perf_counter()
-            try:
-                if kut.threads > 1024:
-                    raise ValueError(f"{kut.threads} threads per CTA exceeds 1024")
-                k = Kernel(self.ctx, base64.b64decode(kut.cubin_b64), kut.entry, kut.dynamic_smem)
-                if kut.threads > k.max_threads:
-                    raise ValueError(f"{kut.threads} threads per CTA exceeds the kernel's limit "
-                                     f"{k.max_threads} (registers: {k.registers})")
-                if k.static_smem + kut.dynamic_smem > info.smem_optin_bytes:
-                    run.status = "resource_error"
-                    run.message = (f"shared memory {k.static_smem} static + {kut.dynamic_smem} "
-                                   f"dynamic > {info.smem_optin_bytes} B opt-in limit")
-                    continue
-            except CudaError as exc:
-                run.status = "load_error"
-                run.message = f"{exc.call}: {exc.code}"
-                if exc.code == "CUDA_ERROR_NOT_FOUND":
-                    run.message += f" (no entry named {kut.entry!r} in the cubin)"
-                continue
-            except ValueError as exc:
+        t0 = time.perf_counter()
+        try:
+            if kut.threads > 1024:
+                raise ValueError(f"{kut.threads} threads per CTA exceeds 1024")
+            if kut.dynamic_smem > info.smem_optin_bytes:
+                raise ValueError(f"dynamic shared memory {kut.dynamic_smem} B > "
+                                 f"{info.smem_optin_bytes} B opt-in limit")
+            k = Kernel(self.ctx, base64.b64decode(kut.cubin_b64), kut.entry, kut.dynamic_smem)
+            if kut.threads > k.max_threads:
+                raise ValueError(f"{kut.threads} threads per CTA exceeds the kernel's limit "
+                                 f"{k.max_threads} (registers: {k.registers})")
+            if k.static_smem + kut.dynamic_smem > info.smem_optin_bytes:
                 run.status = "resource_error"
-                run.message = str(exc)
-                continue
-            run.load_ms = (time.perf_counter() - t0) * 1e3
-            run.registers, run.static_smem, run.local_bytes = k.registers, k.static_smem, k.local_bytes
-            run.status = "ok"
-            self.kernels[kut.label] = k
+                run.message = (f"shared memory {k.static_smem} static + {kut.dynamic_smem} "
+                               f"dynamic > {info.smem_optin_bytes} B opt-in limit")
+                return None
+        except CudaError as exc:
+            run.status = "load_error"
+            run.message = f"{exc.call}: {exc.code}"
+            if exc.code == "CUDA_ERROR_NOT_FOUND":
+                run.message += f" (no entry named {kut.entry!r} in the cubin)"
+            return None
+        except ValueError as exc:
+            run.status = "resource_error"
+            run.message = str(exc)
+            return None
+        run.load_ms = (time.perf_counter() - t0) * 1e3
+        run.registers, run.static_smem, run.local_bytes = k.registers, k.static_smem, k.local_bytes
+        run.status = "ok"
+        return k
 
-    def correctness(self) -> None:
+    # ---- device ceilings and shared buffers -----------------------------------------------------
+    def copy_gbps(self) -> float:
+        """Device-to-device copy bandwidth, GB/s counting bytes read + written (median of 5),
+        measured once per worker."""
+        if self._copy_gbps is None:
+            ctx = self.ctx
+            n = 1 << 30
+            a, b = DeviceBuffer(ctx, n, guard=0), DeviceBuffer(ctx, n, guard=0)
+            a.fill_byte(1)
+            times = []
+            for i in range(6):
+                s, e = ctx.event(), ctx.event()
+                ctx.record(s)
+                b.copy_from(a)
+                ctx.record(e)
+                self._sync("copy-bandwidth")
+                if i:
+                    times.append(ctx.elapsed_ms(s, e))
+            a.free()
+            b.free()
+            self._copy_gbps = 2 * n / (float(np.median(times)) * 1e-3) / 1e9
+        return self._copy_gbps
+
+    def flush(self) -> DeviceBuffer:
+        if self._flush is None:
+            self._flush = DeviceBuffer(self.ctx, max(2 * self.ctx.info.l2_bytes, 128 << 20), guard=0)
+        return self._flush
+
+    def slots(self, n: int) -> DeviceBuffer:
+        if self._slots is None or self._slots.nbytes < n * SLOT_BYTES:
+            if self._slots is not None:
+                self._slots.free()
+            self._slots = DeviceBuffer(self.ctx, max(n, 1024) * SLOT_BYTES, guard=0)
+        return self._slots
+
+    def _read_slots(self, n: int) -> np.ndarray:
+        assert self._slots is not None
+        raw = np.empty(n * 3, dtype=np.uint64)
+        check(self.ctx.cu.cuMemcpyDtoH(raw.ctypes.data, self._slots.ptr, raw.nbytes), "cuMemcpyDtoH")
+        return raw.reshape(n, 3)
+
+    # ---- setup: everything that is per kernel, not per candidate --------------------------------
+    def setup(self) -> _Setup:
+        req, spec = self.req, self.spec
+        ref_kut = next((k for k in req.kernels if k.role == "reference"), None)
+        digest = hashlib.sha256((ref_kut.cubin_b64 if ref_kut and req.job == "evaluate" else "").encode())
+        digest.update(json.dumps([spec.identity(), req.seeds, req.inputs_read_only, req.job,
+                                  req.input_cache, req.secret_seed]).encode())
+        key = digest.hexdigest()
+        if self._setup is not None and self._setup.key == key:
+            return self._setup
+        self._stage("setup")
+        if self._setup is not None:
+            self._setup.free()
+            self._setup = None
+        st = _Setup(key=key, spec=spec)
+        seeds = list(req.seeds)
+        if req.job == "evaluate" and req.secret_seed:
+            st.secret = int.from_bytes(os.urandom(4), "little") | (1 << 32)
+            seeds.append(st.secret)
+        for idx, seed in enumerate(seeds):
+            inputs = make_inputs(spec, "verify", seed)
+            bs = self._bufset("verify", inputs, "end" if idx % 2 == 0 else "start")
+            bs.ref64 = reference_outputs(spec, "verify", inputs)
+            st.verify[seed] = bs
+        if req.job == "evaluate" and ref_kut is not None:
+            st.ref_label = ref_kut.label
+            k = self._load(ref_kut)
+            if k is None:
+                raise RuntimeError(f"the reference did not load: {self.runs[ref_kut.label].message}")
+            st.ref_kernel = k
+            outs = [p.name for p in spec.outputs()]
+            for seed, bs in st.verify.items():
+                self._prepare(bs, 0xFF)
+                self._launch(ref_kut, "verify", bs.bufs, self._scratch(ref_kut, "verify"), kernel=k)
+                self._sync(ref_kut.label)
+                bs.ref_out = {n: a.copy() for n, a in self._download(bs.bufs, "verify", outs).items()}
+                if bs.ref64 is not None:
+                    for n in outs:
+                        p = next(x for x in spec.params if x.name == n)
+                        c = compare(spec.checked(p, "verify", bs.ref_out[n]),
+                                    spec.checked(p, "verify", bs.ref64[n]), spec.tolerance(p.dtype))
+                        if not c.ok:
+                            raise RuntimeError(f"the reference fails its float64 check on seed {seed}: "
+                                               f"{n}: {c.reason}")
+        self._setup = st
+        return st
+
+    def _bench_sets(self, st: _Setup, ref_kut: KernelUnderTest) -> None:
+        """The two bench-size input sets and the reference kernel's output on each (kept on the
+        device, read-only, for the per-launch checks)."""
+        self._stage("setup-bench")
+        k = st.ref_kernel
+        assert k is not None
+        for i in range(2):
+            inputs = cached_inputs(self.spec, "bench", 1000 + i, self.req.input_cache)
+            bs = self._bufset("bench", inputs, "end" if i == 0 else "start")
+            self._prepare(bs, 0xFF, timed=True)
+            self._launch(ref_kut, "bench", bs.bufs, self._scratch(ref_kut, "bench"), kernel=k)
+            self._sync(ref_kut.label)
+            for p in self.spec.outputs():
+                d = GuardedBuffer(self.ctx, bs.bufs[p.name].nbytes)
+                check(self.ctx.cu.cuMemcpyDtoD(d.ptr, bs.bufs[p.name].ptr, d.nbytes), "cuMemcpyDtoD")
+                check(self.ctx.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+                d.set_read_only(True)
+                bs.ref_dev[p.name] = d
+            st.bench.append(bs)
+        self._self_test(st)
+
+    def _check_launch(self, bs: _BufSet, slot: int) -> None:
+        """Queue the device comparison of every output of ``bs`` with the reference output."""
+        slots = self._slots
+        assert slots is not None
+        for j, p in enumerate(self.spec.outputs()):
+            variant = CHECK_KERNEL_FOR_DTYPE.get(p.dtype or "", "bytes")
+            tol = self.spec.tolerance(p.dtype)
+            b = bs.bufs[p.name]
+            n = b.nbytes // dtype(p.dtype).itemsize if variant != "bytes" else b.nbytes
+            self.helpers.check(variant, b.ptr, bs.ref_dev[p.name].ptr, n, tol.atol, tol.rtol,
+                               slots.ptr + (slot * len(self.spec.outputs()) + j) * SLOT_BYTES)
+
+    def _self_test(self, st: _Setup) -> None:
+        """The output check must fire on a poisoned output and stay silent on the reference's own
+        output (harness_threats.md #26: no dead tripwires)."""
+        bs = st.bench[0]
+        n_out = len(self.spec.outputs())
+        slots = self.slots(2)
+        check(self.ctx.cu.cuMemsetD8Async(slots.ptr, 0, 2 * n_out * SLOT_BYTES, self.ctx.stream),
+              "cuMemsetD8Async")
+        self._check_launch(bs, 0)        # bs.bufs hold the reference output right now
+        self._prepare(bs, 0xFF)
+        self._check_launch(bs, 1)        # poisoned
+        self._sync("self-test")
+        r = self._read_slots(2 * n_out)
+        if any(int(r[j, 0]) != 0 for j in range(n_out)):
+            raise RuntimeError("self-test: the device output check flags the reference's own output")
+        if any(int(r[n_out + j, 0]) == 0 for j in range(n_out)):
+            raise RuntimeError("self-test: the device output check does not flag a poisoned output")
+
+    # ---- phases -----------------------------------------------------------------------------------
+    def correctness(self, st: _Setup) -> None:
         self._stage("correctness")
-        spec = self.spec
+        spec, req = self.spec, self.req
         outs = [p.name for p in spec.outputs()]
         in_names = [p.name for p in spec.tensors() if p.role == "in"]
-        ref_kut = next((k for k in self.req.kernels if k.role == "reference"), None)
-        cand_kut = next((k for k in self.req.kernels if k.role == "candidate"), None)
-        for idx, seed in enumerate(self.req.seeds):
-            sentinel = 0xFF if idx % 2 == 0 else 0x7F
-            inputs = make_inputs(spec, "verify", seed)
-            ref64 = reference_outputs(spec, "verify", inputs)
-            if self.req.job == "evaluate" and cand_kut is not None:
-                order = [cand_kut, ref_kut, cand_kut]
-            else:
-                order = list(self.req.kernels)
-            results: dict[str, list[dict[str, np.ndarray]]] = {}
-            checks: dict[str, SeedCheck] = {}
-            for kut in order:
-                if kut is None or self.runs[kut.label].status != "ok":
-                    continue
-                bufs = self._alloc("verify", inputs, sentinel)
-                scratch = self._scratch(kut, "verify")
-                try:
-                    self._launch(kut, "verify", bufs, scratch)
-                except CudaError as exc:
-                    self.runs[kut.label].status = "launch_error"
-                    self.runs[kut.label].message = f"{exc.call}: {exc.code}"
-                    for b in bufs.values():
-                        b.free()
-                    continue
-                self._sync(kut.label)
-                got = self._download(bufs, "verify", outs)
-                chk = checks.setdefault(kut.label, SeedCheck(seed=seed, sentinel=sentinel))
-                after = self._download(bufs, "verify", in_names)
-                if any(not np.array_equal(after[n].view(np.uint8), inputs[n].view(np.uint8))
-                       for n in in_names):
-                    chk.inputs_unchanged = False
-                if not all(b.guards_intact() for b in bufs.values()):
-                    chk.guards_intact = False
-                results.setdefault(kut.label, []).append(got)
-                for b in bufs.values():
-                    b.free()
-                if scratch is not None:
-                    scratch.free()
-            # evaluate: candidates are compared with the reference run. autotune: every config is
-            # held to the float64 reference, or, when the spec has none, to the first config.
-            ref_out = results.get(ref_kut.label, [None])[0] if ref_kut else None
-            if self.req.job == "autotune" and ref64 is not None:
-                ref_out = None
-            for label, outs_list in results.items():
-                chk = checks[label]
-                first = outs_list[0]
-                for name in outs:
-                    p = next(x for x in spec.params if x.name == name)
-                    tol = spec.tolerance(p.dtype)
-                    got_c = spec.checked(p, "verify", first[name])  # the written region only
-                    if ref64 is not None:
-                        chk.vs_float64[name] = compare(got_c, spec.checked(p, "verify", ref64[name]), tol)
-                    if ref_out is not None and label != ref_kut.label:  # type: ignore[union-attr]
-                        chk.vs_reference[name] = compare(
-                            got_c, spec.checked(p, "verify", ref_out[name]), tol)
-                if len(outs_list) > 1:
-                    chk.deterministic = all(
-                        np.array_equal(outs_list[0][n].view(np.uint8), outs_list[1][n].view(np.uint8))
-                        for n in outs)
-                chk.ok = (chk.inputs_unchanged and chk.guards_intact and chk.deterministic is not False
-                          and all(c.ok for c in chk.vs_float64.values())
-                          and all(c.ok for c in chk.vs_reference.values()))
-                run = self.runs[label]
-                run.checks.append(chk)
-                if not chk.ok and run.status == "ok":
-                    run.status = "incorrect"
-                    run.message = _describe_failure(chk)
+        kuts = [k for k in req.kernels if k.role == "candidate"] if req.job == "evaluate" else list(req.kernels)
+        seeds = list(st.verify)
+        pn = {p.name: p for p in spec.params}
+        first: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+        for pass_no in (0, 1) if req.job == "evaluate" else (0,):
+            order = seeds if pass_no == 0 else list(reversed(seeds))
+            for idx, seed in enumerate(order):
+                bs = st.verify[seed]
+                sentinel = 0xFF if (idx + pass_no) % 2 == 0 else 0x7F
+                for kut in kuts:
+                    run = self.runs[kut.label]
+                    if run.status != "ok":
+                        continue
+                    self._prepare(bs, sentinel)
+                    scratch = self._scratch(kut, "verify")
+                    if pass_no == 1 and req.perturb:
+                        # co-resident occupancy from the side stream while the candidate runs
+                        self.helpers.spin(ns=200_000, ctas=self.ctx.info.sm_count, threads=256,
+                                          smem=48 * 1024)
+                    try:
+                        self._launch(kut, "verify", bs.bufs, scratch)
+                    except CudaError as exc:
+                        run.status = "launch_error"
+                        run.message = f"{exc.call}: {exc.code}"
+                        continue
+                    self._sync(kut.label)
+                    got = {n: a.copy() for n, a in self._download(bs.bufs, "verify", outs).items()}
+                    if scratch is not None:
+                        scratch.free()
+                    ref_outs = bs.ref_out if req.job == "evaluate" else {}
+                    same = {n: n in ref_outs and np.array_equal(got[n].view(np.uint8),
+                                                                ref_outs[n].view(np.uint8))
+                            for n in outs}
+                    unwritten = {} if all(same.values()) else {
+                        n: c for n, c in ((n, _count_poison(spec.checked(pn[n], "verify", a), sentinel))
+                                          for n, a in got.items()) if c}
+                    if pass_no == 0:
+                        chk = SeedCheck(seed=seed, sentinel=sentinel, secret=(seed == st.secret),
+                                        unwritten=unwritten)
+                        if not all(b.guards_intact() for b in [*bs.bufs.values(), *bs.pristine.values()]):
+                            chk.guards_intact = False
+                        # a read-only input faults on the store; comparing the bytes as well covers
+                        # the diagnosis run (writable inputs) and a driver that would not enforce it
+                        after = self._download(bs.bufs, "verify", in_names)
+                        if any(not np.array_equal(after[n].view(np.uint8), bs.inputs[n].view(np.uint8))
+                               for n in in_names):
+                            chk.inputs_unchanged = False
+                        for name in outs:
+                            p = next(x for x in spec.params if x.name == name)
+                            tol = spec.tolerance(p.dtype)
+                            ref_out = ref_outs.get(name)
+                            identical = same[name]
+                            if identical:
+                                chk.vs_reference[name] = CompareResult(
+                                    ok=True, n=int(got[name].size), n_nonfinite=0, n_ref_nonfinite=0,
+                                    n_bad=0, max_abs_err=0.0, norm_err=0.0)
+                            elif ref_out is not None:
+                                chk.vs_reference[name] = compare(spec.checked(p, "verify", got[name]),
+                                                                 spec.checked(p, "verify", ref_out), tol)
+                            if bs.ref64 is not None and not identical:
+                                chk.vs_float64[name] = compare(spec.checked(p, "verify", got[name]),
+                                                               spec.checked(p, "verify", bs.ref64[name]),
+                                                               tol)
+                            elif bs.ref64 is not None:
+                                # bitwise equal to the reference run, which passed this check
+                                chk.vs_float64[name] = chk.vs_reference[name]
+                        if req.job == "autotune" and bs.ref64 is None:
+                            base = first.get(("__first__", seed))
+                            if base is None:
+                                first[("__first__", seed)] = got
+                            else:
+                                for name in outs:
+                                    p = next(x for x in spec.params if x.name == name)
+                                    chk.vs_reference[name] = compare(
+                                        spec.checked(p, "verify", got[name]),
+                                        spec.checked(p, "verify", base[name]), spec.tolerance(p.dtype))
+                        first[(kut.label, seed)] = got
+                        chk.ok = _seed_ok(chk)
+                        run.checks.append(chk)
+                        if not chk.ok and run.status == "ok":
+                            run.status = "incorrect"
+                            run.message = _describe_failure(chk)
+                    else:
+                        chk = next(c for c in run.checks if c.seed == seed)
+                        for n, c in unwritten.items():
+                            chk.unwritten[n] = max(chk.unwritten.get(n, 0), c)
+                        prev = first[(kut.label, seed)]
+                        chk.deterministic = all(
+                            np.array_equal(spec.checked(pn[n], "verify", prev[n]).view(np.uint8),
+                                           spec.checked(pn[n], "verify", got[n]).view(np.uint8))
+                            for n in outs)
+                        if not all(b.guards_intact() for b in bs.bufs.values()):
+                            chk.guards_intact = False
+                        chk.ok = _seed_ok(chk)
+                        if not chk.ok and run.status == "ok":
+                            run.status = "incorrect"
+                            run.message = _describe_failure(chk) + (
+                                " (second run: reverse seed order, another stream occupying the "
+                                "SMs: a race or launch-order dependence)")
 
-    def _estimate_ms(self, kut: KernelUnderTest, bufs, scratch) -> float:
-        s, e = self.ctx.event(), self.ctx.event()
-        self.ctx.record(s)
-        self._launch(kut, "bench", bufs, scratch)
-        self.ctx.record(e)
-        self._sync(kut.label)
-        return max(self.ctx.elapsed_ms(s, e), 1e-3)
-
-    def timing(self) -> dict[str, float]:
-        """Interleaved timing of every correct kernel at the bench size; returns copy GB/s."""
-        self._stage("timing")
-        spec, ctx = self.spec, self.ctx
-        timed = [k for k in self.req.kernels if self.runs[k.label].status == "ok"]
-        if not timed:
-            return {}
-        ctx.reset_persisting_l2()
-        flush = DeviceBuffer(ctx, max(2 * ctx.info.l2_bytes, 128 << 20), guard=0)
-        n_words = flush.nbytes // 4
-        copy_gbps = self._copy_bandwidth()
-        sets = [cached_inputs(spec, "bench", 1000 + i, self.req.input_cache) for i in range(2)]
-        in_bufs = [self._alloc("bench", s, 0xFF) for s in sets]  # outputs in these are unused
-        inout = [p.name for p in spec.tensors() if p.role == "inout"]
-        out_names = [p.name for p in spec.outputs()]
-        per_kernel: dict[str, dict[str, DeviceBuffer]] = {}
-        scratches: dict[str, DeviceBuffer | None] = {}
-        for kut in timed:
-            own = {}
-            for p in spec.tensors():
-                if p.role in ("out", "inout"):
-                    own[p.name] = DeviceBuffer(ctx, in_bufs[0][p.name].nbytes)
-                    own[p.name].fill_byte(0xFF)
-            per_kernel[kut.label] = own
-            scratches[kut.label] = self._scratch(kut, "bench")
-
-        def bufs_for(kut: KernelUnderTest, i: int) -> dict[str, DeviceBuffer]:
-            view = {n: b for n, b in in_bufs[i].items() if n not in out_names}
-            view.update(per_kernel[kut.label])
-            return view
-
-        zeroed = [p.name for p in spec.tensors() if p.init == "zeros"]
-
-        def restore(kut: KernelUnderTest, i: int) -> None:
-            for n in inout:
-                per_kernel[kut.label][n].copy_from(in_bufs[i][n])
-            for n in zeroed:
-                per_kernel[kut.label][n].fill_byte(0)
-
-        for kut in timed:  # warm-up
-            for i in range(3):
-                restore(kut, i % 2)
-                self._launch(kut, "bench", bufs_for(kut, i % 2), scratches[kut.label])
-            self._sync(kut.label)
-        est = max(self._estimate_ms(k, bufs_for(k, 0), scratches[k.label]) for k in timed)
-        per_call_s = (est + 0.05) / 1e3 * len(timed)
-        reps = int(min(self.req.max_reps, max(self.req.min_reps, self.req.timing_budget_s / per_call_s)))
-        events = {k.label: [(ctx.event(), ctx.event()) for _ in range(reps)] for k in timed}
-        wall0 = time.perf_counter()
-        for r in range(reps):
-            order = timed if r % 2 == 0 else list(reversed(timed))
-            for kut in order:
-                i = r % 2
-                restore(kut, i)
-                check(ctx.cu.cuMemsetD32Async(flush.ptr, r + 1, n_words, ctx.stream), "cuMemsetD32Async")
-                s, e = events[kut.label][r]
-                ctx.record(s)
-                self._launch(kut, "bench", bufs_for(kut, i), scratches[kut.label])
-                ctx.record(e)
-            if r % 16 == 15:
-                self._sync(order[-1].label)
-        self._sync(timed[-1].label)
-        wall = time.perf_counter() - wall0
-        peak = None
-        if self.req.flop_dtype:
-            peak = PEAK_TFLOPS.get(ctx.info.name, {}).get(self.req.flop_dtype)
-        for kut in timed:
-            samples = [ctx.elapsed_ms(s, e) for s, e in events[kut.label]]
-            run = self.runs[kut.label]
-            run.timing = stats(samples)
-            med = run.timing.median_ms
-            if self.req.flops:
-                run.achieved_tflops = self.req.flops / (med * 1e-3) / 1e12
-            if self.req.bytes:
-                run.achieved_gbps = self.req.bytes / (med * 1e-3) / 1e9
-            run.roofline_fraction, run.roofline_bound = roofline_fraction(
-                med, self.req.flops, self.req.bytes, copy_gbps, peak)
-        # bench-size agreement and input integrity after all timed launches
-        outs_by_label = {}
-        for kut in timed:
-            restore(kut, 0)
-            for n, b in per_kernel[kut.label].items():
-                if n not in inout:
-                    b.fill_byte(0 if n in zeroed else 0xFF)
-            self._launch(kut, "bench", bufs_for(kut, 0), scratches[kut.label])
-            self._sync(kut.label)
-            outs_by_label[kut.label] = self._download(per_kernel[kut.label], "bench", out_names)
-        ins = [p.name for p in spec.tensors() if p.role == "in"]
-        for i, s in enumerate(sets):
-            after = self._download(in_bufs[i], "bench", ins)
-            if any(not np.array_equal(after[n].view(np.uint8), s[n].view(np.uint8)) for n in ins):
-                for kut in timed:
-                    if kut.role == "candidate":
-                        self.runs[kut.label].status = "incorrect"
-                        self.runs[kut.label].message = "an input changed during the timed launches"
-        ref = next((k for k in timed if k.role == "reference"), None)
-        for kut in timed:
-            if ref is None or kut is ref:
-                continue
-            run = self.runs[kut.label]
-            for n in out_names:
-                p = next(x for x in spec.params if x.name == n)
-                run.bench_check[n] = compare(spec.checked(p, "bench", outs_by_label[kut.label][n]),
-                                             spec.checked(p, "bench", outs_by_label[ref.label][n]),
-                                             spec.tolerance(p.dtype))
-            if not all(c.ok for c in run.bench_check.values()) and run.status == "ok":
-                run.status = "incorrect"
-                run.message = "bench-size output differs from the reference: " + "; ".join(
-                    f"{n}: {c.reason}" for n, c in run.bench_check.items() if not c.ok)
-        for d in [*in_bufs, *per_kernel.values()]:
-            for b in d.values():
-                b.free()
-        flush.free()
-        return {"copy_gbps": copy_gbps, "peak": peak or 0.0, "wall_s": wall}
-
-    def _copy_bandwidth(self) -> float:
-        """Device-to-device copy bandwidth, GB/s counting bytes read + written (median of 5)."""
+    def _prep_timed(self, bs: _BufSet, sentinel: int, flush_value: int) -> None:
         ctx = self.ctx
-        n = 1 << 30
-        a, b = DeviceBuffer(ctx, n, guard=0), DeviceBuffer(ctx, n, guard=0)
-        a.fill_byte(1)
-        times = []
-        for i in range(6):
+        self._prepare(bs, sentinel, timed=True)
+        if self.req.l2_demote:
+            for p in self.spec.tensors():
+                if p.role in ("in", "inout"):
+                    b = bs.bufs[p.name] if p.role == "in" else bs.pristine[p.name]
+                    self.helpers.l2_normal(b.ptr, b.nbytes)
+        fl = self.flush()
+        check(ctx.cu.cuMemsetD32Async(fl.ptr, flush_value, fl.nbytes // 4, ctx.stream),
+              "cuMemsetD32Async")
+
+    def timing_evaluate(self, st: _Setup) -> tuple[float, float, float, int] | None:
+        """Interleaved pairs until the speedup's CI is tight; every launch checked on the device."""
+        self._stage("timing")
+        req, ctx = self.req, self.ctx
+        cand = next((k for k in req.kernels if k.role == "candidate"), None)
+        ref = next(k for k in req.kernels if k.role == "reference")
+        if cand is None or self.runs[cand.label].status != "ok":
+            return None
+        ctx.reset_persisting_l2()
+        kern = {ref.label: st.ref_kernel, cand.label: self.kernels[cand.label]}
+        scratch = {k.label: self._scratch(k, "bench") for k in (ref, cand)}
+        n_out = len(self.spec.outputs())
+        max_pairs = req.max_reps
+        slots = self.slots((2 * max_pairs + 8) * n_out)
+        check(ctx.cu.cuMemsetD8Async(slots.ptr, 0, slots.nbytes, ctx.stream), "cuMemsetD8Async")
+        warm, batch = 2, 8
+        t_ref: list[float] = []
+        t_cand: list[float] = []
+        slot_owner: list[str] = []
+        ev = [(ctx.event(), ctx.event(), ctx.event(), ctx.event()) for _ in range(batch)]
+        wall0 = time.perf_counter()
+        r = 0
+        result = None
+        while True:
+            for j in range(batch):
+                i = r + j
+                bs = st.bench[i % 2]
+                order = (ref, cand) if (i // 2) % 2 == 0 else (cand, ref)
+                for kut in order:
+                    self._prep_timed(bs, 0xFF if i % 2 == 0 else 0x7F, i + 1)
+                    s, e = (ev[j][0], ev[j][1]) if kut is ref else (ev[j][2], ev[j][3])
+                    ctx.record(s)
+                    self._launch(kut, "bench", bs.bufs, scratch[kut.label], kernel=kern[kut.label])
+                    ctx.record(e)
+                    self._check_launch(bs, len(slot_owner))
+                    slot_owner.append(kut.label)
+            self._sync(cand.label)
+            for j in range(batch):
+                if r + j >= warm:
+                    t_ref.append(ctx.elapsed_ms(ev[j][0], ev[j][1]))
+                    t_cand.append(ctx.elapsed_ms(ev[j][2], ev[j][3]))
+            r += batch
+            if len(t_ref) >= max(req.min_reps, 6):
+                med, lo, hi = paired_speedup(t_ref, t_cand)
+                result = (med, lo, hi, len(t_ref))
+                if max(med - lo, hi - med) / med <= req.ci_target:
+                    break
+            if (time.perf_counter() - wall0 > req.timing_budget_s and len(t_ref) >= req.min_reps) \
+                    or r + batch > max_pairs:
+                break
+        # every launch's device check, warm-up included
+        res = self._read_slots(len(slot_owner) * n_out)
+        outs = self.spec.outputs()
+        for label in (ref.label, cand.label):
+            run = self.runs[label]
+            run.timing = stats(t_ref if label == ref.label else t_cand)
+            idx = [i for i, o in enumerate(slot_owner) if o == label]
+            run.timed_launches_checked = len(idx)
+            for nth, i in enumerate(idx):
+                for j, p in enumerate(outs):
+                    bad = int(res[i * n_out + j, 0])
+                    dn2, rn2 = (float(x) for x in res[i * n_out + j, 1:].view(np.float64))
+                    norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
+                    tol = self.spec.tolerance(p.dtype)
+                    if bad or not norm <= tol.max_norm_err:
+                        if label == ref.label:
+                            raise RuntimeError(f"the reference's timed launch {nth + 1} differs from its "
+                                               f"own earlier output ({bad} elements of {p.name})")
+                        if run.status == "ok":
+                            run.status = "incorrect"
+                            run.message = (
+                                f"timed launch {nth + 1} of {len(idx)}: {bad} elements of {p.name} "
+                                f"outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref| (normalized "
+                                f"error {norm:.3g}); outputs are poisoned before every launch, so "
+                                "the kernel skipped work or its result depends on the launch history")
+                        break
+        for s in scratch.values():
+            if s is not None:
+                s.free()
+        return result
+
+    def timing_autotune(self, st: _Setup) -> None:
+        """Median time of every correct config (trusted Triton code: no per-launch check)."""
+        self._stage("timing")
+        req, ctx = self.req, self.ctx
+        timed = [k for k in req.kernels if self.runs[k.label].status == "ok"]
+        if not timed:
+            return
+        ctx.reset_persisting_l2()
+        sets = [self._bufset("bench", cached_inputs(self.spec, "bench", 1000 + i, req.input_cache),
+                             "end" if i == 0 else "start") for i in range(2)]
+        try:
+            scratch = {k.label: self._scratch(k, "bench") for k in timed}
+            for kut in timed:
+                for i in range(2):
+                    self._prep_timed(sets[i], 0xFF, 1)
+                    self._launch(kut, "bench", sets[i].bufs, scratch[kut.label])
+                self._sync(kut.label)
             s, e = ctx.event(), ctx.event()
             ctx.record(s)
-            b.copy_from(a)
+            self._launch(timed[0], "bench", sets[0].bufs, scratch[timed[0].label])
             ctx.record(e)
-            self._sync("copy-bandwidth")
-            if i:
-                times.append(ctx.elapsed_ms(s, e))
-        a.free()
-        b.free()
-        return 2 * n / (float(np.median(times)) * 1e-3) / 1e9
+            self._sync(timed[0].label)
+            est = max(ctx.elapsed_ms(s, e), 1e-3)
+            per = (est + 0.1) / 1e3 * len(timed)
+            reps = int(min(req.max_reps, max(req.min_reps, req.timing_budget_s / per)))
+            events = {k.label: [(ctx.event(), ctx.event()) for _ in range(reps)] for k in timed}
+            for r in range(reps):
+                order = timed if r % 2 == 0 else list(reversed(timed))
+                for kut in order:
+                    self._prep_timed(sets[r % 2], 0xFF, r + 1)
+                    s, e = events[kut.label][r]
+                    ctx.record(s)
+                    self._launch(kut, "bench", sets[r % 2].bufs, scratch[kut.label])
+                    ctx.record(e)
+                if r % 16 == 15:
+                    self._sync(order[-1].label)
+            self._sync(timed[-1].label)
+            for kut in timed:
+                self.runs[kut.label].timing = stats([ctx.elapsed_ms(s, e) for s, e in events[kut.label]])
+        finally:
+            for bs in sets:
+                for b in [*bs.bufs.values(), *bs.pristine.values()]:
+                    b.free()
+
+    def final_fresh_load(self, st: _Setup, cand: KernelUnderTest) -> None:
+        """Unload the candidate, load it again, launch once at the bench size, check on device."""
+        self._stage("final-check", cand.label)
+        run = self.runs[cand.label]
+        self.kernels[cand.label].unload()
+        k = Kernel(self.ctx, base64.b64decode(cand.cubin_b64), cand.entry, cand.dynamic_smem)
+        self.kernels[cand.label] = k
+        n_out = len(self.spec.outputs())
+        slots = self.slots(n_out)
+        check(self.ctx.cu.cuMemsetD8Async(slots.ptr, 0, n_out * SLOT_BYTES, self.ctx.stream),
+              "cuMemsetD8Async")
+        bs = st.bench[1]
+        self._prep_timed(bs, 0x7F, 7)
+        scratch = self._scratch(cand, "bench")
+        self._launch(cand, "bench", bs.bufs, scratch)
+        self._check_launch(bs, 0)
+        self._sync(cand.label)
+        if scratch is not None:
+            scratch.free()
+        res = self._read_slots(n_out)
+        for j, p in enumerate(self.spec.outputs()):
+            bad = int(res[j, 0])
+            dn2, rn2 = (float(x) for x in res[j, 1:].view(np.float64))
+            norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
+            tol = self.spec.tolerance(p.dtype)
+            n = bs.bufs[p.name].nbytes // dtype(p.dtype).itemsize
+            ok = bad == 0 and norm <= tol.max_norm_err
+            run.final_check = CompareResult(
+                ok=ok, n=n, n_nonfinite=0, n_ref_nonfinite=0, n_bad=bad, max_abs_err=float("nan"),
+                norm_err=norm, reason="" if ok else f"{bad} of {n} elements outside tolerance, "
+                                                      f"normalized error {norm:.3g}")
+            if not ok and run.status == "ok":
+                run.status = "incorrect"
+                run.message = (f"bench-size output of a freshly loaded module differs from the "
+                               f"reference: {p.name}: {run.final_check.reason}")
+
+    def launch_once(self) -> EvalResult:
+        """The candidate once on the first seed's inputs (for compute-sanitizer): no checks."""
+        kut = next(k for k in self.req.kernels if k.role == "candidate")
+        k = self._load(kut)
+        if k is None:
+            return EvalResult(status="ok", kernels=list(self.runs.values()))
+        self.kernels[kut.label] = k
+        inputs = make_inputs(self.spec, "verify", self.req.seeds[0])
+        bs = self._bufset("verify", inputs, "end")
+        self._prepare(bs, 0xFF)
+        self._launch(kut, "verify", bs.bufs, self._scratch(kut, "verify"))
+        self._sync(kut.label)
+        for b in [*bs.bufs.values(), *bs.pristine.values()]:
+            b.free()
+        k.unload()
+        return EvalResult(status="ok", kernels=list(self.runs.values()), stage="done")
 
     def run(self) -> EvalResult:
+        req = self.req
+        if req.job == "launch_once":
+            return self.launch_once()
         t0 = time.perf_counter()
         info = self.ctx.info
         res = EvalResult(device=DeviceSummary(
             name=info.name, cc=info.cc, sm_count=info.sm_count, l2_bytes=info.l2_bytes,
-            smem_optin_bytes=info.smem_optin_bytes, driver_version=info.driver_version))
+            smem_optin_bytes=info.smem_optin_bytes, driver_version=info.driver_version),
+            inputs_read_only=req.inputs_read_only)
         t = time.perf_counter()
-        self.load()
+        st = self.setup()
+        res.seconds["setup"] = time.perf_counter() - t
+        t = time.perf_counter()
+        self._stage("load")
+        for kut in req.kernels:
+            if req.job == "evaluate" and kut.role == "reference":
+                self.runs[kut.label].status = "ok"
+                continue
+            k = self._load(kut)
+            if k is not None:
+                self.kernels[kut.label] = k
         res.seconds["load"] = time.perf_counter() - t
         t = time.perf_counter()
-        self.correctness()
+        self.correctness(st)
         res.seconds["correctness"] = time.perf_counter() - t
         t = time.perf_counter()
-        if self.req.time:
-            extra = self.timing()
-            if extra:
-                res.device.copy_gbps = extra["copy_gbps"]
-                res.device.peak_tflops = extra["peak"] or None
+        peak = PEAK_TFLOPS.get(info.name, {}).get(req.flop_dtype or "") if req.flop_dtype else None
+        if req.time:
+            copy = self.copy_gbps()
+            res.device.copy_gbps = copy  # type: ignore[union-attr]
+            res.device.peak_tflops = peak  # type: ignore[union-attr]
+            if req.job == "evaluate":
+                ref_kut = next(k for k in req.kernels if k.role == "reference")
+                if not st.bench and any(self.runs[k.label].status == "ok"
+                                        for k in req.kernels if k.role == "candidate"):
+                    t_b = time.perf_counter()
+                    self._bench_sets(st, ref_kut)  # once per kernel, when first needed
+                    res.seconds["setup"] += time.perf_counter() - t_b
+                sp = self.timing_evaluate(st)
+                cand = next((k for k in req.kernels if k.role == "candidate"), None)
+                if sp is not None and cand is not None:
+                    res.speedup, res.speedup_ci = sp[0], (sp[1], sp[2])
+                    res.timing_pairs = sp[3]
+                    if self.runs[cand.label].status == "ok":
+                        self.final_fresh_load(st, cand)
+            else:
+                self.timing_autotune(st)
+            for run in self.runs.values():
+                if run.timing is None:
+                    continue
+                med = run.timing.median_ms
+                if req.flops:
+                    run.achieved_tflops = req.flops / (med * 1e-3) / 1e12
+                if req.bytes:
+                    run.achieved_gbps = req.bytes / (med * 1e-3) / 1e9
+                run.roofline_fraction, run.roofline_bound = roofline_fraction(
+                    med, req.flops, req.bytes, copy, peak)
+                if run.role == "candidate" and run.status == "ok" and \
+                        run.roofline_fraction > req.roofline_bound:
+                    run.status = "implausible"
+                    run.message = (
+                        f"faster than the hardware allows: roofline fraction "
+                        f"{run.roofline_fraction:.2f} > {req.roofline_bound:.2f} "
+                        f"({run.roofline_bound} bound; measured copy bandwidth {copy:.0f} GB/s"
+                        + (f", peak {peak:g} TFLOP/s" if peak else "") + ")")
         res.seconds["timing"] = time.perf_counter() - t
+        # normal path only: after a sticky fault the context refuses every call, and the
+        # worker exits anyway (an unload error must not replace the fault being reported)
+        for k in self.kernels.values():
+            k.unload()
+        self.kernels = {}
         res.kernels = list(self.runs.values())
-        ref = next((k for k in res.kernels if k.role == "reference" and k.timing), None)
-        cand = next((k for k in res.kernels if k.role == "candidate" and k.timing and k.status == "ok"), None)
-        if ref and cand:
-            res.speedup = ref.timing.median_ms / cand.timing.median_ms
-        good = [k for k in res.kernels if k.status == "ok" and k.timing]
-        if good:
-            res.best = min(good, key=lambda k: k.timing.median_ms).label
+        if req.job == "autotune":
+            good = [k for k in res.kernels if k.status == "ok" and k.timing]
+            if good:
+                res.best = min(good, key=lambda k: k.timing.median_ms).label  # type: ignore[union-attr]
         res.seconds["total"] = time.perf_counter() - t0
         res.stage = "done"
         return res
 
 
+def _count_poison(a: np.ndarray, sentinel: int) -> int:
+    """Elements of ``a`` whose every byte is ``sentinel`` (never written by the kernel); float
+    outputs only (0xFF.. is NaN and 0x7F.. is near the top of the range, neither a real result;
+    an integer output may legitimately be -1)."""
+    if not (np.issubdtype(a.dtype, np.floating) or a.dtype.name == "bfloat16"):
+        return 0
+    b = np.ascontiguousarray(a).view(np.uint8).reshape(a.size, a.dtype.itemsize)
+    return int(np.count_nonzero(np.all(b == sentinel, axis=1)))
+
+
+def _seed_ok(chk: SeedCheck) -> bool:
+    return (chk.inputs_unchanged and chk.guards_intact and chk.deterministic is not False
+            and not chk.unwritten
+            and all(c.ok for c in chk.vs_float64.values())
+            and all(c.ok for c in chk.vs_reference.values()))
+
+
+def _fault_message(code: str, label: str) -> str:
+    if code in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS"):
+        return (f"{code} while running {label}: a memory fault (inputs are mapped read-only and "
+                "every buffer lies between unmapped guard pages)")
+    return f"{code} while running {label}"
+
+
 def _describe_failure(chk: SeedCheck) -> str:
     parts = []
+    for name, n in chk.unwritten.items():
+        parts.append(f"{name}: {n} elements never written (still the harness's poison bytes; "
+                     "outputs are poisoned before every launch)")
     if not chk.inputs_unchanged:
         parts.append("an input tensor was modified")
     if not chk.guards_intact:
@@ -476,17 +863,12 @@ def _describe_failure(chk: SeedCheck) -> str:
         for name, c in d.items():
             if not c.ok:
                 parts.append(f"{name} vs {what}: {c.reason}")
-    return f"seed {chk.seed}: " + "; ".join(parts)
+    seed = "the secret seed" if chk.secret else f"seed {chk.seed}"
+    return f"{seed}: " + "; ".join(parts)
 
 
-def main() -> None:
-    """Entry point: read the request, run it, print the result; exit 3 on hang, 4 on crash."""
-    try:
-        req = WorkerRequest.model_validate_json(sys.stdin.read())
-        worker = Worker(req)
-    except CudaError as exc:
-        emit({"event": "result", "result": EvalResult(status="error", message=str(exc)).model_dump(mode="json")})
-        os._exit(0)
+def _serve_one(worker: Worker, req: WorkerRequest) -> None:
+    worker.begin(req)
     emit({"event": "stage", "stage": "start", "label": None})
     try:
         res = worker.run()
@@ -495,15 +877,39 @@ def main() -> None:
               "partial": [r.model_dump(mode="json") for r in worker.runs.values()]})
         os._exit(3 if ab.kind == "hang" else 4)
     except CudaError as exc:
-        emit({"event": "crash", "label": None, "stage": worker.stage, "message": str(exc),
+        msg = _fault_message(exc.code, f"a kernel ({exc.call} reported it)") if exc.sticky else str(exc)
+        emit({"event": "crash", "label": None, "stage": worker.stage, "message": msg,
               "partial": [r.model_dump(mode="json") for r in worker.runs.values()]})
         os._exit(4)
     except Exception:  # a harness bug: report it with the traceback, never hang the parent
         emit({"event": "result", "result": EvalResult(
             status="error", message="worker error:\n" + traceback.format_exc(), stage=worker.stage,
             kernels=list(worker.runs.values())).model_dump(mode="json")})
-        os._exit(0)
+        os._exit(5)  # state may be inconsistent: the parent starts a fresh worker
     emit({"event": "result", "result": res.model_dump(mode="json")})
+
+
+def main() -> None:
+    """Entry point: serve requests (one per stdin line) until EOF; ``--once``: one request."""
+    once = "--once" in sys.argv[1:]
+    try:
+        worker = Worker()
+    except CudaError as exc:
+        emit({"event": "result", "result": EvalResult(status="error", message=str(exc)).model_dump(mode="json")})
+        os._exit(0)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = WorkerRequest.model_validate_json(line)
+        except ValueError as exc:
+            emit({"event": "result", "result": EvalResult(
+                status="error", message=f"bad request: {exc}").model_dump(mode="json")})
+            continue
+        _serve_one(worker, req)
+        if once:
+            break
+    sys.stdout.flush()
     os._exit(0)
 
 

@@ -58,8 +58,8 @@ def test_broken_candidates_are_caught_and_the_loop_goes_on(ref_cache, arch):
         ("hang", lambda c: mutants.hang(c.reference_ptx)),
         ("good", lambda c: c.reference_ptx),
     ])
-    ev = GPUEvaluator(hang_timeout_s=3.0, job_timeout_s=300)
-    res = lower(spec, arch, prov, LoopOptions(iterations=4, cache_dir=ref_cache), evaluator=ev)
+    with GPUEvaluator(hang_timeout_s=3.0, job_timeout_s=300) as ev:
+        res = lower(spec, arch, prov, LoopOptions(iterations=4, cache_dir=ref_cache), evaluator=ev)
     v = [r.verdict for r in res.iterations]
     assert v == ["rejected-evaluation"] * 3 + ["accepted"], v
     wrong, partial, hang, good = res.iterations
@@ -75,45 +75,54 @@ def test_broken_candidates_are_caught_and_the_loop_goes_on(ref_cache, arch):
 
 
 @pytest.fixture(scope="module")
-def add_baseline(ref_cache):
+def evaluator():
+    with GPUEvaluator(hang_timeout_s=3.0) as ev:
+        yield ev
+
+
+@pytest.fixture(scope="module")
+def add_baseline(ref_cache, evaluator):
     spec = kernels.get("vector_add")
     refs, _ = compile_space(spec, device_arch(), cache_dir=ref_cache)
-    return spec, autotune(spec, refs, GPUEvaluator()).artifacts
+    return spec, autotune(spec, refs, evaluator).artifacts, evaluator
 
 
-def _eval(spec, art, ptx):
+def _eval(spec, art, ev, ptx):
     asm = assemble(ptx, art.arch)
     assert asm.ok, asm.summary(ptx)
     cand = Candidate(ptx=ptx, threads=art.abi.threads, meta=art.config.meta,
                      dynamic_smem=art.abi.dynamic_smem)
-    return evaluate_candidate(spec, art, cand, asm.cubin, GPUEvaluator(hang_timeout_s=3.0),
-                              time_it=False)
+    return evaluate_candidate(spec, art, cand, asm.cubin, ev, time_it=False)
 
 
 def test_harness_catches_wrong_entry_at_load(add_baseline):
-    spec, art = add_baseline
-    res = _eval(spec, art, mutants.wrong_entry(art.ptx))
+    spec, art, ev = add_baseline
+    res = _eval(spec, art, ev, mutants.wrong_entry(art.ptx))
     assert res.candidate.status == "load_error" and "no entry named" in res.candidate.message
 
 
 def test_harness_catches_input_mutation(add_baseline):
-    spec, art = add_baseline
-    res = _eval(spec, art, mutants.input_write(art.ptx))
+    """Inputs are mapped read-only: the store faults; a re-run with writable inputs names it."""
+    spec, art, ev = add_baseline
+    res = _eval(spec, art, ev, mutants.input_write(art.ptx))
     c = res.candidate
-    assert c.status == "incorrect" and "an input tensor was modified" in c.message
-    assert not c.checks[0].inputs_unchanged
+    assert res.status == "crash" and c.status == "crash", res.message
+    assert "store into an input tensor" in c.message, c.message
 
 
 def test_harness_catches_out_of_bounds_writes(add_baseline):
-    spec, art = add_baseline
-    res = _eval(spec, art, mutants.oob_write(art.ptx))
+    """64 B below the output: the canary slack (end-aligned layout) or a guard page faults."""
+    spec, art, ev = add_baseline
+    res = _eval(spec, art, ev, mutants.oob_write(art.ptx))
     c = res.candidate
-    assert c.status == "incorrect" and "guard band" in c.message
+    assert c.status in ("incorrect", "crash"), res.message
+    assert "guard band" in c.message or "outside the kernel's buffers" in c.message, c.message
 
 
 def test_reference_ptx_is_correct_without_timing(add_baseline):
-    spec, art = add_baseline
-    res = _eval(spec, art, art.ptx)
+    spec, art, ev = add_baseline
+    res = _eval(spec, art, ev, art.ptx)
     c = res.candidate
     assert c.status == "ok" and all(chk.ok and chk.deterministic for chk in c.checks)
-    assert [chk.sentinel for chk in c.checks] == [0xFF, 0x7F, 0xFF]
+    assert [chk.sentinel for chk in c.checks] == [0xFF, 0x7F, 0xFF, 0x7F]  # + the secret seed
+    assert [chk.secret for chk in c.checks] == [False, False, False, True]

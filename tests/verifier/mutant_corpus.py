@@ -285,6 +285,11 @@ MUTANTS: list[Mutant] = [
     _m("B8", W, "setmaxnreg by one lane",
        (r"(\tmov\.u32 \t%r1, %tid\.x;\n\tsetp\.eq\.u32 \t%p1, %r1, 0;\n)",
         "\\1\t@%p1 setmaxnreg.dec.sync.aligned.u32 40;\n")),
+    # ---- MS: module-scope state (issue 9: launch counter in module-scope .global memory)
+    Mutant("MS1", M90, "a module-scope launch counter bumped by every CTA",
+           ((r"(\.extern \.shared)", r".global .align 4 .u32 ailower_launches;\n\1"),
+            (r"(\n\tld\.param\.b32 \t%r25, \[matmul_kernel_param_5\];)",
+             r"\1\n\tatom.global.add.u32 %r25, [ailower_launches], 1;"))),
 ]
 
 
