@@ -37,6 +37,8 @@ class ServerSettings(BaseSettings):
         max_wall_time_s: the largest wall-time budget a client may ask for (seconds).
         sandbox_cpu_s / sandbox_memory_mb / sandbox_wall_s: limits of the subprocess that compiles
             untrusted Triton source (``RLIMIT_CPU`` seconds, ``RLIMIT_AS`` MiB, wall seconds).
+        allow_inline_asm: accept ``tl.inline_asm_elementwise`` in submitted source (off: arbitrary
+            PTX inside the reference would defeat the reference's role).
         max_stream_s: an SSE stream closes after this long (the client resumes with
             ``Last-Event-ID``).
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
@@ -66,6 +68,7 @@ class ServerSettings(BaseSettings):
     sandbox_memory_mb: int = Field(default=8192, ge=256)
     sandbox_wall_s: float = Field(default=600.0, gt=0)
     max_stream_s: float = Field(default=600.0, gt=0)
+    allow_inline_asm: bool = False
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None

@@ -36,7 +36,8 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-def _check_spec(spec: dict[str, Any], max_source_bytes: int) -> KernelSpec:
+def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
+                allow_inline_asm: bool = False) -> KernelSpec:
     src = spec.get("source")
     if not isinstance(src, dict) or set(src) != {"function", "text"} \
             or not isinstance(src.get("text"), str) or not isinstance(src.get("function"), str):
@@ -52,7 +53,7 @@ def _check_spec(spec: dict[str, Any], max_source_bytes: int) -> KernelSpec:
                        "reference (it would be imported); omit 'reference'",
                        loc=["body", "spec", "reference"])
     try:
-        check_triton_source(src["text"], src["function"])
+        check_triton_source(src["text"], src["function"], allow_inline_asm=allow_inline_asm)
     except SourceRejected as exc:
         raise ApiError(422, "source-rejected", str(exc),
                        loc=["body", "spec", "source", "text", exc.line, exc.col]) from None
@@ -129,5 +130,5 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
                            f"{', '.join(names())}", loc=["body", "kernel"])
         get(body.kernel)
         return body.kernel, False
-    ks = _check_spec(body.spec or {}, max_source_bytes)
+    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm)
     return ks.name, True
