@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -72,7 +73,7 @@ def _artifact_names(session, job_id: str) -> list[str]:
 
 
 @router.post("", status_code=202, response_model=LoweringCreated,
-             responses=error_responses(400, 401, 409, 413, 422, 429),
+             responses=error_responses(400, 401, 409, 413, 422, 429, 503),
              summary="Submit a lowering")
 def create_lowering(body: LoweringCreate, request: Request, response: Response,
                     session: SessionDep, key: BodyLimitedKeyDep,
@@ -211,7 +212,7 @@ def get_artifact(id: str, name: Literal["ptx", "cubin", "report", "transcript"],
     if hashlib.sha256(data).hexdigest() != art.sha256:
         raise ApiError(409, "artifact-changed", f"artifact {name!r} does not match its recorded "
                        "SHA-256", loc=["path", "name"])
-    fname = f"{job.kernel}.{_ARTIFACT_FILES[name]}"
+    fname = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', job.kernel)[:100]}.{_ARTIFACT_FILES[name]}"
     return Response(data, media_type=art.media_type,
                     headers={"Content-Disposition": f'attachment; filename="{fname}"',
                              "X-Content-SHA256": art.sha256})
