@@ -220,7 +220,8 @@ def _base_args(lim: SandboxLimits) -> list[str]:
             args += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp_mb << 20), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--size", str(lim.tmp_mb << 20),
+             "--tmpfs", "/tmp"]
     return args
 
 
