@@ -76,7 +76,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
             404: "No such job (or not the caller's)", 409: "Conflict",
             413: "Body, PTX or source too large", 422: "Invalid request",
             429: "Rate or concurrency limit (see Retry-After)",
-            503: "Kernel source is not accepted: the host cannot isolate it"}
+            503: "Kernel source not accepted on this host (no isolation), or key checks saturated"}
     schema = {"$ref": "#/components/schemas/ErrorBody"}
     return {c: {"model": ErrorBody, "description": text.get(c, "Error"),
                 "content": {"application/json": {"schema": schema}}} for c in codes}

@@ -4,9 +4,11 @@ A key reads ``ail_<key_id>_<secret>``: ``key_id`` (12 hex digits) is public and 
 only the argon2id hash of the whole key is stored (argon2-cffi's ``PasswordHasher`` defaults,
 RFC 9106 recommendation 2). The plain key is shown once, at creation.
 
-Verification costs an argon2 hash (~tens of ms); a process-local cache remembers for
-``CACHE_S`` seconds which exact keys verified (keyed by their SHA-256), while revocation is read
-from the database on every request, so a revoked key stops working at once.
+Verification costs an argon2 hash (~tens of ms, 64 MiB); a process-local cache remembers for
+``CACHE_S`` seconds which exact keys verified and for ``NEGATIVE_CACHE_S`` which failed (keyed by
+their SHA-256), at most ``MAX_CONCURRENT_VERIFY`` verifications run at once (a caller waits at
+most ``VERIFY_WAIT_S`` for a slot, then gets 401), while revocation is read from the database on
+every request, so a revoked key stops working at once.
 """
 
 from __future__ import annotations
@@ -26,13 +28,24 @@ from sqlalchemy.orm import Session
 from server.db import ApiKey, utcnow
 from server.settings import ServerSettings
 
-__all__ = ["KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate", "KEY_RE"]
+__all__ = ["KeyCheckBusy", "KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate", "KEY_RE"]
 
 KEY_RE = re.compile(r"^ail_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})$")
 CACHE_S = 60.0
+NEGATIVE_CACHE_S = 300.0
+MAX_CONCURRENT_VERIFY = 2
+VERIFY_WAIT_S = 10.0
 _hasher = PasswordHasher()
 _verified: dict[str, tuple[str, float]] = {}
+_rejected: dict[str, tuple[str, float]] = {}
 _lock = threading.Lock()
+# argon2id with the library defaults needs 64 MiB per verification (RFC 9106 recommendation 2):
+# at most MAX_CONCURRENT_VERIFY run at once, so wrong secrets cannot grow the server's memory
+_verify_slots = threading.BoundedSemaphore(MAX_CONCURRENT_VERIFY)
+
+
+class KeyCheckBusy(RuntimeError):
+    """Every argon2 verification slot stayed busy for ``VERIFY_WAIT_S`` (a flood of new keys)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,9 @@ def authenticate(session: Session, presented: str) -> ApiKey | None:
     """The live key row matching ``presented`` (the full ``ail_...`` string), or None.
 
     None for a malformed, unknown, revoked or mismatching key; never raises for bad input.
+
+    Raises:
+        KeyCheckBusy: no verification slot freed up within ``VERIFY_WAIT_S``.
     """
     m = KEY_RE.match(presented)
     if m is None:
@@ -108,10 +124,22 @@ def authenticate(session: Session, presented: str) -> ApiKey | None:
         hit = _verified.get(digest)
     if hit is not None and hit[0] == row.hash and now - hit[1] < CACHE_S:
         return row
+    with _lock:
+        bad = _rejected.get(digest)
+    if bad is not None and bad[0] == row.hash and now - bad[1] < NEGATIVE_CACHE_S:
+        return None  # this exact wrong key failed recently: no second argon2 run
+    if not _verify_slots.acquire(timeout=VERIFY_WAIT_S):
+        raise KeyCheckBusy(f"API key verification is saturated ({MAX_CONCURRENT_VERIFY} running)")
     try:
         _hasher.verify(row.hash, presented)
     except (VerifyMismatchError, VerificationError, InvalidHashError):
+        with _lock:
+            if len(_rejected) > 10_000:
+                _rejected.clear()
+            _rejected[digest] = (row.hash, now)
         return None
+    finally:
+        _verify_slots.release()
     with _lock:
         if len(_verified) > 10_000:
             _verified.clear()

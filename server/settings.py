@@ -43,6 +43,9 @@ class ServerSettings(BaseSettings):
             (never 0; default 65534, ``nobody``).
         allow_inline_asm: accept ``tl.inline_asm_elementwise`` in submitted source (off: arbitrary
             PTX inside the reference would defeat the reference's role).
+        verify_wall_s / verify_max_lines / verify_concurrency / verify_memory_mb: bounds of
+            ``POST /v1/verify`` (wall seconds, PTX lines, runs at once per process, child
+            ``RLIMIT_AS`` MiB).
         max_stream_s: an SSE stream closes after this long (the client resumes with
             ``Last-Event-ID``).
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
@@ -76,6 +79,10 @@ class ServerSettings(BaseSettings):
     sandbox_gid: int = Field(default=65534, ge=1)
     max_stream_s: float = Field(default=600.0, gt=0)
     allow_inline_asm: bool = False
+    verify_wall_s: float = Field(default=30.0, gt=0)
+    verify_max_lines: int = Field(default=200_000, ge=10)
+    verify_concurrency: int = Field(default=4, ge=1)
+    verify_memory_mb: int = Field(default=4096, ge=256)
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
