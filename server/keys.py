@@ -8,7 +8,8 @@ Verification costs an argon2 hash (~tens of ms, 64 MiB); a process-local cache r
 ``CACHE_S`` seconds which exact keys verified and for ``NEGATIVE_CACHE_S`` which failed (keyed by
 their SHA-256), at most ``MAX_CONCURRENT_VERIFY`` verifications run at once (a caller waits at
 most ``VERIFY_WAIT_S`` for a slot, then gets 401), while revocation is read from the database on
-every request, so a revoked key stops working at once.
+every request, so a revoked key stops working at once. Concurrent requests with the same key share
+one verification (single flight).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ VERIFY_WAIT_S = 10.0
 _hasher = PasswordHasher()
 _verified: dict[str, tuple[str, float]] = {}
 _rejected: dict[str, tuple[str, float]] = {}
+_inflight: dict[str, threading.Event] = {}
 _lock = threading.Lock()
 # argon2id with the library defaults needs 64 MiB per verification (RFC 9106 recommendation 2):
 # at most MAX_CONCURRENT_VERIFY run at once, so wrong secrets cannot grow the server's memory
@@ -120,28 +122,40 @@ def authenticate(session: Session, presented: str) -> ApiKey | None:
         return None
     digest = hashlib.sha256(presented.encode()).hexdigest()
     now = time.monotonic()
-    with _lock:
-        hit = _verified.get(digest)
-    if hit is not None and hit[0] == row.hash and now - hit[1] < CACHE_S:
-        return row
-    with _lock:
-        bad = _rejected.get(digest)
-    if bad is not None and bad[0] == row.hash and now - bad[1] < NEGATIVE_CACHE_S:
-        return None  # this exact wrong key failed recently: no second argon2 run
-    if not _verify_slots.acquire(timeout=VERIFY_WAIT_S):
-        raise KeyCheckBusy(f"API key verification is saturated ({MAX_CONCURRENT_VERIFY} running)")
-    try:
-        _hasher.verify(row.hash, presented)
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
+    deadline = now + VERIFY_WAIT_S
+    while True:
         with _lock:
-            if len(_rejected) > 10_000:
-                _rejected.clear()
-            _rejected[digest] = (row.hash, now)
-        return None
+            bad = _rejected.get(digest)
+            hit = _verified.get(digest)
+            if hit is not None and hit[0] == row.hash and now - hit[1] < CACHE_S:
+                return row
+            if bad is not None and bad[0] == row.hash and now - bad[1] < NEGATIVE_CACHE_S:
+                return None  # this exact wrong key failed recently: no second argon2 run
+            waiting = _inflight.get(digest)
+            if waiting is None:
+                mine = _inflight[digest] = threading.Event()
+                break
+        # the same key is being verified by another request: share its answer (single flight)
+        if not waiting.wait(max(0.0, deadline - time.monotonic())):
+            raise KeyCheckBusy("API key verification is saturated")
+    try:
+        if not _verify_slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise KeyCheckBusy(f"API key verification is saturated ({MAX_CONCURRENT_VERIFY} "
+                               "running)")
+        try:
+            _hasher.verify(row.hash, presented)
+            ok = True
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            ok = False
+        finally:
+            _verify_slots.release()
+        with _lock:
+            cache = _verified if ok else _rejected
+            if len(cache) > 10_000:
+                cache.clear()
+            cache[digest] = (row.hash, time.monotonic())
+        return row if ok else None
     finally:
-        _verify_slots.release()
-    with _lock:
-        if len(_verified) > 10_000:
-            _verified.clear()
-        _verified[digest] = (row.hash, now)
-    return row
+        with _lock:
+            _inflight.pop(digest, None)
+        mine.set()
