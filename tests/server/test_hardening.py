@@ -264,3 +264,24 @@ def test_source_refused_without_isolation(tmp_path, monkeypatch):
         assert r.status_code == 503 and r.json()["type"] == "isolation-unavailable", r.text
         assert "bubblewrap is not installed" in r.json()["message"]
         assert c.post("/v1/lowerings", json={"kernel": "softmax"}, headers=auth).status_code == 202
+
+
+def test_runner_env_carries_only_the_jobs_provider_key(tmp_path, monkeypatch):
+    from pydantic import SecretStr
+
+    from ailower.settings import Settings
+    from server.settings import ServerSettings
+    from server.workers import WorkerPool
+
+    monkeypatch.setenv("AILOWER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("AILOWER_SERVER_ANTHROPIC_API_KEY", "sk-ant-server-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-ambient")
+    ss = ServerSettings(openai_api_key=SecretStr("sk-openai-server"))
+    pool = WorkerPool(Settings(), ss, slots=0)
+    triton_env = pool._env(0, "triton")
+    assert not any("sk-" in v for v in triton_env.values()), \
+        [k for k, v in triton_env.items() if "sk-" in v]
+    anth = pool._env(0, "anthropic")
+    assert anth["ANTHROPIC_API_KEY"] == "sk-ant-server-secret" and "OPENAI_API_KEY" not in anth
+    assert "AILOWER_SERVER_ANTHROPIC_API_KEY" not in anth
+    assert pool._env(0, "openai")["OPENAI_API_KEY"] == "sk-openai-server"

@@ -191,6 +191,40 @@ def test_limits_wall_and_output_and_fsize(tmp_path):
     assert run.returncode != 0 and (tmp_path / "w3" / "big").stat().st_size <= 1 << 20
 
 
+def _rss_kb() -> int:
+    st = Path("/proc/self/status").read_text()
+    return int(next(ln.split()[1] for ln in st.splitlines() if ln.startswith("VmRSS:")))
+
+
+def test_flood_under_the_cap_keeps_parent_memory_flat(tmp_path):
+    """96 MiB of output below the kill cap: the parent keeps only a head and a tail."""
+    rss0 = _rss_kb()
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import sys\nfor _ in range(1536): sys.stdout.write('y' * 65536)"],
+                       work=tmp_path / "w", limits=SandboxLimits(wall_s=60, output_bytes=1 << 30))
+    assert run.killed is None and run.returncode == 0
+    assert run.output_bytes == 1536 * 65536
+    assert len(run.stdout) < 100_000 and b"bytes dropped" in run.stdout
+    assert _rss_kb() - rss0 < 30_000  # KiB; the flood itself is 96 MiB
+
+
+def test_disk_and_process_limits(tmp_path):
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import os\nfor i in range(40):\n"
+                        "    open(f'/sandbox/f{i}', 'wb').write(os.urandom(8 << 20))"],
+                       work=tmp_path / "w1", limits=SandboxLimits(wall_s=60, disk_mb=32,
+                                                                  file_mb=16))
+    assert run.killed == "disk", run
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import subprocess\nn = 0\ntry:\n    for _ in range(200):\n"
+                        "        subprocess.Popen(['sleep', '30']); n += 1\n"
+                        "except OSError as e:\n    print('stopped', n, type(e).__name__)"],
+                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=30, nproc=24))
+    out = run.stdout.decode()
+    assert out.startswith("stopped"), (out, run.stderr[-500:])
+    assert int(out.split()[1]) < 24
+
+
 def test_compile_wall_limit_is_a_clear_error(tmp_path):
     spec = softmax_with(["for i in tl.static_range(100000000):", "    pass"])
     check_triton_source(spec["source"]["text"], "softmax_kernel")  # passes the policy
