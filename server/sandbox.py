@@ -231,7 +231,8 @@ def _inside(p: Path, root: Path) -> bool:
 
 def _python_dirs(exclude: list[Path]) -> list[Path]:
     """Folders of the Python environment to show read-only: prefixes and ``sys.path`` folders,
-    minus anything inside (or containing) the project, the data directory or ``exclude``."""
+    minus anything inside (or containing) the project, the data directory or ``exclude``, and
+    any folder that looks like a source checkout (``.git``, ``pyproject.toml``, ``.env``)."""
     cand = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     cand.add(Path(os.path.realpath(sys.executable)).parent.parent)
     cand |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
@@ -243,6 +244,9 @@ def _python_dirs(exclude: list[Path]) -> list[Path]:
             continue
         if any(_inside(p, e) or _inside(e, p) for e in [_ROOT, *exclude]):
             continue
+        if any((p / marker).exists() for marker in (".git", "pyproject.toml", ".env")):
+            continue  # a source checkout on sys.path (editable install): never shown whole
+
         keep.append(p)
     return keep
 
@@ -362,9 +366,12 @@ def run_isolated(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: b
     args += [setpriv, f"--reuid={limits.uid}", f"--regid={limits.gid}", "--clear-groups",
              "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]  # type: ignore[list-item]
     t0 = time.monotonic()
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={}, cwd="/", close_fds=True,
-                            preexec_fn=_rlimits(limits))
+    try:
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={}, cwd="/", close_fds=True,
+                                preexec_fn=_rlimits(limits))
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxError(f"the sandbox could not start: {type(exc).__name__}: {exc}") from None
     total, over = [0], threading.Event()
     out = _Capped(proc.stdout, total, limits.output_bytes, over)
     err = _Capped(proc.stderr, total, limits.output_bytes, over)

@@ -140,10 +140,10 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
         return body.kernel, False
     from server.sandbox import isolation_status
 
+    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm)
     ok, why = isolation_status()
     if not ok:
         raise ApiError(503, "isolation-unavailable", "this server does not accept kernel source: "
                        f"untrusted code cannot be isolated here ({why}); submit a suite kernel "
                        "by name instead", loc=["body", "spec"])
-    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm)
     return ks.name, True

@@ -13,7 +13,7 @@ import pytest
 
 from kernels import get
 
-from .conftest import read_sse, wait_status
+from .conftest import needs_isolation, read_sse, wait_status
 
 
 def suite_source_text(module: str) -> str:
@@ -100,6 +100,7 @@ def test_sse_content_and_resume(server, alice):
     assert rest[-1]["event"] == "end" and rest[-1]["data"] == {"status": "succeeded"}
 
 
+@needs_isolation
 def test_uploaded_spec_runs_through_the_sandbox(server, alice):
     c = server.client(alice)
     r = c.post("/v1/lowerings", json={"spec": uploaded_softmax(), "budget": {"iterations": 1}})
