@@ -29,7 +29,8 @@ from sqlalchemy.orm import Session
 from server.db import ApiKey, utcnow
 from server.settings import ServerSettings
 
-__all__ = ["KeyCheckBusy", "KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate", "KEY_RE"]
+__all__ = ["KeyCheckBusy", "KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate",
+           "KEY_RE"]
 
 KEY_RE = re.compile(r"^ail_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})$")
 CACHE_S = 60.0

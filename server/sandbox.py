@@ -60,7 +60,7 @@ _CHILD = Path(__file__).resolve().parent / "_compile_child.py"
 
 
 class SandboxError(RuntimeError):
-    """The sandboxed compile failed, ran out of a limit, or answered garbage (message says which)."""
+    """The sandboxed run failed, ran out of a limit, or answered garbage (message says which)."""
 
 
 class IsolationUnavailable(SandboxError):
@@ -220,8 +220,8 @@ def _base_args(lim: SandboxLimits) -> list[str]:
             args += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--size", str(lim.tmp_mb << 20),
-             "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777",
+             "--size", str(lim.tmp_mb << 20), "--tmpfs", "/tmp"]
     return args
 
 
@@ -364,7 +364,8 @@ def run_isolated(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: b
     for k, v in full_env.items():
         args += ["--setenv", k, v]
     args += [setpriv, f"--reuid={limits.uid}", f"--regid={limits.gid}", "--clear-groups",
-             "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", *argv]  # type: ignore[list-item]
+             "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+             *argv]  # type: ignore[list-item]
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -63,8 +63,8 @@ interleave join permute ravel reshape split squeeze trans unsqueeze view dot dot
 make_block_ptr advance make_tensor_descriptor load_tensor_descriptor store_tensor_descriptor
 flip where swizzle2d abs cdiv ceil clamp cos div_rn erf exp exp2 fdiv floor fma log log2 maximum
 minimum rsqrt sigmoid sin softmax sqrt sqrt_rn umulhi argmax argmin max min reduce sum xor_sum
-reduce_or associative_scan cumprod cumsum histogram sort topk gather atomic_add atomic_and atomic_cas
-atomic_max atomic_min atomic_or atomic_xchg atomic_xor randint randint4x rand randn
+reduce_or associative_scan cumprod cumsum histogram sort topk gather atomic_add atomic_and
+atomic_cas atomic_max atomic_min atomic_or atomic_xchg atomic_xor randint randint4x rand randn
 uint_to_uniform_float pair_uniform_to_normal philox range static_range multiple_of max_contiguous
 max_constancy assume debug_barrier static_print static_assert device_print device_assert
 constexpr inline_asm_elementwise
@@ -104,8 +104,8 @@ MAX_NODES = 20_000
 MAX_DEPTH = 60
 _MAX_POW = 64
 
-_OK_STMTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Return,
-             ast.Pass, ast.Break, ast.Continue, ast.Assert)
+_OK_STMTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.If, ast.For, ast.While,
+             ast.Return, ast.Pass, ast.Break, ast.Continue, ast.Assert)
 _OK_EXPRS = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.Attribute,
              ast.Subscript, ast.Slice, ast.Name, ast.Constant, ast.Tuple, ast.List, ast.IfExp,
              ast.keyword, ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)
@@ -232,8 +232,8 @@ def check_triton_source(source: str, function: str, *, allow_inline_asm: bool = 
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if a.name not in ("triton", "triton.language", "math"):
-                    raise fail(f"import of {a.name!r} is not allowed (only triton, triton.language, "
-                               "math)", stmt)
+                    raise fail(f"import of {a.name!r} is not allowed (only triton, "
+                               "triton.language, math)", stmt)
                 local = a.asname or a.name.split(".")[0]
                 target = a.name if a.asname else a.name.split(".")[0]
                 if local in mod.modules and mod.modules[local] == target:

@@ -147,7 +147,8 @@ class WorkerPool:
         folder.mkdir(parents=True, exist_ok=True)
         log_file = (folder / f"runner-{job.attempts}.log").open("ab")
         proc = subprocess.Popen([sys.executable, "-m", "server.runner", job.id, owner],
-                                env=self._env(i, job.request.get("provider")), stdin=subprocess.DEVNULL, stdout=log_file,
+                                env=self._env(i, job.request.get("provider")),
+                                stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT, preexec_fn=_runner_preexec,
                                 close_fds=True)
         log_file.close()

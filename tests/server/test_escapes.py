@@ -90,7 +90,8 @@ KT = ("import triton\nimport triton.language as tl\n{pre}\n@triton.jit{dec}\n"
 
 # (whole module source, what the 422 message must say)
 MODULE = [
-    ("import triton\nfrom triton.language.core import builtins\n", "import from triton.language.core"),
+    ("import triton\nfrom triton.language.core import builtins\n",
+     "import from triton.language.core"),
     ("import triton\nfrom triton.language import core\n", "'core' is not in the documented"),
     ("import triton.language.core as c\n", "import of 'triton.language.core'"),
     ("from triton import knobs\n", "'from triton import knobs' is not allowed"),
