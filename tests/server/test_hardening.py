@@ -287,3 +287,28 @@ def test_runner_env_carries_only_the_jobs_provider_key(tmp_path, monkeypatch):
     assert anth["ANTHROPIC_API_KEY"] == "sk-ant-server-secret" and "OPENAI_API_KEY" not in anth
     assert "AILOWER_SERVER_ANTHROPIC_API_KEY" not in anth
     assert pool._env(0, "openai")["OPENAI_API_KEY"] == "sk-openai-server"
+
+
+def test_runner_never_imports_submitted_text(tmp_path):
+    """If the sandbox's cache lacks a config (its code deleted it), the runner's compile path must
+    refuse to import the submitted text itself rather than run it outside the box."""
+    import json
+    import subprocess
+    import sys
+
+    marker = tmp_path / "marker"
+    spec = softmax_with([])
+    spec["source"]["text"] = f"import os\nos.system('touch {marker}')\n" + spec["source"]["text"]
+    code = (
+        "import json, sys\nfrom pathlib import Path\n"
+        "from server.sandbox import forbid_text_source_import\nforbid_text_source_import()\n"
+        "from harness import compile_reference\nfrom kernels import KernelSpec, SpecError\n"
+        "spec = KernelSpec.model_validate(json.loads(sys.stdin.read()))\n"
+        "try:\n"
+        "    compile_reference(spec, 'sm_90a', spec.configs()[0], cache_dir=Path(sys.argv[1]))\n"
+        "except SpecError as e:\n    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")],
+                       input=json.dumps(spec), capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parents[2]))
+    assert "refused:" in r.stdout and "compiled only in the sandbox" in r.stdout, r.stderr[-2000:]
+    assert not marker.exists()
