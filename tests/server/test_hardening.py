@@ -103,7 +103,7 @@ def test_open_streams_hold_no_database_connection(srv):
             t0 = time.monotonic()
             r = c.get("/v1/lowerings")
             assert r.status_code == 200, r.text
-            assert time.monotonic() - t0 < 3.0
+            assert time.monotonic() - t0 < 5.0  # ~28 s before the fix
         assert srv.client(b).post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 202
     finally:
         for s in socks:
