@@ -1,10 +1,12 @@
-"""The sandboxed reference compile (run only by :func:`server.sandbox.compile_untrusted`).
+"""The sandboxed reference compile (run only by :func:`server.sandbox.compile_untrusted`, inside
+the bubblewrap box, as a top-level module: it imports nothing from :mod:`server`).
 
-Reads one JSON request on stdin, compiles every config of the spec into the given cache folder
-with :func:`harness.compile_space`, and writes one JSON line on stdout:
-``{"compiled": [config keys], "failures": [messages]}``, or ``{"error": message}``.
-The process starts with an empty environment; the few variables Triton needs are set here, to
-folders of the job.
+Reads one JSON request on stdin (``spec``, ``arch``, ``cache_dir``, ``home``, ``result``,
+``max_ptx_version``), compiles every config of the spec into ``cache_dir`` with
+:func:`harness.compile_space`, and writes ``result``:
+``{"compiled": [config keys], "failures": [messages], "expected": [config keys]}`` or
+``{"error": message}``. The untrusted source runs in this process (Triton imports it and runs its
+compile-time Python), so nothing here is trusted by the parent beyond being data.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 def main() -> None:
     """Entry point; see the module docstring."""
     req = json.loads(sys.stdin.read())
+    os.makedirs(req["home"], exist_ok=True)
     os.environ["HOME"] = req["home"]
     os.environ["TRITON_CACHE_DIR"] = os.path.join(req["home"], "triton-cache")
     os.environ["TRITON_DEFAULT_FP_FUSION"] = "1"
@@ -34,5 +37,6 @@ def main() -> None:
                "expected": [c.key() for c in spec.configs()]}
     except Exception as exc:  # reported to the parent as data: the child has no other channel
         out = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
-    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    with open(req["result"], "w") as f:
+        json.dump(out, f)
     sys.stdout.flush()

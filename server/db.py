@@ -11,6 +11,7 @@ read, so of two racing writers only one advances the job (``sqla:doc/build/orm/v
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -138,7 +139,9 @@ def make_engine(url: str) -> Engine:
     """An engine for ``url`` with the server's tables created.
 
     SQLite: WAL journal, ``synchronous=NORMAL``, a 30 s busy timeout and foreign keys on, for every
-    connection (https://www.sqlite.org/wal.html). The parent folder of a SQLite file is created.
+    connection (https://www.sqlite.org/wal.html). The parent folder of a SQLite file is created
+    (mode 0700) and the file itself with mode 0600 (SQLite gives its ``-wal``/``-shm`` files the
+    database file's mode).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be reached or the tables created.
@@ -151,7 +154,18 @@ def make_engine(url: str) -> Engine:
 
         db = make_url(url).database
         if db and db != ":memory:":
-            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = Path(db).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not path.exists():
+                # created 0600, never wider. Only when absent: closing any descriptor of an open
+                # SQLite file drops this process's POSIX locks on it (sqlite.org/howtocorrupt.html)
+                try:
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                except FileExistsError:
+                    pass
+            for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+                if p.exists():
+                    os.chmod(p, 0o600)
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
     engine = create_engine(url, **kwargs)
     if engine.dialect.name == "sqlite":

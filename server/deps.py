@@ -14,11 +14,11 @@ from sqlalchemy.orm import Session
 
 from server.db import ApiKey
 from server.errors import ApiError
-from server.keys import authenticate
+from server.keys import KeyCheckBusy, authenticate
 
-__all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "check_body_size"]
+__all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "check_body_size", "bearer"]
 
-_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer ail_<id>_<secret>")
+bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer ail_<id>_<secret>")
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -31,7 +31,7 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 
 def get_api_key(session: SessionDep,
-                creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> ApiKey:
+                creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> ApiKey:
     """The caller's live API key.
 
     Raises:
@@ -41,7 +41,11 @@ def get_api_key(session: SessionDep,
     if creds is None or creds.scheme.lower() != "bearer":
         raise ApiError(401, "unauthorized", "missing 'Authorization: Bearer <API key>' header",
                        loc=["header", "Authorization"], headers={"WWW-Authenticate": "Bearer"})
-    row = authenticate(session, creds.credentials)
+    try:
+        row = authenticate(session, creds.credentials)
+    except KeyCheckBusy as exc:
+        raise ApiError(503, "auth-busy", f"{exc}; retry shortly", loc=["header", "Authorization"],
+                       headers={"Retry-After": "2"}) from None
     if row is None:
         raise ApiError(401, "unauthorized", "unknown, revoked or malformed API key",
                        loc=["header", "Authorization"], headers={"WWW-Authenticate": "Bearer"})

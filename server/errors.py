@@ -75,7 +75,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {400: "Bad request", 401: "Missing, malformed, unknown or revoked API key",
             404: "No such job (or not the caller's)", 409: "Conflict",
             413: "Body, PTX or source too large", 422: "Invalid request",
-            429: "Rate or concurrency limit (see Retry-After)"}
+            429: "Rate or concurrency limit (see Retry-After)",
+            503: "Kernel source not accepted on this host (no isolation), or key checks saturated"}
     schema = {"$ref": "#/components/schemas/ErrorBody"}
     return {c: {"model": ErrorBody, "description": text.get(c, "Error"),
                 "content": {"application/json": {"schema": schema}}} for c in codes}

@@ -4,9 +4,12 @@ A key reads ``ail_<key_id>_<secret>``: ``key_id`` (12 hex digits) is public and 
 only the argon2id hash of the whole key is stored (argon2-cffi's ``PasswordHasher`` defaults,
 RFC 9106 recommendation 2). The plain key is shown once, at creation.
 
-Verification costs an argon2 hash (~tens of ms); a process-local cache remembers for
-``CACHE_S`` seconds which exact keys verified (keyed by their SHA-256), while revocation is read
-from the database on every request, so a revoked key stops working at once.
+Verification costs an argon2 hash (~tens of ms, 64 MiB); a process-local cache remembers for
+``CACHE_S`` seconds which exact keys verified and for ``NEGATIVE_CACHE_S`` which failed (keyed by
+their SHA-256), at most ``MAX_CONCURRENT_VERIFY`` verifications run at once (a caller waits at
+most ``VERIFY_WAIT_S`` for a slot, then gets 401), while revocation is read from the database on
+every request, so a revoked key stops working at once. Concurrent requests with the same key share
+one verification (single flight).
 """
 
 from __future__ import annotations
@@ -26,13 +29,26 @@ from sqlalchemy.orm import Session
 from server.db import ApiKey, utcnow
 from server.settings import ServerSettings
 
-__all__ = ["KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate", "KEY_RE"]
+__all__ = ["KeyCheckBusy", "KeyLimits", "create_key", "list_keys", "revoke_key", "authenticate",
+           "KEY_RE"]
 
 KEY_RE = re.compile(r"^ail_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})$")
 CACHE_S = 60.0
+NEGATIVE_CACHE_S = 300.0
+MAX_CONCURRENT_VERIFY = 2
+VERIFY_WAIT_S = 10.0
 _hasher = PasswordHasher()
 _verified: dict[str, tuple[str, float]] = {}
+_rejected: dict[str, tuple[str, float]] = {}
+_inflight: dict[str, threading.Event] = {}
 _lock = threading.Lock()
+# argon2id with the library defaults needs 64 MiB per verification (RFC 9106 recommendation 2):
+# at most MAX_CONCURRENT_VERIFY run at once, so wrong secrets cannot grow the server's memory
+_verify_slots = threading.BoundedSemaphore(MAX_CONCURRENT_VERIFY)
+
+
+class KeyCheckBusy(RuntimeError):
+    """Every argon2 verification slot stayed busy for ``VERIFY_WAIT_S`` (a flood of new keys)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,9 @@ def authenticate(session: Session, presented: str) -> ApiKey | None:
     """The live key row matching ``presented`` (the full ``ail_...`` string), or None.
 
     None for a malformed, unknown, revoked or mismatching key; never raises for bad input.
+
+    Raises:
+        KeyCheckBusy: no verification slot freed up within ``VERIFY_WAIT_S``.
     """
     m = KEY_RE.match(presented)
     if m is None:
@@ -104,16 +123,40 @@ def authenticate(session: Session, presented: str) -> ApiKey | None:
         return None
     digest = hashlib.sha256(presented.encode()).hexdigest()
     now = time.monotonic()
-    with _lock:
-        hit = _verified.get(digest)
-    if hit is not None and hit[0] == row.hash and now - hit[1] < CACHE_S:
-        return row
+    deadline = now + VERIFY_WAIT_S
+    while True:
+        with _lock:
+            bad = _rejected.get(digest)
+            hit = _verified.get(digest)
+            if hit is not None and hit[0] == row.hash and now - hit[1] < CACHE_S:
+                return row
+            if bad is not None and bad[0] == row.hash and now - bad[1] < NEGATIVE_CACHE_S:
+                return None  # this exact wrong key failed recently: no second argon2 run
+            waiting = _inflight.get(digest)
+            if waiting is None:
+                mine = _inflight[digest] = threading.Event()
+                break
+        # the same key is being verified by another request: share its answer (single flight)
+        if not waiting.wait(max(0.0, deadline - time.monotonic())):
+            raise KeyCheckBusy("API key verification is saturated")
     try:
-        _hasher.verify(row.hash, presented)
-    except (VerifyMismatchError, VerificationError, InvalidHashError):
-        return None
-    with _lock:
-        if len(_verified) > 10_000:
-            _verified.clear()
-        _verified[digest] = (row.hash, now)
-    return row
+        if not _verify_slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise KeyCheckBusy(f"API key verification is saturated ({MAX_CONCURRENT_VERIFY} "
+                               "running)")
+        try:
+            _hasher.verify(row.hash, presented)
+            ok = True
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            ok = False
+        finally:
+            _verify_slots.release()
+        with _lock:
+            cache = _verified if ok else _rejected
+            if len(cache) > 10_000:
+                cache.clear()
+            cache[digest] = (row.hash, time.monotonic())
+        return row if ok else None
+    finally:
+        with _lock:
+            _inflight.pop(digest, None)
+        mine.set()

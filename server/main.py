@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -21,6 +23,13 @@ __all__ = ["create_app"]
 log = logging.getLogger("ailower.server")
 
 
+def _private_data_dir(data_dir) -> None:
+    """Create the data directory with mode 0700 (and tighten an existing one): job folders,
+    artifacts and the SQLite database are the tenants' data."""
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(data_dir, 0o700)
+
+
 def create_app(settings: Settings | None = None, server_settings: ServerSettings | None = None,
                *, workers: bool = True) -> FastAPI:
     """Build the app.
@@ -32,6 +41,7 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
     """
     settings = settings or Settings()
     ss = server_settings or ServerSettings()
+    _private_data_dir(settings.data_dir)
     engine = make_engine(settings.database_url)
 
     @asynccontextmanager
@@ -57,9 +67,12 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
                   description="Lower Triton kernels to verified, measured PTX over HTTP. "
                               "Every /v1 route except /v1/kernels needs "
                               "'Authorization: Bearer <API key>'.")
+    # no trailing-slash redirects: Starlette builds their Location from the client's Host header
+    app.router.redirect_slashes = False
     app.state.settings, app.state.server_settings = settings, ss
     app.state.engine, app.state.sessionmaker = engine, make_sessionmaker(engine)
     app.state.pool = None
+    app.state.verify_slots = asyncio.Semaphore(ss.verify_concurrency)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(DBCollector(app.state.sessionmaker))
     app.state.metrics_registry = registry

@@ -101,11 +101,19 @@ def run_job(job_id: str, owner: str) -> int:
     from kernels import KernelSpec, get
     from server import jobs as J
     from server.db import Job, make_engine, make_sessionmaker
-    from server.sandbox import SandboxError, SandboxLimits, compile_untrusted
+    from server.sandbox import (
+        SandboxError,
+        SandboxLimits,
+        compile_untrusted,
+        forbid_text_source_import,
+    )
     from server.settings import get_server_settings
 
     settings, ss = get_server_settings()
-    secrets = ss.secrets()
+    import os
+
+    secrets = [*ss.secrets(), *(os.environ[k] for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+                                if os.environ.get(k))]
     engine = make_engine(settings.database_url)
     Session = make_sessionmaker(engine)
     with Session() as s:
@@ -142,15 +150,14 @@ def run_job(job_id: str, owner: str) -> int:
     if req.get("kernel"):
         spec = get(req["kernel"])
     else:
+        forbid_text_source_import()  # this process never imports the submitted text
         spec = KernelSpec.model_validate(req["spec"])
         cache_dir = folder / "sandbox" / "cache"
         progress(stage="sandbox-compile")
         try:
-            sb = compile_untrusted(spec.model_dump(mode="json"), arch, cache_dir=cache_dir,
-                                   home=folder / "sandbox" / "home",
+            sb = compile_untrusted(spec.model_dump(mode="json"), arch, work=folder / "sandbox",
                                    max_ptx_version=settings.max_ptx_version,
-                                   limits=SandboxLimits(ss.sandbox_cpu_s, ss.sandbox_memory_mb,
-                                                        ss.sandbox_wall_s))
+                                   limits=ss.sandbox_limits(), exclude=[settings.data_dir])
         except SandboxError as exc:
             return fail("sandbox-compile", str(exc))
         emit("sandbox_compiled", {"compiled": sb.compiled, "failures": sb.failures,
@@ -219,11 +226,11 @@ def run_job(job_id: str, owner: str) -> int:
     report["seconds"] = round(time.monotonic() - t0, 3)
     with Session() as s:
         if result.best_candidate is not None:
-            ptx = folder / f"{spec.name}.ptx"
+            ptx = folder / "best.ptx"  # fixed names: nothing the client chose reaches the disk
             ptx.write_text(result.best_candidate.ptx)
             J.add_artifact(s, job_id, "ptx", ptx, "text/plain; charset=utf-8")
             if result.best_cubin:
-                cub = folder / f"{spec.name}.cubin"
+                cub = folder / "best.cubin"
                 cub.write_bytes(result.best_cubin)
                 J.add_artifact(s, job_id, "cubin", cub, "application/octet-stream")
         rep = folder / "report.json"

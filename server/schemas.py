@@ -22,6 +22,9 @@ PROVIDERS = ("triton", "anthropic", "openai")
 ARTIFACTS = ("ptx", "cubin", "report", "transcript")
 
 
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
 class Budget(BaseModel):
     """A job's budget.
 
@@ -33,7 +36,7 @@ class Budget(BaseModel):
             priced with the server's ``price_per_mtok``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT  # ``iterations: true`` or ``"4"`` is a 422, not 1 or 4
 
     iterations: int = Field(default=4, ge=1, le=1000)
     wall_time_s: float = Field(default=900.0, gt=0, le=86_400)
@@ -48,7 +51,7 @@ class LoweringCreate(BaseModel):
     ``reference`` are refused for submitted specs).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     kernel: str | None = Field(default=None, min_length=1, max_length=100,
                                pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -118,7 +121,7 @@ class LoweringsPublic(BaseModel):
 class VerifyRequest(BaseModel):
     """``POST /v1/verify`` body: PTX text and the target arch (``threads`` for the E3 check)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     ptx: str = Field(min_length=1)
     arch: Arch = "sm_90a"

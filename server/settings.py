@@ -37,6 +37,15 @@ class ServerSettings(BaseSettings):
         max_wall_time_s: the largest wall-time budget a client may ask for (seconds).
         sandbox_cpu_s / sandbox_memory_mb / sandbox_wall_s: limits of the subprocess that compiles
             untrusted Triton source (``RLIMIT_CPU`` seconds, ``RLIMIT_AS`` MiB, wall seconds).
+        sandbox_output_bytes: stdout + stderr bytes the sandboxed compile may write before it is
+            killed (``tl.static_print`` floods).
+        sandbox_uid / sandbox_gid: the unprivileged identity the sandboxed compile runs as
+            (never 0; default 65534, ``nobody``).
+        allow_inline_asm: accept ``tl.inline_asm_elementwise`` in submitted source (off: arbitrary
+            PTX inside the reference would defeat the reference's role).
+        verify_wall_s / verify_max_lines / verify_concurrency / verify_memory_mb: bounds of
+            ``POST /v1/verify`` (wall seconds, PTX lines, runs at once per process, child
+            ``RLIMIT_AS`` MiB).
         max_stream_s: an SSE stream closes after this long (the client resumes with
             ``Last-Event-ID``).
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
@@ -65,11 +74,27 @@ class ServerSettings(BaseSettings):
     sandbox_cpu_s: int = Field(default=300, ge=1)
     sandbox_memory_mb: int = Field(default=8192, ge=256)
     sandbox_wall_s: float = Field(default=600.0, gt=0)
+    sandbox_output_bytes: int = Field(default=16 << 20, ge=4096)
+    sandbox_uid: int = Field(default=65534, ge=1)
+    sandbox_gid: int = Field(default=65534, ge=1)
     max_stream_s: float = Field(default=600.0, gt=0)
+    allow_inline_asm: bool = False
+    verify_wall_s: float = Field(default=30.0, gt=0)
+    verify_max_lines: int = Field(default=200_000, ge=10)
+    verify_concurrency: int = Field(default=4, ge=1)
+    verify_memory_mb: int = Field(default=4096, ge=256)
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    def sandbox_limits(self):
+        """The :class:`server.sandbox.SandboxLimits` these settings give."""
+        from server.sandbox import SandboxLimits
+
+        return SandboxLimits(cpu_s=self.sandbox_cpu_s, memory_mb=self.sandbox_memory_mb,
+                             wall_s=self.sandbox_wall_s, output_bytes=self.sandbox_output_bytes,
+                             uid=self.sandbox_uid, gid=self.sandbox_gid)
 
     def secrets(self) -> list[str]:
         """Every credential value, for redaction of events, logs and artifacts."""

@@ -10,6 +10,7 @@ import) is refused; the autotune space is capped at :data:`MAX_CONFIGS`; problem
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +25,7 @@ from server.source_check import SourceRejected, check_triton_source
 __all__ = ["validate_submission", "MAX_CONFIGS"]
 
 MAX_CONFIGS = 64
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
 
 
 def _strings(obj: Any) -> list[str]:
@@ -36,7 +38,13 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-def _check_spec(spec: dict[str, Any], max_source_bytes: int) -> KernelSpec:
+def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
+                allow_inline_asm: bool = False) -> KernelSpec:
+    name = spec.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ApiError(422, "invalid-spec", "spec.name must be 1-100 characters of letters, "
+                       "digits, '_', '.', '-', starting with a letter or '_'",
+                       loc=["body", "spec", "name"])
     src = spec.get("source")
     if not isinstance(src, dict) or set(src) != {"function", "text"} \
             or not isinstance(src.get("text"), str) or not isinstance(src.get("function"), str):
@@ -52,7 +60,7 @@ def _check_spec(spec: dict[str, Any], max_source_bytes: int) -> KernelSpec:
                        "reference (it would be imported); omit 'reference'",
                        loc=["body", "spec", "reference"])
     try:
-        check_triton_source(src["text"], src["function"])
+        check_triton_source(src["text"], src["function"], allow_inline_asm=allow_inline_asm)
     except SourceRejected as exc:
         raise ApiError(422, "source-rejected", str(exc),
                        loc=["body", "spec", "source", "text", exc.line, exc.col]) from None
@@ -101,7 +109,8 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
 
     Raises:
         ApiError: 422 (unknown kernel, unconfigured provider, budget over the server's caps,
-            rejected source or spec), 413 (source too large).
+            rejected source or spec), 413 (source too large), 503 ``isolation-unavailable``
+            (a spec with source on a host that cannot sandbox it: :mod:`server.sandbox`).
     """
     b = body.budget
     if b.iterations > ss.max_iterations:
@@ -129,5 +138,12 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
                            f"{', '.join(names())}", loc=["body", "kernel"])
         get(body.kernel)
         return body.kernel, False
-    ks = _check_spec(body.spec or {}, max_source_bytes)
+    from server.sandbox import isolation_status
+
+    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm)
+    ok, why = isolation_status()
+    if not ok:
+        raise ApiError(503, "isolation-unavailable", "this server does not accept kernel source: "
+                       f"untrusted code cannot be isolated here ({why}); submit a suite kernel "
+                       "by name instead", loc=["body", "spec"])
     return ks.name, True

@@ -125,12 +125,15 @@ class WorkerPool:
                 log.exception("job slot %d: error; retrying in 2 s", i)
                 self.stop.wait(2.0)
 
-    def _env(self, i: int) -> dict[str, str]:
+    def _env(self, i: int, provider: str | None = None) -> dict[str, str]:
+        """The runner's environment: the server's, minus every provider credential and server
+        setting holding one, plus the one credential the job's ``provider`` needs."""
         env = {k: v for k, v in os.environ.items()
-               if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")}
-        if self.ss.anthropic_api_key:
+               if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
+                            "AILOWER_SERVER_ANTHROPIC_API_KEY", "AILOWER_SERVER_OPENAI_API_KEY")}
+        if provider == "anthropic" and self.ss.anthropic_api_key:
             env["ANTHROPIC_API_KEY"] = self.ss.anthropic_api_key.get_secret_value()
-        if self.ss.openai_api_key:
+        if provider == "openai" and self.ss.openai_api_key:
             env["OPENAI_API_KEY"] = self.ss.openai_api_key.get_secret_value()
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[i % len(self.gpus)]
@@ -144,7 +147,8 @@ class WorkerPool:
         folder.mkdir(parents=True, exist_ok=True)
         log_file = (folder / f"runner-{job.attempts}.log").open("ab")
         proc = subprocess.Popen([sys.executable, "-m", "server.runner", job.id, owner],
-                                env=self._env(i), stdin=subprocess.DEVNULL, stdout=log_file,
+                                env=self._env(i, job.request.get("provider")),
+                                stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT, preexec_fn=_runner_preexec,
                                 close_fds=True)
         log_file.close()

@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 import json
 import math
+import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,13 +17,14 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
-from server.db import TERMINAL, Job, JobArtifact, as_utc, utcnow
-from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep
+from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
+from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep, bearer, get_api_key
 from server.errors import ApiError, error_responses
 from server.schemas import (
     Budget,
@@ -67,12 +70,32 @@ def own_job(id: str, session: SessionDep, key: ApiKeyDep) -> Job:
 OwnJobDep = Annotated[Job, Depends(own_job)]
 
 
+def stream_job(id: str, request: Request,
+               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
+    """Dependency of the SSE route: authenticate and check ownership in a short session of its
+    own, closed before the stream starts (a stream must not hold a pooled connection for its
+    whole life). Returns the job id."""
+    with request.app.state.sessionmaker() as s:
+        key = get_api_key(s, creds)
+        return _own_job(s, key, id).id
+
+
+def last_event_id(last_event_id: Annotated[str | None, Header(max_length=20)] = None) -> int | None:
+    """Dependency: the ``Last-Event-ID`` header as an event id (422 before the stream starts)."""
+    if last_event_id is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}", last_event_id.strip()):
+        raise ApiError(422, "validation-error", "Last-Event-ID must be a non-negative integer "
+                       f"event id, got {last_event_id[:20]!r}", loc=["header", "Last-Event-ID"])
+    return int(last_event_id)
+
+
 def _artifact_names(session, job_id: str) -> list[str]:
     return sorted(session.scalars(select(JobArtifact.name).where(JobArtifact.job_id == job_id)))
 
 
 @router.post("", status_code=202, response_model=LoweringCreated,
-             responses=error_responses(400, 401, 409, 413, 422, 429),
+             responses=error_responses(400, 401, 409, 413, 422, 429, 503),
              summary="Submit a lowering")
 def create_lowering(body: LoweringCreate, request: Request, response: Response,
                     session: SessionDep, key: BodyLimitedKeyDep,
@@ -95,11 +118,35 @@ def create_lowering(body: LoweringCreate, request: Request, response: Response,
                 raise ApiError(409, "idempotency-conflict", "this Idempotency-Key was used with a "
                                "different request body", loc=["header", "Idempotency-Key"])
             return _created(old, request)
+    kernel, untrusted = validate_submission(body, ss, key.max_source_bytes)
+    with _key_lock(key.key_id):
+        return _admit(body, request, session, key, payload, rhash, idempotency_key, kernel,
+                      untrusted)
+
+
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
+
+
+def _key_lock(key_id: str) -> threading.Lock:
+    """The process-wide lock that makes a key's limit check and job insert one atomic step
+    (40 parallel submits with a limit of 4 admit exactly 4). Across processes on PostgreSQL the
+    ``SELECT ... FOR UPDATE`` of the key row in :func:`_admit` does the same."""
+    with _key_locks_guard:
+        return _key_locks.setdefault(key_id, threading.Lock())
+
+
+def _admit(body: LoweringCreate, request: Request, session, key, payload: dict, rhash: str,
+           idempotency_key: str | None, kernel: str, untrusted: bool) -> LoweringCreated:
+    """Check the key's rate and concurrency limits and insert the job, in one transaction."""
+    session.rollback()  # start a fresh transaction: the reads below must see every commit
+    session.execute(select(ApiKey.id).where(ApiKey.key_id == key.key_id).with_for_update())
     now = utcnow()
     window = session.scalars(select(Job.created_at).where(
         Job.key_id == key.key_id, Job.created_at > now - timedelta(seconds=60))
         .order_by(Job.created_at)).all()
     if len(window) >= key.rate_per_minute:
+        session.rollback()
         oldest = as_utc(window[-key.rate_per_minute])
         wait = max(1, math.ceil(60 - (now - oldest).total_seconds()))
         raise ApiError(429, "rate-limited", f"{key.rate_per_minute} submissions per minute "
@@ -107,9 +154,9 @@ def create_lowering(body: LoweringCreate, request: Request, response: Response,
     active = session.scalar(select(func.count()).select_from(Job).where(
         Job.key_id == key.key_id, Job.status.in_(("queued", "running"))))
     if active >= key.max_concurrent:
+        session.rollback()
         raise ApiError(429, "too-many-jobs", f"this key has {active} queued or running jobs; the "
                        f"limit is {key.max_concurrent}", headers={"Retry-After": "5"})
-    kernel, untrusted = validate_submission(body, ss, key.max_source_bytes)
     job = Job(id=str(uuid.uuid4()), key_id=key.key_id, status="queued", kernel=kernel,
               arch=body.arch, provider=body.provider, model=body.model, request=payload,
               request_hash=rhash, idempotency_key=idempotency_key, untrusted_source=untrusted,
@@ -211,7 +258,7 @@ def get_artifact(id: str, name: Literal["ptx", "cubin", "report", "transcript"],
     if hashlib.sha256(data).hexdigest() != art.sha256:
         raise ApiError(409, "artifact-changed", f"artifact {name!r} does not match its recorded "
                        "SHA-256", loc=["path", "name"])
-    fname = f"{job.kernel}.{_ARTIFACT_FILES[name]}"
+    fname = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', job.kernel)[:100]}.{_ARTIFACT_FILES[name]}"
     return Response(data, media_type=art.media_type,
                     headers={"Content-Disposition": f'attachment; filename="{fname}"',
                              "X-Content-SHA256": art.sha256})
@@ -219,8 +266,9 @@ def get_artifact(id: str, name: Literal["ptx", "cubin", "report", "transcript"],
 
 @router.get("/{id}/events", response_class=EventSourceResponse,
             responses=error_responses(401, 404), summary="Stream a lowering's events (SSE)")
-async def stream_events(id: str, request: Request, job: OwnJobDep,
-                        last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+async def stream_events(id: str, request: Request,
+                        job_id: Annotated[str, Depends(stream_job)],
+                        resume: Annotated[int | None, Depends(last_event_id)] = None,
                         after: Annotated[int | None, Query(ge=0, le=2**62)] = None
                         ) -> AsyncIterator[ServerSentEvent]:
     """Server-Sent Events: ``queued``, ``claimed``, ``started``, ``reference_compiled``,
@@ -229,14 +277,7 @@ async def stream_events(id: str, request: Request, job: OwnJobDep,
     ``succeeded`` / ``failed`` / ``cancelled``; then an ``end`` event and the stream closes.
     Each event's id is its id in the job's event log: reconnect with ``Last-Event-ID`` (or
     ``?after=ID``) to resume."""
-    start = after or 0
-    if last_event_id is not None:
-        try:
-            start = max(start, int(last_event_id))
-        except ValueError:
-            raise ApiError(422, "validation-error", "Last-Event-ID must be an integer event id",
-                           loc=["header", "Last-Event-ID"]) from None
-    job_id = job.id
+    start = max(after or 0, resume or 0)
     maker = request.app.state.sessionmaker
     limit_s = request.app.state.server_settings.max_stream_s
 

@@ -18,6 +18,11 @@ import typer
 from typer.testing import CliRunner
 
 from ailower.cmd_server import register
+from server.sandbox import isolation_status
+
+# source submissions need the bubblewrap sandbox (root + bwrap + setpriv); without it they are 503
+needs_isolation = pytest.mark.skipif(not isolation_status()[0],
+                                     reason=f"no isolation on this host: {isolation_status()[1]}")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import pytest
 
 from kernels import get
 
-from .conftest import read_sse, wait_status
+from .conftest import needs_isolation, read_sse, wait_status
 
 
 def suite_source_text(module: str) -> str:
@@ -100,6 +100,7 @@ def test_sse_content_and_resume(server, alice):
     assert rest[-1]["event"] == "end" and rest[-1]["data"] == {"status": "succeeded"}
 
 
+@needs_isolation
 def test_uploaded_spec_runs_through_the_sandbox(server, alice):
     c = server.client(alice)
     r = c.post("/v1/lowerings", json={"spec": uploaded_softmax(), "budget": {"iterations": 1}})
@@ -262,8 +263,8 @@ MALICIOUS = [
     ("import subprocess\n", "import of 'subprocess'"),
     ("from os import system\n", "import from os"),
     ("open('{m}', 'w').write('x')\n", "only imports and @triton.jit"),
-    ("import triton\n@triton.jit\ndef k(x, y=open('{m}', 'w')):\n    pass\n", "default values"),
-    ("import triton\n@triton.jit\ndef k(x: open('{m}', 'w')):\n    pass\n", "annotations"),
+    ("import triton\n@triton.jit\ndef k(x, y=open('{m}', 'w')):\n    pass\n", "default value"),
+    ("import triton\n@triton.jit\ndef k(x: open('{m}', 'w')):\n    pass\n", "annotation"),
     ("import triton\n@(lambda f: open('{m}', 'w'))\ndef k(x):\n    pass\n", "decorator"),
     ("import triton\n@triton.jit\n@triton.jit\ndef k(x):\n    pass\n", "exactly one decorator"),
     ("import triton\n@triton.jit\ndef k(x):\n    exec(\"open('{m}', 'w')\")\n", "'exec'"),

@@ -1,0 +1,241 @@
+"""The OS sandbox on its own (no server): code that got past the source policy runs as the
+unprivileged sandbox uid in its own namespaces and can read no server file, no environment of the
+parent, cannot write outside its work folder, has no network, and leaves no process behind.
+
+The payload is a real Triton escape (``tl.core.builtins.exec``) compiled by the sandbox child
+directly, i.e. as if a hole in :mod:`server.source_check` had let it through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from server.sandbox import (
+    IsolationUnavailable,
+    SandboxError,
+    SandboxLimits,
+    compile_untrusted,
+    isolation_status,
+    run_isolated,
+)
+from server.source_check import SourceRejected, check_triton_source
+
+from .sandbox_payloads import softmax_with
+
+pytestmark = pytest.mark.skipif(not isolation_status()[0],
+                                reason=f"no isolation on this host: {isolation_status()[1]}")
+
+SECRET = "sk-ant-test-" + "7" * 24
+
+
+def _nobody_pids() -> set[int]:
+    """Host pids of processes owned by uid 65534 (the sandbox uid)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                st = Path(f"/proc/{d}/status").read_text()
+            except OSError:
+                continue
+            uid = next((ln.split()[1] for ln in st.splitlines() if ln.startswith("Uid:")), "")
+            if uid == "65534":
+                out.add(int(d))
+    return out
+
+
+PROBE = r'''
+import json, os, socket, subprocess
+r = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+def t(name, f):
+    try:
+        r[name] = ["ok", repr(f())[:300]]
+    except BaseException as e:
+        r[name] = ["err", type(e).__name__]
+t("db", lambda: open(DB, "rb").read())
+t("data_dir", lambda: os.listdir(DATA))
+t("repo", lambda: os.listdir(REPO))
+t("dotenv", lambda: open(REPO + "/.env").read())
+t("parent_environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())
+t("host_pid_environ", lambda: open("/proc/%d/environ" % HOSTPID, "rb").read())
+t("pid1_environ", lambda: open("/proc/1/environ", "rb").read())
+t("own_environ", lambda: dict(os.environ))
+t("etc_passwd", lambda: open("/etc/passwd").read())
+t("root_home", lambda: os.listdir("/root"))
+t("write_outside", lambda: open(OUTSIDE, "w").write("x"))
+t("write_usr", lambda: open("/usr/ail_probe", "w").write("x"))
+t("write_tmp", lambda: open("/tmp/ail_probe", "w").write("x"))
+t("symlink_db", lambda: os.symlink(DB, "/sandbox/link_to_db"))
+t("net_out", lambda: socket.create_connection(("1.1.1.1", 80), timeout=2))
+t("net_host", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2))
+t("procs", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+t("setuid0", lambda: os.setuid(0))
+t("daemon", lambda: subprocess.Popen(["setsid", "sleep", "300"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)
+open("/sandbox/probe.json", "w").write(json.dumps(r))
+'''
+
+
+@pytest.fixture()
+def host(tmp_path, monkeypatch):
+    """A fake server data dir (DB with a secret row), a secret in this process's environment, a
+    listening loopback port, and an outside marker path."""
+    data = Path("/var/tmp") / f"ail-sb-{os.getpid()}-{time.monotonic_ns()}"  # not under /tmp
+    data.mkdir(mode=0o700)
+    (data / "ailower.db").write_text("SECRET-ROW tenant-b job")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    yield {"data": data, "db": data / "ailower.db", "outside": data / "outside-marker",
+           "port": srv.getsockname()[1], "work": tmp_path / "work"}
+    srv.close()
+    for p in sorted(data.rglob("*"), reverse=True):
+        p.unlink() if not p.is_dir() else p.rmdir()
+    data.rmdir()
+
+
+def _check_probe(r: dict, host: dict) -> None:
+    assert r["uid"] == 65534 and r["gid"] == 65534 and r["groups"] == []
+    for k in ("db", "data_dir", "repo", "dotenv", "parent_environ", "host_pid_environ",
+              "pid1_environ", "etc_passwd", "write_outside", "write_usr",
+              "net_out", "net_host", "setuid0"):
+        assert r[k][0] == "err", (k, r[k])
+    # /root shows only the folders leading to the Python environment, if it lives there
+    from server.sandbox import _python_dirs
+
+    shown = {d.relative_to("/root").parts[0] for d in _python_dirs([]) if d.parts[1:2] == ("root",)}
+    if r["root_home"][0] == "ok":
+        assert set(json.loads(r["root_home"][1].replace("'", '"'))) <= shown, r["root_home"]
+    assert SECRET not in json.dumps(r) and "SECRET-ROW" not in json.dumps(r)
+    env = r["own_environ"][1]
+    assert "ANTHROPIC" not in env and "AILOWER" not in env, env
+    assert r["write_tmp"][0] == "ok"  # its own private /tmp
+    assert not Path("/tmp/ail_probe").exists() or Path("/tmp/ail_probe").stat().st_uid != 65534
+    procs = json.loads(r["procs"][1].replace("'", '"')) if r["procs"][0] == "ok" else []
+    assert len(procs) <= 8, procs  # its own PID namespace: a handful of its own processes
+    assert not host["outside"].exists()
+    assert not Path("/usr/ail_probe").exists()
+
+
+def _wait_no_new_nobody(before: set[int], timeout: float = 5.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    left = _nobody_pids() - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _nobody_pids() - before
+    return left
+
+
+def test_python_payload_is_contained(host):
+    before = _nobody_pids()
+    code = PROBE.replace("DB", repr(str(host["db"]))).replace("DATA", repr(str(host["data"]))) \
+        .replace("REPO", repr(str(Path(__file__).resolve().parents[2]))) \
+        .replace("HOSTPID", str(os.getpid())).replace("OUTSIDE", repr(str(host["outside"]))) \
+        .replace("PORT", str(host["port"]))
+    run = run_isolated([sys.executable, "-I", "-c", code], work=host["work"],
+                       limits=SandboxLimits(wall_s=60), exclude=[host["data"]])
+    assert run.returncode == 0, run.stderr.decode(errors="replace")
+    probe = host["work"] / "probe.json"
+    assert probe.exists()  # the marker proves the payload ran -- inside the box
+    r = json.loads(probe.read_text())
+    _check_probe(r, host)
+    assert r["daemon"][0] == "ok"  # it could start a setsid daemon ...
+    assert _wait_no_new_nobody(before) == set()  # ... which died with the box
+    assert not (host["work"] / "link_to_db").exists()  # symlinks are removed afterwards
+    assert (host["work"] / "probe.json").stat().st_uid == 0  # handed back to root
+
+
+def test_triton_escape_that_passed_the_policy_is_contained(host):
+    """The escape from issue 8, compiled by the sandbox child directly (as if it had passed the
+    policy): it really executes -- and only inside the box."""
+    before = _nobody_pids()
+    code = PROBE.replace("DB", repr(str(host["db"]))).replace("DATA", repr(str(host["data"]))) \
+        .replace("REPO", repr(str(Path(__file__).resolve().parents[2]))) \
+        .replace("HOSTPID", str(os.getpid())).replace("OUTSIDE", repr(str(host["outside"]))) \
+        .replace("PORT", str(host["port"]))
+    outer = f"exec({code!r}, {{}})"  # a fresh namespace: exec() would share Triton's frame
+    spec = softmax_with([f"tl.core.builtins.exec({outer!r}.value)"])
+    with pytest.raises(SourceRejected, match=r"source:5:5: 'tl.core.builtins.exec' is not in"):
+        check_triton_source(spec["source"]["text"], "softmax_kernel")
+    res = compile_untrusted(spec, "sm_90a", work=host["work"], max_ptx_version=90,
+                            limits=SandboxLimits(wall_s=120), exclude=[host["data"]])
+    assert res.complete, res
+    r = json.loads((host["work"] / "probe.json").read_text())
+    _check_probe(r, host)
+    assert _wait_no_new_nobody(before) == set()
+
+
+def test_limits_wall_and_output_and_fsize(tmp_path):
+    before = _nobody_pids()
+    t0 = time.monotonic()
+    run = run_isolated([sys.executable, "-I", "-c", "import subprocess, time\n"
+                        "subprocess.Popen(['setsid', 'sleep', '300'])\ntime.sleep(300)"],
+                       work=tmp_path / "w1", limits=SandboxLimits(wall_s=2))
+    assert run.killed == "wall" and time.monotonic() - t0 < 15
+    assert _wait_no_new_nobody(before) == set()
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=60, output_bytes=4 << 20))
+    assert run.killed == "output" and run.output_bytes > 4 << 20
+    assert len(run.stdout) < 100_000  # only a head and a tail are kept
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "open('/sandbox/big', 'wb').write(b'0' * (3 << 20))"],
+                       work=tmp_path / "w3", limits=SandboxLimits(wall_s=60, file_mb=1))
+    assert run.returncode != 0 and (tmp_path / "w3" / "big").stat().st_size <= 1 << 20
+
+
+def _rss_kb() -> int:
+    st = Path("/proc/self/status").read_text()
+    return int(next(ln.split()[1] for ln in st.splitlines() if ln.startswith("VmRSS:")))
+
+
+def test_flood_under_the_cap_keeps_parent_memory_flat(tmp_path):
+    """96 MiB of output below the kill cap: the parent keeps only a head and a tail."""
+    rss0 = _rss_kb()
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import sys\nfor _ in range(1536): sys.stdout.write('y' * 65536)"],
+                       work=tmp_path / "w", limits=SandboxLimits(wall_s=60, output_bytes=1 << 30))
+    assert run.killed is None and run.returncode == 0
+    assert run.output_bytes == 1536 * 65536
+    assert len(run.stdout) < 100_000 and b"bytes dropped" in run.stdout
+    assert _rss_kb() - rss0 < 30_000  # KiB; the flood itself is 96 MiB
+
+
+def test_disk_and_process_limits(tmp_path):
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import os\nfor i in range(40):\n"
+                        "    open(f'/sandbox/f{i}', 'wb').write(os.urandom(8 << 20))"],
+                       work=tmp_path / "w1", limits=SandboxLimits(wall_s=60, disk_mb=32,
+                                                                  file_mb=16))
+    assert run.killed == "disk", run
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "import subprocess\nn = 0\ntry:\n    for _ in range(200):\n"
+                        "        subprocess.Popen(['sleep', '30']); n += 1\n"
+                        "except OSError as e:\n    print('stopped', n, type(e).__name__)"],
+                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=30, nproc=24))
+    out = run.stdout.decode()
+    assert out.startswith("stopped"), (out, run.stderr[-500:])
+    assert int(out.split()[1]) < 24
+
+
+def test_compile_wall_limit_is_a_clear_error(tmp_path):
+    spec = softmax_with(["for i in tl.static_range(100000000):", "    pass"])
+    check_triton_source(spec["source"]["text"], "softmax_kernel")  # passes the policy
+    with pytest.raises(SandboxError, match="wall-clock limit"):
+        compile_untrusted(spec, "sm_90a", work=tmp_path / "w", max_ptx_version=90,
+                          limits=SandboxLimits(wall_s=4))
+
+
+def test_isolation_unavailable_is_explicit(monkeypatch, tmp_path):
+    import server.sandbox as sb
+
+    monkeypatch.setattr(sb, "isolation_status", lambda: (False, "bwrap missing (test)"))
+    with pytest.raises(IsolationUnavailable, match="bwrap missing"):
+        run_isolated(["/usr/bin/true"], work=tmp_path / "w", limits=SandboxLimits())
