@@ -275,12 +275,14 @@ def runs(
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import cmd_baseline, cmd_server, cmd_verify
+    from ailower import cmd_baseline, cmd_leaderboard, cmd_server, cmd_suite, cmd_verify
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
     cmd_server.register(app)
     cmd_baseline.register(app)
+    cmd_suite.register(app)
+    cmd_leaderboard.register(app)
 
 
 _register_commands()
