@@ -132,6 +132,7 @@ def _figures(lb: Leaderboard) -> list[tuple[str, str, Any]]:
     sp.add_hline(y=1.0, line_dash="dash", line_color="#888")
     sp.update_layout(title="Speedup over autotuned Triton per kernel (timed cells)",
                      barmode="group", yaxis_title="speedup (x)", height=460,
+                     xaxis={"categoryorder": "array", "categoryarray": lb.rows},
                      margin={"l": 60, "r": 20, "t": 50, "b": 120})
     figs.append(("plot-speedup", "speedup", sp))
     rf = go.Figure()

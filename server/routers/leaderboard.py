@@ -17,7 +17,7 @@ from server.errors import ApiError, error_responses
 
 leaderboard_router = APIRouter(tags=["leaderboard"])
 
-_ARCH = Query(default=None, pattern=r"^sm_(89|90a|100a)$", description="only this arch")
+_ARCH = Query(pattern=r"^sm_(89|90a|100a)$", description="only this arch")
 
 
 def _board(request: Request, campaign: str | None, arch: str | None) -> Any:
