@@ -82,6 +82,9 @@ def suite_run(
     ray_address: Annotated[str | None, typer.Option(
         help="Ray cluster address for --backend ray (e.g. 10.0.0.1:6379, or 'auto')")] = None,
     cpu_workers: Annotated[int, typer.Option(min=1, help="static-cell worker processes")] = 2,
+    precompile_workers: Annotated[int | None, typer.Option(
+        min=0, help="processes compiling queued GPU cells' Triton configs ahead of the GPU "
+                    "worker (default: spare cores)")] = None,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="static path for every cell")] = False,
     retry_failed: Annotated[bool, typer.Option(
         "--retry-failed", help="run the campaign's failed cells again")] = False,
@@ -187,8 +190,12 @@ def suite_run(
         if backend == "local":
             from campaign.runner import run_local
 
+            import os
+
+            pre = precompile_workers if precompile_workers is not None else max(
+                0, (os.cpu_count() or 1) - cpu_workers - 1)
             st = run_local(store, camp, opts, archs, cpu_workers=cpu_workers, no_gpu=no_gpu,
-                           on_progress=on_progress, on_note=note)
+                           on_progress=on_progress, on_note=note, precompile_workers=pre)
         else:
             from campaign.ray_backend import run_ray
 

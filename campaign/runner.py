@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -217,8 +218,12 @@ def follow(store: CampaignStore, camp: CampaignRow, alive: Callable[[], bool],
 def run_local(store: CampaignStore, camp: CampaignRow, opts: CampaignOptions, archs: list[str],
               *, cpu_workers: int, no_gpu: bool,
               on_progress: Callable[[ProgressState], None], poll_s: float = 0.5,
-              on_note: Callable[[str], None] = lambda s: None) -> ProgressState:
+              on_note: Callable[[str], None] = lambda s: None,
+              precompile_workers: int = 0) -> ProgressState:
     """Run the campaign's claimable cells with local worker processes; returns the final state.
+
+    With GPU workers and ``precompile_workers`` > 0, a background thread warms the
+    reference-compile cache for the queued GPU cells (:func:`campaign.precompile.precompile`).
 
     Rounds: start workers, wait for them; if cells became claimable again (a worker died and its
     claim was released) and some worker died, start another round (at most ``max_attempts``).
@@ -236,6 +241,28 @@ def run_local(store: CampaignStore, camp: CampaignRow, opts: CampaignOptions, ar
     since = time.time()
     procs: list[subprocess.Popen] = []
     st: ProgressState | None = None
+    finished = threading.Event()
+    warm: threading.Thread | None = None
+    if gpus and precompile_workers > 0:
+        queued = [(c.spec_ref, c.arch) for c in store.cells(camp.id, status="pending")
+                  if c.arch in gpu_archs]
+
+        def _warm() -> None:
+            from campaign.precompile import precompile
+
+            t = time.time()
+            try:
+                n, bad = precompile(queued, opts.cache_dir, workers=precompile_workers,
+                                    max_ptx_version=opts.max_ptx_version, stop=finished.is_set)
+            except Exception as exc:  # a warm-up failure costs time, not results: say so
+                on_note(f"precompile stopped: {type(exc).__name__}: {exc}")
+                return
+            on_note(f"precompile: {n} reference configs ready in {time.time() - t:.1f} s"
+                    + (f"; {len(bad)} failed to compile (their cells report it)" if bad else ""))
+
+        if queued:
+            warm = threading.Thread(target=_warm, daemon=True, name="precompile")
+            warm.start()
     for _round in range(opts.max_attempts + 1):
         released = store.release_dead(camp.id)
         if released:
@@ -264,6 +291,9 @@ def run_local(store: CampaignStore, camp: CampaignRow, opts: CampaignOptions, ar
             break
         on_note(f"{len(crashed)} worker(s) exited with status "
                 f"{', '.join(str(p.returncode) for p in crashed)}; logs in {logs}")
+    finished.set()
+    if warm is not None:
+        warm.join(timeout=60)
     if st is None:
         st = progress_state(store, camp, since=since, parallel=1, seen=set())
     return st

@@ -182,3 +182,16 @@ def test_spec_file_selector(tmp_path):
     (tmp_path / "my.yaml").write_text(yaml.safe_dump(data))
     (t,) = select_kernels([str(tmp_path / "my.yaml")])
     assert t.name == "my_add" and t.spec_ref == f"file:{tmp_path / 'my.yaml'}"
+
+
+def test_precompile_fills_the_cache_the_cells_use(tmp_path):
+    from campaign.precompile import precompile
+    from harness import compile_space
+    from kernels.registry import get
+
+    n, bad = precompile([("suite:relu.fp16", "sm_90a"), ("suite:relu.fp16", "sm_90a")],
+                        tmp_path, workers=2)
+    spec = get("relu.fp16")
+    assert (n, bad) == (len(spec.configs()), [])
+    refs, failures = compile_space(spec, "sm_90a", cache_dir=tmp_path)
+    assert not failures and all(a.cache_hit for a in refs)
