@@ -190,8 +190,9 @@ def test_precompile_fills_the_cache_the_cells_use(tmp_path):
     from kernels.registry import get
 
     n, bad = precompile([("suite:relu.fp16", "sm_90a"), ("suite:relu.fp16", "sm_90a")],
-                        tmp_path, workers=2)
+                        tmp_path, workers=2, inputs=False)  # bench inputs: 100s of MB
     spec = get("relu.fp16")
     assert (n, bad) == (len(spec.configs()), [])
     refs, failures = compile_space(spec, "sm_90a", cache_dir=tmp_path)
     assert not failures and all(a.cache_hit for a in refs)
+    assert not (tmp_path / "inputs").exists()
