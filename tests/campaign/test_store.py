@@ -196,3 +196,27 @@ def test_precompile_fills_the_cache_the_cells_use(tmp_path):
     refs, failures = compile_space(spec, "sm_90a", cache_dir=tmp_path)
     assert not failures and all(a.cache_hit for a in refs)
     assert not (tmp_path / "inputs").exists()
+
+
+def test_heartbeat_renews_the_lease_and_notices_a_lost_claim(tmp_path):
+    import time
+
+    from campaign.execute import Heartbeat
+    from campaign.store import _aware
+
+    st = CampaignStore(f"sqlite:///{tmp_path / 'hb.sqlite'}", lease_s=0.6)
+    camp, _ = st.ensure_campaign("c", 1, _keys(1), {})
+    me = owner_id()
+    c = st.claim(camp.id, me, mode="static")
+    first = _aware(c.lease_until)
+    with Heartbeat(st, c.id, me) as hb:  # renews every lease_s / 3 from its own thread
+        time.sleep(1.0)
+        renewed = _aware(st.cell(c.id).lease_until)
+        assert renewed > first + timedelta(seconds=0.3) and not hb.lost
+        assert st.release_dead(camp.id) == []  # alive here, and its lease is current
+        with st.Session() as s:  # another worker took the cell over
+            s.execute(update(CellRow).where(CellRow.id == c.id).values(owner="x:1:1"))
+            s.commit()
+        time.sleep(0.6)
+        assert hb.lost
+    st.engine.dispose()
