@@ -15,7 +15,8 @@ Dead claims. A claim records its owner as ``host:pid:start`` (``start``: the pro
 clock ticks since boot, ``/proc/<pid>/stat`` field 22, so a recycled pid is not mistaken for the
 owner) and a lease (``lease_until``) that the owner renews while it works. A running cell is
 claimable again when its lease has lapsed, or at once when its owner ran on this host and that
-process no longer exists (checked with :func:`owner_alive`). After ``max_attempts`` claims a cell
+process no longer exists (checked with :func:`owner_alive`); a claim whose lease lapsed is
+claimable whoever holds it (its owner stopped renewing). After ``max_attempts`` claims a cell
 is failed (``worker-lost``) instead of being retried forever.
 """
 
@@ -311,7 +312,9 @@ class CampaignStore:
 
     def release_dead(self, campaign_id: int) -> list[int]:
         """Put back to ``pending`` the running cells whose owner is known dead (same host, process
-        gone) or whose lease lapsed; fail those out of attempts (``worker-lost``).
+        gone) or whose lease lapsed (even if the owner process lives: it stopped renewing, e.g. a
+        reused Ray worker after an error); fail those out of attempts (``worker-lost``). A former
+        owner that finishes later is refused by :meth:`finish` (it no longer owns the cell).
 
         Returns:
             the ids of the cells changed.
@@ -326,7 +329,9 @@ class CampaignStore:
             for r in rows:
                 lease = _aware(r.lease_until)
                 alive = owner_alive(r.owner) if r.owner else False
-                if alive is True or (alive is None and lease is not None and lease > now):
+                # a live owner renews its lease while it works on the cell (a heartbeat thread);
+                # a lapsed lease means it died elsewhere, or lives on without working on the cell
+                if alive is not False and lease is not None and lease > now:
                     continue
                 why = ("its worker process is gone" if alive is False
                        else "its lease lapsed")

@@ -220,3 +220,16 @@ def test_heartbeat_renews_the_lease_and_notices_a_lost_claim(tmp_path):
         time.sleep(0.6)
         assert hb.lost
     st.engine.dispose()
+
+
+def test_a_live_owner_that_stopped_renewing_loses_the_cell(store):
+    camp, _ = store.ensure_campaign("c", 1, _keys(1), {})
+    me = owner_id()  # alive, on this host
+    c = store.claim(camp.id, me, mode="static")
+    assert store.release_dead(camp.id) == []
+    with store.Session() as s:
+        s.execute(update(CellRow).where(CellRow.id == c.id)
+                  .values(lease_until=utcnow() - timedelta(seconds=1)))
+        s.commit()
+    assert store.release_dead(camp.id) == [c.id]
+    assert store.renew(c.id, me) is False  # the former owner finds out at its next heartbeat
