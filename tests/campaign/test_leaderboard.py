@@ -110,3 +110,17 @@ def test_rest_routes(board_db):
         r = c.get("/v1/leaderboard", params={"campaign": "nope"})
         assert r.status_code == 404 and r.json()["type"] == "not-found"
         assert c.get("/v1/leaderboard", params={"arch": "sm_75"}).status_code == 422
+
+
+def test_rerunning_a_finished_campaign_runs_nothing(board_db):
+    r = cli(["suite", "run", *STATIC_KERNELS, "--arch", "sm_89", "--iterations", "1",
+             "--campaign", "static"], board_db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 cells (0 new, 3 already done)" in r.stdout
+    assert "campaign static: 3 done, 0 failed" in r.stdout
+    r = cli(["suite", "run", "vector_add", "--arch", "sm_89", "--iterations", "2",
+             "--campaign", "static"], board_db)
+    assert r.returncode == 2 and "--iterations 2 differs" in r.stderr
+    r = cli(["suite", "list", "--json"], board_db)
+    got = {c["name"]: (c["done"], c["failed"]) for c in json.loads(r.stdout)}
+    assert got == {"static": (3, 0), "fixture-gpu": (5, 0)}
