@@ -42,7 +42,11 @@ def ray_head(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
          "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", f"--port={port}",
-         "--disable-usage-stats", "--object-store-memory=80000000", f"--temp-dir={temp}"],
+         "--disable-usage-stats", "--object-store-memory=80000000", f"--temp-dir={temp}",
+         # fixed defaults (52365, ...) would collide with another Ray on this host
+         f"--dashboard-agent-listen-port={_free_port()}",
+         f"--dashboard-agent-grpc-port={_free_port()}", f"--node-manager-port={_free_port()}",
+         f"--object-manager-port={_free_port()}"],
         env=cli_env(tmp_path, RAY_USAGE_STATS_ENABLED="0"), stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True)
     try:
