@@ -133,8 +133,11 @@ class RunStore:
             return "<invalid url>"
 
     def record(self, result: LoweringResult, report: dict[str, Any], *, model: str | None = None,
-               out_dir: Path | None = None) -> int:
+               out_dir: Path | None = None, session: Session | None = None) -> int:
         """Insert a run and its iterations; returns the run id.
+
+        With ``session`` the row is added and flushed in the caller's transaction (the caller
+        commits, e.g. together with the campaign cell that links to the run).
 
         Raises:
             StoreError: the write failed (the transaction is rolled back; nothing partial stays).
@@ -159,6 +162,10 @@ class RunStore:
             iterations=[IterationRow(iteration=r.iteration, origin=r.origin, verdict=r.verdict,
                                      candidate_digest=r.candidate_digest, speedup=r.speedup)
                         for r in result.iterations])
+        if session is not None:
+            session.add(run)
+            session.flush()
+            return run.id
         try:
             with Session(self.engine) as s, s.begin():
                 s.add(run)

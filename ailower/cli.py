@@ -255,8 +255,8 @@ def read_ptx_file(file: Path) -> str:
 
 def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
-    from ailower import (cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_runs, cmd_server,
-                         cmd_spec, cmd_verify)
+    from ailower import (cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_leaderboard, cmd_runs,
+                         cmd_server, cmd_spec, cmd_suite, cmd_verify)
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
@@ -267,6 +267,8 @@ def _register_commands() -> None:
     cmd_export.register(app)
     cmd_cache.register(app)
     cmd_spec.register(app)
+    cmd_suite.register(app)
+    cmd_leaderboard.register(app)
 
 
 _register_commands()

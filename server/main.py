@@ -14,6 +14,7 @@ from ailower.settings import Settings
 from server.db import make_engine, make_sessionmaker
 from server.errors import install_handlers
 from server.metrics import DBCollector
+from server.routers.leaderboard import leaderboard_router
 from server.routers.lowerings import router as lowerings_router
 from server.routers.misc import kernels_router, ops_router, verify_router
 from server.settings import ServerSettings
@@ -81,4 +82,5 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
     app.include_router(kernels_router)
     app.include_router(verify_router)
     app.include_router(ops_router)
+    app.include_router(leaderboard_router)
     return app

@@ -1,0 +1,111 @@
+"""``ailower leaderboard``: kernels x archs, autotuned Triton vs the best verified candidate.
+
+Registered on the app by :func:`register`. Reads finished campaign cells (:mod:`campaign`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["register", "leaderboard_command", "render_text"]
+
+console = Console()
+
+
+def _f(x: float | None, fmt: str = "{:.4f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def render_text(lb, con: Console) -> None:
+    """Print ``lb`` (a :class:`campaign.Leaderboard`): the kernel x arch matrix, the detail per
+    arch and the summary rows."""
+    from campaign.html import _matrix_cell
+
+    m = Table(title="best verified candidate per kernel x arch (speedup over autotuned Triton)")
+    m.add_column("kernel")
+    m.add_column("family")
+    for a in lb.archs:
+        m.add_column(a)
+    for k in lb.rows:
+        fam = next(e.family for e in lb.entries if e.kernel == k)
+        cells = []
+        for a in lb.archs:
+            i = lb.best.get(k, {}).get(a)
+            cells.append("-" if i is None else _matrix_cell(lb.entries[i])[0])
+        m.add_row(k, fam, *cells)
+    con.print(m)
+    for a in lb.archs:
+        t = Table(title=f"{a}: every cell")
+        for col in ("kernel", "provider/model", "Triton config", "Triton ms", "cand ms", "speedup",
+                    "outcome", "roofline T/c", "verdict", "verifier e/w", "seeds", "iter", "cost"):
+            t.add_column(col)
+        for e in (e for e in lb.entries if e.arch == a):
+            static = e.outcome == "static"
+            t.add_row(e.kernel, e.who, e.baseline_config or "-",
+                      "static" if static else _f(e.baseline_ms),
+                      "static" if static else _f(e.candidate_ms), _f(e.speedup, "{:.3f}x"),
+                      e.outcome,
+                      f"{_f(e.baseline_roofline, '{:.2f}')}/{_f(e.candidate_roofline, '{:.2f}')}",
+                      e.verdict or (e.error or "-")[:60],
+                      f"{e.verifier_errors}/{e.verifier_warnings}", str(e.seeds_checked),
+                      _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"))
+        con.print(t)
+    s = Table(title=f"summary ({lb.tie_rule})")
+    for col in ("arch", "provider/model", "cells", "timed", "geomean", "win", "tie", "loss",
+                "static", "no valid", "failed", "verifier errors", "cost"):
+        s.add_column(col)
+    for r in lb.summary:
+        s.add_row(r.arch, r.who, str(r.cells), str(r.timed), _f(r.geomean_speedup, "{:.3f}x"),
+                  str(r.win), str(r.tie), str(r.loss), str(r.static), str(r.invalid),
+                  str(r.failed), str(r.verifier_errors), _f(r.cost_usd, "${:.4f}"))
+    con.print(s)
+
+
+def leaderboard_command(
+    campaign: Annotated[str | None, typer.Option(
+        help="one campaign (default: the latest finished cell of every kernel/arch/provider)")] = None,
+    arch: Annotated[list[str], typer.Option("--arch", help="only these archs (repeatable)")] = [],  # noqa: B006
+    json_out: Annotated[bool, typer.Option("--json", help="print the leaderboard as JSON")] = False,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="also write the self-contained HTML page (tables + plots) to FILE")] = None,
+) -> None:
+    """Show the leaderboard: per kernel x arch, autotuned Triton vs the best verified candidate."""
+    from ailower.cli import CliFailure
+    from ailower.settings import get_settings
+    from campaign.leaderboard import LeaderboardError, build_leaderboard
+    from campaign.plan import PlanError, parse_archs
+    from campaign.store import CampaignStore
+
+    try:
+        archs = parse_archs(arch) if arch else None
+        store = CampaignStore(get_settings().database_url)
+        lb = build_leaderboard(store, campaign=campaign, archs=archs)
+    except (LeaderboardError, PlanError) as exc:
+        raise CliFailure(str(exc)) from None
+    if html is not None:
+        from campaign.html import render_html
+
+        try:
+            html.write_text(render_html(lb), encoding="utf-8")
+        except OSError as exc:
+            raise CliFailure(f"--html {html}: cannot write: {exc.strerror}") from None
+    if json_out:
+        print(json.dumps(lb.model_dump(mode="json"), indent=1))
+        return
+    if not lb.entries:
+        console.print("no finished campaign cells yet: run `ailower suite run ...` first")
+        return
+    render_text(lb, console)
+    if html is not None:
+        console.print(f"HTML written to {html}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ailower leaderboard`` to ``app``."""
+    app.command("leaderboard")(leaderboard_command)
