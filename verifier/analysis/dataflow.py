@@ -22,6 +22,7 @@ Source of the method: ESP (PLDI 2002); Kildall's worklist fixed point for the pr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ __all__ = ["MAX_WITNESS", "Event", "Property", "Reporter", "solve"]
 
 MAX_WITNESS = 12
 _MAX_VISITS = 200_000
+#: Wall-clock budget of one property on one function (seconds). Past it the solver stops and
+#: the rule reports a note ("did not reach a fixed point") instead of running away.
+TIME_BUDGET_S = 1.0
 _INF = float("inf")
 
 
@@ -256,7 +260,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     Returns:
         ``(events, converged)``: the violations found (deduplicated by rule, instruction and
         message; the first witness kept) and whether the fixed point was reached within the
-        visit budget (False: the caller must report that the result is incomplete).
+        visit budget and :data:`TIME_BUDGET_S` (False: the caller must report that the result
+        is incomplete).
     """
     cfg = prop.cfg
     values = prop.values
@@ -280,12 +285,13 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     queued = {0}
     visits = 0
     exit_id = cfg.exit_id
+    deadline = time.perf_counter() + TIME_BUDGET_S
     while work:
         # process in reverse post-order position for fast convergence
         b = work.pop(0)
         queued.discard(b)
         visits += 1
-        if visits > _MAX_VISITS:
+        if visits > _MAX_VISITS or (visits & 63 == 0 and time.perf_counter() > deadline):
             return list(events.values()), False
         blk = cfg.blocks[b]
         for fact, A in list(state[b].items()):

@@ -28,6 +28,7 @@ from verifier.rules._flow import (
     is_smem_read,
     is_smem_write,
     is_tc,
+    mbar_operand,
     note_finding,
 )
 
@@ -485,7 +486,8 @@ def bulk_size_invalid(ctx: Context) -> list[Finding]:
 
     What it checks:
         Non-tensor bulk copies: the size (immediate or constant register) is a positive multiple
-        of 16 and resolved shared-memory addresses are 16-byte aligned. Unknown sizes give a note.
+        of 16 and resolved shared-memory data addresses are 16-byte aligned; the mbarrier
+        operand (a ``.b64`` object) needs only 8 bytes. Unknown sizes give a note.
 
     Why it is bad:
         Undefined behaviour.
@@ -519,11 +521,16 @@ def bulk_size_invalid(ctx: Context) -> list[Finding]:
                                        f"bulk copy size {c} is not a positive multiple of 16",
                                        notes=[Note(message="sizes and addresses of "
                                                    "'cp.async.bulk' must be 16-byte multiples")]))
+            mbar = mbar_operand(ins)
             for o in ins.operands:
                 if o.kind == "address":
+                    # data operands: 16 bytes (§9.7.9.25.4.1); the mbarrier operand is a .b64
+                    # object: 8 bytes (§9.7.13.15.1, MB1)
+                    align = 8 if o is mbar else 16
                     v = addr_val(fa, o, i)
-                    if v is not None and v[0] == "s" and v[2] % 16:
+                    if v is not None and v[0] == "s" and v[2] % align:
+                        what = "mbarrier operand" if o is mbar else "address"
                         out.append(ctx.finding("AP7", ins.line, ins.col,
-                                               f"bulk copy address '{fmt_addr(v)}' is not 16-byte "
-                                               "aligned"))
+                                               f"bulk copy {what} '{fmt_addr(v)}' is not "
+                                               f"{align}-byte aligned"))
     return out

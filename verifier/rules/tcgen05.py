@@ -662,21 +662,63 @@ def _conflict(pending, region) -> bool:
 class TmemAccess(Property):
     """Fact: (pending ld, pending st, mma state (0 none, 1 issued, 2 committed), commit barrier,
     TMEM accessed since the last CTA barrier, unfenced wait (0, 1 acquire, 2 relaxed),
-    completed tcgen05 access not yet fenced before a signal)."""
+    completed tcgen05 access not yet fenced before a signal, ``tcgen05.ld`` instructions whose
+    destination registers this thread has not read yet).
+
+    A ``tcgen05.ld`` whose registers were read is complete in this thread (true register
+    dependency, PTX ISA 9.1 §9.7.16.8.5); one whose registers were not read is still in flight at
+    a signal to other threads unless ``tcgen05.wait::ld`` ran (TL4). An mbarrier wait orders the
+    TMEM accesses of the arriving threads (for TA10) when every arrive on that mbarrier follows
+    ``tcgen05.fence::before_thread_sync`` (the hand-off of PTX ISA 9.1 §9.7.16.6.4.3)."""
 
     RULES = ("TL4", "TL5", "TF2", "TA10", "TF5", "TF3")
     CONFIRM = ("TF2", "TF5")
 
     def initial(self):
-        return (frozenset(), frozenset(), 0, None, False, 0, False)
+        return (frozenset(), frozenset(), 0, None, False, 0, False, frozenset())
+
+    def __init__(self, cfg, values, fa=None):
+        super().__init__(cfg, values, fa)
+        instrs = cfg.instrs
+        self._ld_regs: dict[int, frozenset] = {}
+        for i, ins in enumerate(instrs):
+            if is_tc(ins, "ld"):
+                self._ld_regs[i] = frozenset(values.defs[i])
+        all_ld = frozenset().union(*self._ld_regs.values()) if self._ld_regs else frozenset()
+        self._reads_ld = [bool(all_ld) and ins.parts[0] != "tcgen05"
+                          and not all_ld.isdisjoint(values.uses[i])
+                          for i, ins in enumerate(instrs)]
+        # mbarriers every arrive on which is preceded (same block) by fence::before_thread_sync
+        fenced: dict = {}
+        for blk in cfg.blocks:
+            armed = False
+            for i in range(blk.start, blk.end):
+                ins = instrs[i]
+                if is_tc(ins, "fence") and "before_thread_sync" in ins.opcode:
+                    armed = True
+                elif ins.parts[0] == "tcgen05":
+                    armed = False
+                elif ins.parts[0] == "mbarrier" and len(ins.parts) > 1 \
+                        and ins.parts[1].startswith("arrive"):
+                    v = addr_val(fa, mbar_operand(ins), i) if fa is not None else None
+                    fenced[v] = fenced.get(v, True) and armed
+        self._fenced_mbars = {v for v, ok in fenced.items() if ok and v is not None}
 
     def relevant(self, ins):
         return ins.parts[0] == "tcgen05" or is_mbar_wait(ins) or is_cta_barrier(ins) \
             or is_arrive_signal(ins)
 
+    def relevant_index(self, i):
+        return self._reads_ld[i] or self.relevant(self.cfg.instrs[i])
+
     def transfer(self, i, ins, fact, report):
-        pl, ps, mma, mbar, since, aw, needf = fact
+        pl, ps, mma, mbar, since, aw, needf, unc = fact
         p = ins.parts
+        if unc and self._reads_ld[i]:
+            uses = self.values.uses[i]
+            unc = frozenset(j for j in unc if self._ld_regs[j].isdisjoint(uses))
+            if not self.relevant(ins):
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
         if p[0] == "tcgen05":
             op = p[1]
             if op in ("ld", "st", "mma", "cp", "shift") and aw:
@@ -693,7 +735,7 @@ class TmemAccess(Property):
                 if ps and _conflict(ps, reg):
                     report("TL5", "'tcgen05.ld' after 'tcgen05.st' without 'tcgen05.wait::st'")
                 return ((pl | {reg}) if len(pl) < 8 else pl | {None}, ps, mma, mbar, True, aw,
-                        needf)
+                        needf, unc | {i})
             if op == "st":
                 if pl and _conflict(pl, reg):
                     report("TL4", "'tcgen05.st' may overwrite TMEM still being read by an "
@@ -702,7 +744,7 @@ class TmemAccess(Property):
                     report("TF2", "'tcgen05.st' writes TMEM while an issued 'tcgen05.mma' may "
                                   "still access it")
                 return (pl, (ps | {reg}) if len(ps) < 8 else ps | {None}, mma, mbar, True, aw,
-                        needf)
+                        needf, unc)
             if op in ("mma", "cp", "shift"):
                 if pl and _conflict(pl, reg):
                     report("TL4", f"'tcgen05.{op}' may overwrite TMEM still being read by an "
@@ -710,20 +752,20 @@ class TmemAccess(Property):
                 if ps and _conflict(ps, reg):
                     report("TL5", f"'tcgen05.{op}' after 'tcgen05.st' without "
                                   "'tcgen05.wait::st'")
-                return (pl, ps, 1, None, True, aw, needf)
+                return (pl, ps, 1, None, True, aw, needf, unc)
             if op == "commit":
                 if mma == 1:
                     v = addr_val(self.fa, mbar_operand(ins), i)
-                    return (pl, ps, 2, v, since, aw, needf)
-                return fact
+                    return (pl, ps, 2, v, since, aw, needf, unc)
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
             if op.startswith("wait::ld"):
-                return (frozenset(), ps, mma, mbar, since, aw, True)
+                return (frozenset(), ps, mma, mbar, since, aw, True, frozenset())
             if op.startswith("wait::st"):
-                return (pl, frozenset(), mma, mbar, since, aw, True)
+                return (pl, frozenset(), mma, mbar, since, aw, True, unc)
             if op.startswith("fence"):
                 if "before_thread_sync" in ins.opcode:
-                    return (pl, ps, mma, mbar, since, aw, False)
-                return (pl, ps, mma, mbar, since, 0, needf)
+                    return (pl, ps, mma, mbar, since, aw, False, unc)
+                return (pl, ps, mma, mbar, since, 0, needf, unc)
             if op == "dealloc":
                 if pl:
                     report("TL4", "'tcgen05.dealloc' while a 'tcgen05.ld' is still reading "
@@ -734,18 +776,24 @@ class TmemAccess(Property):
                 if since:
                     report("TA10", "'tcgen05.dealloc' is not ordered after the TMEM accesses of "
                                    "the other warps by a barrier")
-                return fact
-            return fact
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
+            return (pl, ps, mma, mbar, since, aw, needf, unc)
         if is_mbar_wait(ins):
+            v = addr_val(self.fa, mbar_operand(ins), i)
             if mma == 2:
-                v = addr_val(self.fa, mbar_operand(ins), i)
                 if mbar is None or v is None or v == mbar:
                     mma = 0
-            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf)
+            if v is not None and v in self._fenced_mbars:
+                since = False
+            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
             # a pending ld at a barrier is not reported: Triton 3.9 syncs before its
             # 'wait::ld' once the registers are consumed; the TMEM write that would race is
             # checked where this thread issues it (st / mma / dealloc)
+            if unc:
+                report("TL4", f"'{ins.opcode}' signals other threads while a 'tcgen05.ld' whose "
+                              "registers this thread never read is still in flight (no "
+                              "'tcgen05.wait::ld')")
             if ps:
                 report("TL5", f"'{ins.opcode}' signals other threads while a 'tcgen05.st' is "
                               "pending (no 'tcgen05.wait::st')")
@@ -754,8 +802,8 @@ class TmemAccess(Property):
                 report("TF3", f"'{ins.opcode}' hands TMEM results to other threads without "
                               "'tcgen05.fence::before_thread_sync'", severity=sev)
             if is_cta_barrier(ins):
-                return (pl, ps, mma, mbar, False, aw, needf)
-        return fact
+                return (pl, ps, mma, mbar, False, aw, needf, unc)
+        return (pl, ps, mma, mbar, since, aw, needf, unc)
 
     def describe(self, i, ins, old, new):
         if old == new:
