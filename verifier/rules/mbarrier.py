@@ -15,6 +15,8 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    eval_concrete,
+    induction,
     addr_val,
     each_function,
     event_findings,
@@ -408,6 +410,86 @@ def mbar_parity(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_mbar_wait):
         out += event_findings(ctx, fi, fa, MbarParity, "MB5")
+        out += _loop_parity(ctx, fa)
+    return out
+
+
+_LOOP_TRIPS = 8
+
+
+def _counters(fa, o, i, depth=0, acc=None):
+    """Multi-definition registers the operand's value depends on (through single-def chains)."""
+    acc = set() if acc is None else acc
+    if o is None or depth > 32:
+        return acc
+    if o.kind == "address":
+        return _counters(fa, o.base, i, depth + 1, acc)
+    if o.kind != "reg" or not o.name:
+        return acc
+    cfg, v = fa.cfg, fa.values
+    key = cfg.reg_key(o.name, i)
+    sites = v.def_sites.get(key, ())
+    if len(sites) != 1:
+        acc.add(key)
+        return acc
+    j = sites[0]
+    for x in cfg.instrs[j].operands[1:]:
+        _counters(fa, x, j, depth + 1, acc)
+    return acc
+
+
+def _loop_parity(ctx: Context, fa) -> list[Finding]:
+    """MB5 for register parities indexed by a loop counter (ring pipelines, single-slot
+    barriers): a wait executed once per iteration (its block dominates the counter's increment)
+    must flip its parity between consecutive visits of the same mbarrier (each visit consumes
+    one phase, PTX ISA 9.1 §9.7.13.15.16). Both the slot address and the parity are evaluated
+    for the first iterations; anything not evaluable is not checked."""
+    out: list[Finding] = []
+    cfg = fa.cfg
+    for i, ins in enumerate(cfg.instrs):
+        if not is_mbar_wait(ins) or "parity" not in ins.parts or not ins.operands:
+            continue
+        if cfg.block_of[i] not in cfg.in_cycle:
+            continue
+        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
+        if par_o.kind != "reg" or bar_o is None:
+            continue
+        deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
+        if len(deps) != 1:
+            continue
+        key = next(iter(deps))
+        ind = induction(fa, key)
+        if ind is None:
+            continue
+        init, step, inc = ind
+        if step == 0 or not cfg.dominates(cfg.block_of[i], cfg.block_of[inc]) \
+                or cfg.block_of[inc] == cfg.block_of[i]:
+            continue
+        syms: dict = {}
+        last: dict = {}
+        for t in range(_LOOP_TRIPS):
+            k = init + step * t
+            env = {key: k}
+            a = eval_concrete(fa, bar_o, i, env, syms)
+            par = eval_concrete(fa, par_o, i, env, syms)
+            if a is None or par is None:
+                break
+            par &= 1
+            if a in last and last[a][1] == par:
+                kp = last[a][0]
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"wait with parity {par} on the same mbarrier in iterations "
+                    f"{key.split('#')[0]} = {kp} and {k}: consecutive waits must alternate "
+                    "parity (the second passes on the phase the first already consumed)",
+                    notes=[Note(message=f"the parity is computed from loop counter "
+                                        f"'{key.split('#')[0]}' (incremented here)",
+                                line=cfg.instrs[inc].line, col=cfg.instrs[inc].col),
+                           Note(message="MB5: a single-slot barrier completing once per "
+                                        "iteration needs parity k % 2; a ring of S slots "
+                                        "(k / S) % 2")]))
+                break
+            last[a] = (k, par)
     return out
 
 
