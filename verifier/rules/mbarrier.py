@@ -174,6 +174,12 @@ class MbarLifecycle(Property):
 
     RULES = ("MB3",)
     CONFIRM = ("MB3",)
+    #: an inval with an async arrival pending on the path stays an error even when other facts
+    #: reach the inval, provided every branch on its witness is modelled by the solver's
+    #: assumptions (guards correlated with branches are forked on, so such a path is feasible;
+    #: issue 13's false alarm was a copy guarded by the complement of the branch that skips
+    #: the wait). Witnesses through unmodelled branches (register-register compares) stay notes.
+    CONFIRM_EXEMPT = ("while an asynchronous arrival",)
 
     def initial(self):
         return (frozenset(), frozenset())
@@ -642,6 +648,10 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.13.15.2, .5, .6; cutlass#851; ptx_rules.md MB8.
     """
     out: list[Finding] = []
+    for fi, fa in each_function(ctx, _is_tx_copy):
+        out += event_findings(ctx, fi, fa, TxPhase, "MB8",
+                              "register the bytes with 'mbarrier.arrive.expect_tx' (or "
+                              "'mbarrier.expect_tx') in the same phase as the copy")
     for fi, fa in each_function(ctx, lambda x: "expect_tx" in x.parts
                                 or (x.parts[0] == "mbarrier" and x.parts[1] == "expect_tx")):
         cfg, v = fa.cfg, fa.values
@@ -688,6 +698,69 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
                                                    line=cfg.instrs[i].line, col=cfg.instrs[i].col)
                                               for i, c in got.get(b, [])[:4]]))
     return out
+
+
+def _is_tx_copy(ins) -> bool:
+    return ins.parts[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in ins.parts)
+
+
+class TxPhase(Property):
+    """Fact: (mbarriers whose current phase registered an expect_tx, mbarriers that received a
+    complete_tx copy in the current phase with no expect_tx). A phase ends at a wait on the
+    mbarrier (or its init). A copy's bytes must be registered in its phase before the phase can
+    complete: a plain arrive or a wait while a copy is unregistered is MB8 (PTX ISA 9.1
+    §9.7.13.15.2, .5, .6: the phase completes when the pending arrivals reach zero *and* the
+    tx-count is zero; without expect_tx the count can reach zero before the bytes land)."""
+
+    RULES = ("MB8",)
+
+    def initial(self):
+        return (frozenset(), frozenset())
+
+    def relevant(self, ins):
+        return _is_tx_copy(ins) or (ins.parts[0] == "mbarrier" and len(ins.parts) > 1 and (
+            ins.parts[1] in ("init", "expect_tx") or ins.parts[1].startswith("arrive")
+            or is_mbar_wait(ins)))
+
+    def _key(self, o, i):
+        v = addr_val(self.fa, o, i)
+        if v is not None:
+            return v
+        if o is not None and o.kind == "address" and o.base is not None and o.base.name:
+            return ("r", self.cfg.reg_key(o.base.name, i), o.value or 0)
+        return None
+
+    def transfer(self, i, ins, fact, report):
+        exp, unreg = fact
+        b = self._key(mbar_operand(ins), i)
+        if b is None:
+            return fact
+        p = ins.parts
+        if _is_tx_copy(ins):
+            return fact if b in exp else (exp, unreg | {b})
+        if p[1] == "init" or is_mbar_wait(ins):
+            if b in unreg and is_mbar_wait(ins):
+                report("MB8", f"wait on mbarrier '{_fmt(b)}' whose phase received a bulk copy "
+                              "(complete_tx) but never registered its bytes with expect_tx: the "
+                              "phase can complete before the data lands")
+            return (exp - {b}, unreg - {b})
+        if "expect_tx" in p or p[1] == "expect_tx":
+            return (exp | {b}, unreg - {b})
+        if b in unreg:        # a plain arrive: may complete the phase
+            report("MB8", f"'{ins.opcode.split('.shared')[0]}' on mbarrier '{_fmt(b)}' may "
+                          "complete a phase whose bulk copy bytes were never registered with "
+                          "expect_tx")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else ins.opcode.split(".shared")[0]
+
+
+def _fmt(k) -> str:
+    if k[0] == "r":
+        reg = k[1].split("#")[0]
+        return f"{reg}+{k[2]}" if k[2] else reg
+    return fmt_addr(k)
 
 
 class RelaxedWait(Property):

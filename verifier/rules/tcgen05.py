@@ -1236,7 +1236,51 @@ def tmem_out_of_bounds(ctx: Context) -> list[Finding]:
                         f"access to tensor memory columns {col}..{col + width - 1} exceeds the "
                         f"{ncols} allocated columns"))
                     break
+    for fi, fa in each_function(ctx, lambda x: is_tc(x, *_TMEM_OPS)):
+        if fi.fn.kind != "entry" or any(ins.parts[0] == "call" for ins in fa.cfg.instrs):
+            continue       # a .func works on its caller's allocation; calls may allocate
+        out += event_findings(ctx, fi, fa, TmemAllocated, "TM6",
+                              "allocate with 'tcgen05.alloc' (and publish the address) on every "
+                              "path that reaches the access")
     return out
+
+
+_TMEM_OPS = ("ld", "st", "mma", "cp", "shift")
+
+
+class TmemAllocated(Property):
+    """Fact: a ``tcgen05.alloc`` executed in the CTA on this path (TM6, access with no
+    allocation). A branch on a warp-dependent condition whose region contains an alloc counts
+    as the alloc (another warp allocates there; the warps meet at the publishing barrier);
+    branches on CTA-uniform conditions decide it, with the solver's correlated-branch
+    assumptions (an alloc and the accesses under the same uniform predicate are consistent)."""
+
+    RULES = ("TM6",)
+
+    def __init__(self, cfg, values, fa=None):
+        super().__init__(cfg, values, fa)
+        alloc_blocks = {cfg.block_of[i] for i, ins in enumerate(cfg.instrs) if is_tc(ins, "alloc")}
+        self._role = set()
+        for b, c in values.branch_class.items():
+            if c != UNIFORM and alloc_blocks & cfg.region(b):
+                self._role.add(cfg.blocks[b].end - 1)
+
+    def initial(self):
+        return False
+
+    def relevant_index(self, i):
+        return i in self._role or is_tc(self.cfg.instrs[i], "alloc", *_TMEM_OPS)
+
+    def transfer(self, i, ins, fact, report):
+        if i in self._role or is_tc(ins, "alloc"):
+            return True
+        if not fact:
+            report("TM6", f"'{ins.opcode.split('.sync')[0]}' accesses tensor memory on a path "
+                          "where no 'tcgen05.alloc' executed")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else "allocated here"
 
 
 # ====================================================================== TM1/TM3/TM4/TM5/TM7/TC1
