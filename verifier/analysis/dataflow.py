@@ -26,6 +26,7 @@ Source of the method: ESP (PLDI 2002); Kildall's worklist fixed point for the pr
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ MAX_WITNESS = 12
 MAX_ALTERNATIVES = 4
 _MAX_VISITS = 200_000
 _MAX_FORKS = 8          # guard forks per block visit
-#: Wall-clock budget of one property on one function (seconds). Past it the solver stops and
+#: CPU-time budget of one property on one function (seconds, process time so that a loaded
+#: machine does not cut the analysis short). Past it the solver stops and
 #: the rule reports a note ("did not reach a fixed point") instead of running away.
 TIME_BUDGET_S = 1.0
 _INF = float("inf")
@@ -336,14 +338,14 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     queued = {0}
     visits = 0
     exit_id = cfg.exit_id
-    deadline = time.perf_counter() + TIME_BUDGET_S
+    deadline = time.process_time() + TIME_BUDGET_S
     while work:
         # process in reverse post-order position for fast convergence
         b = work.pop(0)
         queued.discard(b)
         visits += 1
-        if visits > _MAX_VISITS or (visits & 63 == 0 and time.perf_counter() > deadline):
-            return list(events.values()), False
+        if visits > _MAX_VISITS or (visits & 63 == 0 and time.process_time() > deadline):
+            return _confirm(prop, events, facts_at, assume), False
         blk = cfg.blocks[b]
         items = [(0, f, a, wit[b].get(f, ()), None, blk.start)
                  for f, alts in list(state[b].items()) for a in alts]
@@ -357,10 +359,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                 if i == skip:
                     continue          # the forked copy in which no thread executes it
                 if ins.predicate is not None:
-                    banned = {x for j in range(pos, i) for x in values.defs[j]} \
-                        if block_defs[b] else set()
                     gk = cfg.reg_key(ins.predicate, i)
-                    if A and assume.never(A, gk, ins.negated, banned):
+                    if A and assume.never(A, gk, ins.negated, _DefinedIn(values, pos, i)):
                         continue      # guarded off in every thread on this path
                     u = assume.uniform_conjunct(A, gk, ins.negated)
                     if u is not None and nforks < _MAX_FORKS:
@@ -368,7 +368,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                         # the instruction) / true, so later branches correlate with it
                         nforks += 1
                         uk, uval = u
-                        Af = frozenset(x for x in A if x[1] not in banned)
+                        stale = _DefinedIn(values, pos, i)
+                        Af = frozenset(x for x in A if x[1] not in stale)
                         items.append((k, cur, assume.add(Af, uk, not uval), w, i, i))
                         A = assume.add(Af, uk, uval)
                         pos = i
@@ -392,8 +393,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                         w = (w + ((i, d),))[-MAX_WITNESS:]
                 cur = new
             if A and block_defs[b]:
-                stale = {x for j in range(pos, blk.end) for x in values.defs[j]} \
-                    if pos != blk.start else block_defs[b]
+                stale = _DefinedIn(values, pos, blk.end) if pos != blk.start else block_defs[b]
                 A = frozenset(a for a in A if a[1] not in stale)
             for e in blk.succs:
                 A2 = A
@@ -435,6 +435,23 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                     queued.add(e.dst)
                     work.append(e.dst)
     return _confirm(prop, events, facts_at, assume), True
+
+
+class _DefinedIn:
+    """``key in x``: register ``key`` has a definition at an index in ``[lo, hi)`` (binary search
+    over its sorted definition sites; no per-instruction set building)."""
+
+    __slots__ = ("defs", "hi", "lo")
+
+    def __init__(self, values: Values, lo: int, hi: int):
+        self.defs, self.lo, self.hi = values.def_sites, lo, hi
+
+    def __contains__(self, key) -> bool:
+        sites = self.defs.get(key)
+        if not sites or self.lo >= self.hi:
+            return False
+        j = bisect.bisect_left(sites, self.lo)
+        return j < len(sites) and sites[j] < self.hi
 
 
 def _merge(old: tuple, A: frozenset) -> tuple | None:
