@@ -311,8 +311,8 @@ RULES: dict[str, RuleInfo] = dict([
        br.cluster_barrier_partial),
     _r("B8", "ElectSetmaxnregInvalid", "error", "elect.sync mask / setmaxnreg misuse",
        br.elect_setmaxnreg_invalid),
-    _r("B9", "SmemWarAcrossWarps", "error",
-       "shared memory overwritten while another warp may still read it (no barrier between)",
+    _r("B9", "SmemCrossWarpRace", "error",
+       "shared memory written and read by different warps with no barrier between",
        rc.smem_war_across_warps),
 ])
 

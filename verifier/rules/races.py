@@ -1,6 +1,7 @@
-"""B9: shared memory overwritten by one warp while another warp may still read it, with no
-barrier in between (cross-warp write-after-read, e.g. a split-K scratch aliased onto an operand
-stage: sgl-project/sglang#37287).
+"""B9: shared memory written by one warp and read by another with no barrier in between, in
+either order: write-after-read (a split-K scratch aliased onto an operand stage:
+sgl-project/sglang#37287) and read-after-write (a reduction's barrier removed). Stores racing
+stores are not reported (Triton's replicated stores write the same value).
 
 Threads are reasoned about concretely: for each thread of the CTA (``.reqntid`` or the launch),
 the set of threads that can reach each block is propagated over the CFG, deciding branches whose
@@ -231,51 +232,61 @@ class _InitExpr(tuple):
 
 
 class SmemWarState(Property):
-    """Fact: shared-memory read sites (``ld.shared``) since the last barrier or mbarrier wait."""
+    """Fact: ``(reads, writes)``: ``ld.shared`` / ``st.shared`` sites since the last barrier or
+    mbarrier wait (the newest 8 of each)."""
 
     RULES = ("B9",)
 
     def initial(self):
-        return ()
+        return ((), ())
 
     def relevant(self, ins):
         return _is_read(ins) or _is_write(ins) or is_cta_barrier(ins) or is_mbar_wait(ins) \
             or (ins.parts[0] in ("bar", "barrier") and "arrive" not in ins.parts)
 
     def transfer(self, i, ins, fact, report):
-        if _is_read(ins):
-            return fact if i in fact else (fact + (i,))[-8:]
-        if not _is_write(ins):
-            return ()
-        if not fact:
-            return fact
+        reads, writes = fact
+        if not (_is_read(ins) or _is_write(ins)):
+            return ((), ())
+        is_w = _is_write(ins)
+        others = reads if is_w else writes
+        out = (reads, (writes + (i,))[-8:] if i not in writes else writes) if is_w else \
+            ((reads + (i,))[-8:] if i not in reads else reads, writes)
+        if not others:
+            return out
         th = thread_masks(self.fa)
         if th is None:
-            return fact
+            return out
         deadline = self.fa.cache.setdefault("b9_deadline", time.process_time() + BUDGET_S)
         if time.process_time() > deadline:
             self.fa.cache["b9_over"] = True
-            return fact
-        wm = th.guard_mask(i)
-        w = _cached_addrs(th, ins, i, wm)
-        if not w:
-            return fact
-        wsz = _size(ins)
-        for r in fact:
-            rd = self.cfg.instrs[r]
-            rm = th.guard_mask(r)
-            ra = _cached_addrs(th, rd, r, rm)
-            if not ra:
+            return out
+        mine = _cached_addrs(th, ins, i, th.guard_mask(i))
+        if not mine:
+            return out
+        msz = _size(ins)
+        for r in others:
+            od = self.cfg.instrs[r]
+            oa = _cached_addrs(th, od, r, th.guard_mask(r))
+            if not oa:
                 continue
-            rsz = _size(rd)
-            hit = _cross_warp_overlap(w, wsz, ra, rsz)
-            if hit is not None:
-                tw, tr, addr = hit
+            if is_w:
+                hit = _cross_warp_overlap(mine, msz, oa, _size(od))
+            else:
+                hit = _cross_warp_overlap(oa, _size(od), mine, msz)
+            if hit is None:
+                continue
+            tw, tr, _addr = hit
+            if is_w:
                 report("B9", f"'{ins.opcode}' in thread {tw} (warp {tw // 32}) overwrites shared "
-                             f"memory that thread {tr} (warp {tr // 32}) read at line {rd.line}, "
+                             f"memory that thread {tr} (warp {tr // 32}) read at line {od.line}, "
                              "with no barrier between the read and the write")
-                return fact
-        return fact
+            else:
+                report("B9", f"'{ins.opcode}' in thread {tr} (warp {tr // 32}) reads shared "
+                             f"memory that thread {tw} (warp {tw // 32}) wrote at line {od.line}, "
+                             "with no barrier between the write and the read")
+            return out
+        return out
 
     def describe(self, i, ins, old, new):
         return None if old == new else ins.opcode
@@ -359,18 +370,19 @@ def _cross_warp_overlap(w: dict, wsz: int, r: dict, rsz: int):
 
 
 def smem_war_across_warps(ctx: Context) -> list[Finding]:
-    """Shared memory overwritten while another warp may still read it (B9).
+    """Shared memory written and read by different warps with no barrier in between (B9).
 
     What it checks:
-        Between an ``ld.shared`` and a later ``st.shared`` on some path, with no barrier
-        (``bar.sync``/``barrier.sync``, named or not) and no mbarrier wait in between: a thread of
-        one warp writes a byte that a thread of another warp read. Threads, branch conditions
+        Between an ``ld.shared`` and a later ``st.shared`` (or an ``st.shared`` and a later
+        ``ld.shared``) on some path, with no barrier (``bar.sync``/``barrier.sync``, named or
+        not) and no mbarrier wait in between: a thread of one warp writes a byte that a thread of
+        another warp reads. Threads, branch conditions
         on ``%tid.x`` and addresses are evaluated concretely per thread (module docstring);
         pairs that are not evaluable are not reported.
 
     Why it is bad:
-        Nothing orders another warp's read before this warp's write: a fast warp overwrites
-        data a slow warp has not read yet (sglang#37287).
+        Nothing orders the two warps' accesses: a fast warp overwrites data a slow warp has not
+        read yet (sglang#37287), or reads a slot before its writer stored it.
 
     Example:
         every compute warp reads all of ``sA``; then ``st.shared.f32 [sA + warp*128 + lane*4]``
@@ -390,7 +402,8 @@ def smem_war_across_warps(ctx: Context) -> list[Finding]:
         if not any(_is_read(ins) for ins in fa.cfg.instrs) or fa.threads is None:
             continue
         out += event_findings(ctx, fi, fa, SmemWarState, "B9",
-                              "insert a barrier over the participating warps before the write")
+                              "insert a barrier over the participating warps between the two "
+                              "accesses")
         if fa.cache.get("b9_over"):
             out.append(ctx.finding("B9", fi.fn.line, fi.fn.col,
                                    f"per-thread evaluation of '{fi.fn.name}' ran out of its "
