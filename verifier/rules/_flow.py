@@ -18,6 +18,7 @@ from verifier.ptx.ast import Instruction
 __all__ = [
     "addr_val",
     "call_contexts",
+    "called_single_lane",
     "each_function",
     "eval_concrete",
     "induction",
@@ -192,6 +193,35 @@ def eval_concrete(fa, o, i, env, syms, depth=0):
     except TypeError:
         return None
     return None
+
+
+def called_single_lane(ctx: Context) -> set[str]:
+    """Names of the ``.func`` s every direct call of which runs in at most one lane per warp (an
+    ``elect.sync`` / ``lane == 0`` guard or region at the call, or a caller that is itself
+    called that way), so the callee's single-thread instructions (``tcgen05.mma``, ``commit``)
+    inherit the caller's elected thread. Cached on the context."""
+    cached = getattr(ctx, "_called_single", None)
+    if cached is not None:
+        return cached
+    sites: list[tuple[str, str, bool]] = []
+    for fi in ctx.bodies():
+        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
+            continue
+        fa = ctx.analysis(fi)
+        for i, ins in enumerate(fa.cfg.instrs):
+            name = _callee(ins)
+            if name is not None:
+                sites.append((fi.fn.name, name, fa.values.guard_single_lane(i)))
+    called = {c for _, c, _ in sites}
+    single = set(called)
+    for _ in range(8):
+        nxt = {c for c in called
+               if all(s or caller in single for caller, cc, s in sites if cc == c)}
+        if nxt == single:
+            break
+        single = nxt
+    ctx._called_single = single  # type: ignore[attr-defined]
+    return single
 
 
 def is_tc(ins: Instruction, *names: str) -> bool:

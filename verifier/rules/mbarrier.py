@@ -565,7 +565,8 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
         inits: dict = {}
         waits: dict = {}
         arrivals: dict = {}
-        unknown = False
+        # a call may arrive on any mbarrier (its address passed as an argument)
+        unknown = any(ins.parts[0] == "call" for ins in cfg.instrs)
         has_mma = any(is_tc(ins, "mma") for ins in cfg.instrs)
         for i, ins in enumerate(cfg.instrs):
             p = ins.parts

@@ -16,6 +16,7 @@ from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
     addr_val,
+    called_single_lane,
     each_function,
     event_findings,
     fmt_addr,
@@ -1310,8 +1311,11 @@ def mma_issued_by_warp(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.16.5, §9.7.16.10.9.1; ptx_rules.md TM1.
     """
     out: list[Finding] = []
+    single = called_single_lane(ctx)
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "mma", "cp", "shift")):
         v = fa.values
+        if fi.fn.kind != "entry" and fi.fn.name in single:
+            continue                  # every call runs in one elected lane
         for i, ins in enumerate(fa.cfg.instrs):
             if is_tc(ins, "mma", "cp", "shift") and not v.guard_single_lane(i):
                 out.append(ctx.finding("TM1", ins.line, ins.col,
@@ -1346,8 +1350,11 @@ def commit_not_issuer(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.16.12.1; ptx_rules.md TC1.
     """
     out: list[Finding] = []
+    single = called_single_lane(ctx)
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "commit")):
         v = fa.values
+        if fi.fn.kind != "entry" and fi.fn.name in single:
+            continue
         for i, ins in enumerate(fa.cfg.instrs):
             if is_tc(ins, "commit") and not v.guard_single_lane(i):
                 out.append(ctx.finding("TC1", ins.line, ins.col,
