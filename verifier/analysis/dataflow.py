@@ -226,17 +226,18 @@ class _Assume:
         """``(predicate, value)``: the CTA-uniform condition under which an instruction guarded
         by ``@key`` / ``@!key`` can execute, when it is not yet decided by ``A`` (the guard
         itself when uniform, else the single uniform conjunct of its ``and.pred``); else None.
-        Only guards whose uniform part compares a register (``setp``) are forked on."""
+        Only guards whose uniform part is a single-definition ``setp`` are forked on (a compare
+        of two registers is kept as an opaque predicate: a later branch on the same register
+        is decided by it)."""
         cands = [(key, not negated)]
         d = self._defs.get(key)
         if not negated and d is not None and d[0] == "and":
             cands = [(k, not neg) for k, neg in d[1]]
         found = None
         for k, val in cands:
-            if self.v.cls.get(k, 2) != 0:
+            if self.v.cls.get(k, 2) != 0 or len(self.v.def_sites.get(k, ())) != 1:
                 continue
-            dk = self._defs.get(k)
-            if dk is None or dk[0] != "cmp":
+            if self.cfg.instrs[self.v.def_sites[k][0]].parts[0] != "setp":
                 continue
             if self.decide(A, k) is not None:
                 continue
