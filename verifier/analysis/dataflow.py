@@ -345,7 +345,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
         b = work.pop(0)
         queued.discard(b)
         visits += 1
-        if visits > _MAX_VISITS or (visits & 63 == 0 and time.process_time() > deadline):
+        if visits > _MAX_VISITS or time.process_time() > deadline:
             return _confirm(prop, events, facts_at, assume), False
         blk = cfg.blocks[b]
         items = [(0, f, a, wit[b].get(f, ()), None, blk.start)

@@ -183,8 +183,9 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
 
     What it checks:
         A barrier without a thread count (all threads of the CTA) does not sit in a region
-        entered on a warp-dependent condition, and no ``ret``/``exit`` taken by only some
-        threads precedes a reachable CTA-wide barrier.
+        entered on a warp-dependent condition (in a ``.func``: nor is the function called from
+        such a region, through call chains: triton#9786), and no ``ret``/``exit`` taken by only
+        some threads precedes a reachable CTA-wide barrier.
 
     Why it is bad:
         Threads that never arrive make the others wait forever (flashinfer#2996, FBGEMM#5857).

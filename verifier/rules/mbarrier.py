@@ -394,8 +394,11 @@ def mbar_parity(ctx: Context) -> list[Finding]:
 
     What it checks:
         For a resolved mbarrier, the k-th logical wait after its init (a retry loop counts once)
-        uses the constant parity ``k % 2``. Register parities (phase variables in loops) are not
-        checked.
+        uses the constant parity ``k % 2``. Register parities computed from a loop counter
+        (``and.b32 %p, %k, 1``, ``(k / S) % 2`` of a ring of S slots): the wait's slot address and
+        parity are evaluated for the first iterations, and consecutive visits of one mbarrier
+        must alternate parity (a single-slot barrier waited with a ring parity, tilelang#3087).
+        Parities not computable from one loop counter are not checked.
 
     Why it is bad:
         On a fresh barrier parity 1 passes at once (consumer reads unlanded data); a parity that
@@ -631,6 +634,9 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
         For a resolved mbarrier whose ``expect_tx``/``arrive.expect_tx`` sites and
         ``cp.async.bulk`` copies completing on it lie outside loops: Σ expected bytes = Σ copy
         sizes (constants). Tensor copies (box size in the tensormap) make it undecidable (note).
+        On every path, a bulk/tensor copy completing on an mbarrier has its bytes registered
+        (``expect_tx``) in the same phase before a plain arrive or a wait can complete that phase
+        (a phase that never registered ``expect_tx``).
 
     Why it is bad:
         Too many expected bytes hang the waiter; too few let it read data that has not landed

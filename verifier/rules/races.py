@@ -60,12 +60,13 @@ def _is_write(ins) -> bool:
 class _Threads:
     """Per-thread reachability of blocks and concrete values (see the module docstring)."""
 
-    def __init__(self, fa):
+    def __init__(self, fa, deadline: float):
         self.fa = fa
         self.n = min(fa.threads or 0, _MAX_THREADS)
         self.env_cache: dict[int, dict] = {}
         self.syms: dict = {}
         self._pred: dict[tuple[str, int], int | None] = {}
+        self.deadline = deadline
         self.masks = self._propagate() if self.n else None
 
     def env(self, t: int) -> dict:
@@ -89,6 +90,8 @@ class _Threads:
         fa = self.fa
         sites = fa.values.def_sites.get(key, ())
         m: int | None = None
+        if time.process_time() > self.deadline:
+            raise _OverBudget
         if len(sites) == 1 and fa.cfg.instrs[sites[0]].predicate is None:
             j = sites[0]
             d = fa.cfg.instrs[j]
@@ -167,14 +170,22 @@ class _Threads:
         return masks
 
 
+class _OverBudget(Exception):
+    """The per-thread evaluation ran past :data:`BUDGET_S`."""
+
+
 def thread_masks(fa) -> _Threads | None:
     """The per-thread view of a function (cached on its analysis), or None without a known
-    thread count."""
-    r = fa.cache.get("threads")
-    if r is None:
-        r = _Threads(fa)
-        fa.cache["threads"] = r
-    return r if r.n else None
+    thread count or when building it ran out of the budget (``fa.cache["b9_over"]`` is set)."""
+    if "threads" not in fa.cache:
+        deadline = fa.cache.setdefault("b9_deadline", time.process_time() + BUDGET_S)
+        try:
+            fa.cache["threads"] = _Threads(fa, deadline)
+        except _OverBudget:
+            fa.cache["threads"] = None
+            fa.cache["b9_over"] = True
+    r = fa.cache["threads"]
+    return r if r is not None and r.n else None
 
 
 def _multi_def_regs(fa, o, i, depth=0, acc=None):

@@ -839,7 +839,9 @@ def tmem_ld_without_wait(ctx: Context) -> list[Finding]:
         After a ``tcgen05.ld``, a ``tcgen05.wait::ld`` precedes (on every path) any
         ``tcgen05.st``/``mma``/``cp``/``shift``, the ``dealloc``, and any barrier or arrive that
         signals other threads. Reading the destination registers in the same thread needs no
-        wait (true register dependency).
+        wait (true register dependency); a barrier or arrive reached on a path where this thread
+        never read them (e.g. only half of the lanes consume the result) is a TL4 error
+        (cutlass#3652).
 
     Why it is bad:
         Write-after-read race on TMEM, or TMEM freed while still being read.
@@ -918,7 +920,8 @@ def tmem_dealloc_unordered(ctx: Context) -> list[Finding]:
 
     What it checks:
         Between the last TMEM access (ld/st/mma/cp/shift) and a dealloc there is a CTA barrier on
-        every path.
+        every path, or a wait on an mbarrier every arrive on which follows
+        ``tcgen05.fence::before_thread_sync`` (the mbarrier hand-off of §9.7.16.6.4.3).
 
     Why it is bad:
         Another warp may still read the freed columns: "unspecified launch failure" (cutlass#3435,
@@ -1188,7 +1191,10 @@ def tmem_out_of_bounds(ctx: Context) -> list[Finding]:
     What it checks:
         When the kernel allocates a known column count and an access address is known (per
         warp), ``column + width`` stays within it: ``tcgen05.ld``/``st`` width = ``.num`` × the
-        shape's columns; ``tcgen05.mma`` width = N of its constant instruction descriptor.
+        shape's columns; ``tcgen05.mma`` width = N of its constant instruction descriptor. In an
+        ``.entry`` without calls, no TMEM access (ld/st/mma/cp/shift) lies on a path where no
+        ``tcgen05.alloc`` executed (a warp-role branch around the alloc counts as allocating;
+        CTA-uniform conditions are followed with the solver's correlated assumptions).
 
     Why it is bad:
         Undefined behaviour; run-time guardrails ``unallocated_columns_access``,
@@ -1292,7 +1298,8 @@ def mma_issued_by_warp(ctx: Context) -> list[Finding]:
 
     What it checks:
         These single-thread instructions run under a single-lane guard (``elect.sync``,
-        ``%laneid == c``, ``%tid.x == c``), directly or through an enclosing branch.
+        ``%laneid == c``, ``%tid.x == c``, ``(%tid.x & 31) == c``), directly, through an
+        enclosing branch, or in a ``.func`` every call of which is made by one elected lane.
 
     Why it is bad:
         Executed by a whole warp they issue 32 independent MMAs: duplicated work and extra

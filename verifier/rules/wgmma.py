@@ -163,7 +163,8 @@ def wgmma_fence_missing(ctx: Context) -> list[Finding]:
     What it checks:
         On every path, between any write of an accumulator / A-fragment register by another
         instruction (and the function entry) and an ``mma_async``, a ``wgmma.fence`` executes.
-        Back-to-back ``mma_async`` need none.
+        Back-to-back ``mma_async`` of the same shape need none; one of a different shape reusing
+        the previous accumulator does (PTX ISA 9.1 §9.7.15.7.1).
 
     Why it is bad:
         Undefined behaviour; ptxas silently injects ``warpgroup.arrive`` (C7519) instead of
