@@ -12,7 +12,8 @@ and times the ``ailower verify`` command itself (process start included) on the 
 The targets (issue 12, speed): ``shared/cases/verifier/slow_redefinition_chain.ptx`` (512 chained
 ``fma`` on one register, checked-in copy in ``tests/verifier/fixtures/cases``) <= 1 s; the
 largest checked-in suite PTX (``tests/verifier/fixtures/triton36/*sm_100a*.ptx``) <= 2 s; the
-same PTX with 1000 chained ``add`` on one register inserted mid-kernel <= 2 s. Each is reported
+same PTX with 1000 chained ``add`` on one register inserted mid-kernel <= 2 s; 1000 predicated
+``add`` on one register (every definition reaches every later use) <= 1 s. Each is reported
 as best-of-``--repeat`` wall time and the CPU time of that run (``time.process_time``: on a
 shared, loaded machine wall time overstates the cost), with PASS/FAIL against the target.
 """
@@ -132,6 +133,12 @@ def targets(repeat: int) -> bool:
         (f"largest suite PTX {largest.name}", big, "sm_100a", 2.0),
         (f"{largest.name} + 1000 chained add", add_chain(big), "sm_100a", 2.0),
     ]
+    guarded = "\n".join(["  @%p1 add.s32 %r1, %r1, 1;"] * 1000)
+    cases.append(("1000 guarded (predicated) adds on one register",
+                  ".version 8.0\n.target sm_90a\n.address_size 64\n"
+                  ".visible .entry k(.param .u32 p)\n{\n .reg .b32 %r<8>;\n .reg .pred %p<4>;\n"
+                  " ld.param.u32 %r2, [p];\n mov.b32 %r1, 0;\n mov.u32 %r3, %tid.x;\n"
+                  " setp.eq.u32 %p1, %r3, %r2;\n" + guarded + "\n ret;\n}\n", "sm_90a", 1.0))
     for p in sorted((FIXTURES / "triton36").glob("*sm_100a*.ptx")):
         if p.name.startswith(("flash_sinkhorn", "forgetting_attention")) and p != largest:
             cases.append((f"suite PTX {p.name}", p.read_text(), "sm_100a", 2.0))

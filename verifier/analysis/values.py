@@ -23,6 +23,7 @@ Sources: PTX ISA 9.1 §10 (special registers), §9.7.13.14 (``elect.sync``), §9
 
 from __future__ import annotations
 
+import heapq
 import re
 
 from verifier.analysis.cfg import CFG
@@ -451,20 +452,32 @@ class Values:
     def use_class(self, key: str, i: int) -> int:
         """Uniformity of register ``key`` as used by instruction ``i``: the worst class of the
         definitions that reach ``i`` (DIVERGENT when several reach it and one lies in a divergent
-        region: the value depends on the path the thread took)."""
+        region: the value depends on the path the thread took).
+
+        For registered uses the worst class is maintained incrementally as definition sites are
+        classified (``_ucache``), so a use reached by many definitions (a chain of guarded
+        redefinitions) costs O(1) per query instead of O(reaching definitions)."""
         sites = self.def_sites.get(key)
         if not sites:
             return UNIFORM
         if len(sites) == 1:
             return self._site_cls.get((sites[0], key), UNIFORM)
-        m = UNIFORM
-        reach = self.reaching(key, i)
-        for d in reach:
-            m = max(m, self._site_cls.get((d, key), UNIFORM))
-        if m < DIVERGENT and len(reach) > 1:
-            bo = self.cfg.block_of
-            if len({bo[d] for d in reach}) > 1 and any(
-                    bo[d] in self.divergent_blocks for d in reach):
+        ck = (key, i)
+        if ck in self._use_pairs:
+            m = self._ucache.get(ck, UNIFORM)
+        else:
+            m = UNIFORM
+            for d in self.reaching(key, i):
+                m = max(m, self._site_cls.get((d, key), UNIFORM))
+                if m == DIVERGENT:
+                    break
+        if m < DIVERGENT:
+            blocks = self._reach_blocks.get(ck)
+            if blocks is None:
+                bo = self.cfg.block_of
+                blocks = frozenset(bo[d] for d in self.reaching(key, i))
+                self._reach_blocks[ck] = blocks
+            if len(blocks) > 1 and not blocks.isdisjoint(self.divergent_blocks):
                 return DIVERGENT
         return m
 
@@ -473,23 +486,33 @@ class Values:
         instrs = cfg.instrs
         self._reaching_defs()
         rev = self._reached_uses
+        self._use_pairs = {(k, i) for i, uk in enumerate(self.uses) for k in uk}
+        self._reach_blocks: dict[tuple[str, int], frozenset] = {}
         self._site_cls: dict[tuple[int, str], int] = {}
+        self._ucache: dict[tuple[str, int], int] = {}
         prev = (frozenset(), frozenset())     # the regions the first pass assumes
         for _ in range(6):
             site = self._site_cls
             site.clear()
+            ucache = self._ucache
+            ucache.clear()
+            # forward instruction order (a heap of indices): definitions are classified before
+            # their uses, so straight-line code is classified once per pass
             work = list(range(len(instrs)))
             in_work = set(work)
             while work:
-                i = work.pop()
+                i = heapq.heappop(work)
                 in_work.discard(i)
                 for k, c in self._classify(i):
                     if c > site.get((i, k), -1):
                         site[(i, k)] = c
                         for u in rev.get((i, k), ()):
+                            uk = (k, u)
+                            if c > ucache.get(uk, UNIFORM):
+                                ucache[uk] = c
                             if u not in in_work:
                                 in_work.add(u)
-                                work.append(u)
+                                heapq.heappush(work, u)
             self._branches()
             state = (frozenset(self.divergent_blocks), frozenset(self.partial_blocks))
             if state == prev:
