@@ -7,11 +7,21 @@ best-of-``--repeat`` times on the largest PTX, then on a stress module that repl
 and times the ``ailower verify`` command itself (process start included) on the largest PTX.
 
     python3 bench/verify_speed.py [--lines 40000] [--repeat 5] [--cc 80 90 100]
+    python3 bench/verify_speed.py --targets-only      # the bounded-analysis targets, no Triton
+
+The targets (issue 12, speed): ``shared/cases/verifier/slow_redefinition_chain.ptx`` (512 chained
+``fma`` on one register, checked-in copy in ``tests/verifier/fixtures/cases``) <= 1 s; the
+largest checked-in suite PTX (``tests/verifier/fixtures/triton36/*sm_100a*.ptx``) <= 2 s; the
+same PTX with 1000 chained ``add`` on one register inserted mid-kernel <= 2 s; 1000 predicated
+``add`` on one register (every definition reaches every later use) <= 1 s. Each is reported
+as best-of-``--repeat`` wall time and the CPU time of that run (``time.process_time``: on a
+shared, loaded machine wall time overstates the cost), with PASS/FAIL against the target.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import warnings
@@ -81,12 +91,81 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "verifier" / "fixtures"
+
+
+def add_chain(ptx: str, n: int = 1000) -> str:
+    """``ptx`` with a fresh ``.b32`` register and ``n`` chained ``add.s32 r, r, 1`` inserted after
+    the middle instruction of the kernel (the register's declared range grows by one)."""
+    m = re.search(r"\.reg \.b32\s+%r<(\d+)>;", ptx)
+    if m is None:
+        raise ValueError("no '.reg .b32 %r<N>;' declaration to extend")
+    k = int(m.group(1))
+    ptx = ptx[:m.start()] + f".reg .b32 %r<{k + 1}>;" + ptx[m.end():]
+    lines = ptx.split("\n")
+    body = [j for j, ln in enumerate(lines) if ln.strip().endswith(";")
+            and not ln.strip().startswith(".") and "bra" not in ln]
+    mid = body[len(body) // 2]
+    ins = [f"\tmov.b32 %r{k}, 0;"] + [f"\tadd.s32 %r{k}, %r{k}, 1;"] * n
+    return "\n".join(lines[:mid + 1] + ins + lines[mid + 1:])
+
+
+def timed(fn, repeat: int) -> tuple[float, float, object]:
+    """``(best wall s, CPU s of that run, result)`` over ``repeat`` runs."""
+    out = (float("inf"), 0.0, None)
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = fn()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if dt < out[0]:
+            out = (dt, dc, r)
+    return out
+
+
+def targets(repeat: int) -> bool:
+    """Time the issue-12 speed targets; print one row each; True when all pass (CPU time)."""
+    largest = max(sorted((FIXTURES / "triton36").glob("*sm_100a*.ptx")),
+                  key=lambda p: p.read_text().count("\n"))
+    big = largest.read_text()
+    cases = [
+        ("slow_redefinition_chain.ptx (512 chained fma)",
+         (FIXTURES / "cases" / "slow_redefinition_chain.ptx").read_text(), "sm_90a", 1.0),
+        (f"largest suite PTX {largest.name}", big, "sm_100a", 2.0),
+        (f"{largest.name} + 1000 chained add", add_chain(big), "sm_100a", 2.0),
+    ]
+    guarded = "\n".join(["  @%p1 add.s32 %r1, %r1, 1;"] * 1000)
+    cases.append(("1000 guarded (predicated) adds on one register",
+                  ".version 8.0\n.target sm_90a\n.address_size 64\n"
+                  ".visible .entry k(.param .u32 p)\n{\n .reg .b32 %r<8>;\n .reg .pred %p<4>;\n"
+                  " ld.param.u32 %r2, [p];\n mov.b32 %r1, 0;\n mov.u32 %r3, %tid.x;\n"
+                  " setp.eq.u32 %p1, %r3, %r2;\n" + guarded + "\n ret;\n}\n", "sm_90a", 1.0))
+    for p in sorted((FIXTURES / "triton36").glob("*sm_100a*.ptx")):
+        if p.name.startswith(("flash_sinkhorn", "forgetting_attention")) and p != largest:
+            cases.append((f"suite PTX {p.name}", p.read_text(), "sm_100a", 2.0))
+    ok_all = True
+    print(f"{'case':58s} {'lines':>6s} {'wall s':>7s} {'cpu s':>7s} {'target':>7s}  result")
+    for name, text, arch, limit in cases:
+        wall, cpu, rep = timed(lambda t=text, a=arch: verify(t, arch=a), repeat)
+        ok = cpu <= limit and rep.ok
+        ok_all &= ok
+        notes = sum(f.severity == "note" for f in rep.findings)
+        print(f"{name:58s} {text.count(chr(10)):6d} {wall:7.2f} {cpu:7.2f} {limit:7.1f}  "
+              f"{'PASS' if ok else 'FAIL'} ({len(rep.errors)} errors, {notes} notes)")
+    return ok_all
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=40000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--cc", type=int, nargs="+", default=[80, 90, 100])
+    ap.add_argument("--targets-only", action="store_true",
+                    help="only the bounded-analysis targets (no Triton compilation)")
     args = ap.parse_args()
+
+    ok = targets(min(args.repeat, 3))
+    if args.targets_only:
+        sys.exit(0 if ok else 1)
 
     t0 = time.perf_counter()
     compiled = compile_all(args.cc)

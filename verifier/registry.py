@@ -27,6 +27,7 @@ from verifier.rules import barriers as br
 from verifier.rules import cp_async as ca
 from verifier.rules import hazards as hz
 from verifier.rules import mbarrier as mb
+from verifier.rules import races as rc
 from verifier.rules import tcgen05 as tc
 from verifier.rules import wgmma as wg
 from verifier.rules.decls import duplicate_definition, undeclared_name, undefined_target
@@ -312,6 +313,9 @@ RULES: dict[str, RuleInfo] = dict([
        br.cluster_barrier_partial),
     _r("B8", "ElectSetmaxnregInvalid", "error", "elect.sync mask / setmaxnreg misuse",
        br.elect_setmaxnreg_invalid),
+    _r("B9", "SmemCrossWarpRace", "error",
+       "shared memory written and read by different warps with no barrier between",
+       rc.smem_war_across_warps),
     # ---- MS: module-scope state
     _r("MS1", "ModuleGlobalWrite", "error",
        "module-scope .global variable written (state persists across launches)",

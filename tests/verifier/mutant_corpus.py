@@ -28,6 +28,7 @@ CS = "handwritten/cp_async_scale_sm80.ptx"
 M80 = "triton36/matmul_sm_80.ptx"
 M90 = "triton36/matmul_sm_90a.ptx"
 M100 = "triton36/matmul_sm_100a.ptx"
+S80 = "triton36/softmax_sm_80.ptx"
 
 WAIT1 = (r"\$L_wait1:\n\tmbarrier\.try_wait\.parity\.shared::cta\.b64 %p6, \[%r5\], 0;\n"
          r"\t@!%p6 bra \t\$L_wait1;\n")
@@ -282,6 +283,11 @@ MUTANTS: list[Mutant] = [
        (r"\tbarrier\.cluster\.arrive\.release\.aligned;", "\t@%p1 barrier.cluster.arrive.release"
                                                          ".aligned;"),
        bug="triton-lang/triton#9456"),
+    _m("B9", S80, "first reduction barrier removed (read after write across warps)",
+       (r"(\t@%p5 st\.shared\.b32 \[ %r18 \+ 0 \], %r19;\n\t// end inline asm\n)\tbar\.sync \t0;\n",
+        "\\1")),
+    _m("B9", S80, "barrier before the second reduction removed (write after read across warps)",
+       (r"(\$L__tmp18:\n[^\n]*\n)\tbar\.sync \t0;\n", "\\1")),
     _m("B8", W, "setmaxnreg by one lane",
        (r"(\tmov\.u32 \t%r1, %tid\.x;\n\tsetp\.eq\.u32 \t%p1, %r1, 0;\n)",
         "\\1\t@%p1 setmaxnreg.dec.sync.aligned.u32 40;\n")),

@@ -6,14 +6,18 @@ solves it over the CFG to a fixed point (loops included) in the style of ESP (Da
 Seigle, "ESP: Path-Sensitive Program Verification in Polynomial Time", PLDI 2002):
 
 * the state at a program point is a set of ``(fact, assumptions)`` pairs; pairs with the same
-  fact are merged by intersecting their assumptions, so the domain stays finite and the solver
-  terminates;
+  fact keep up to ``MAX_ALTERNATIVES`` distinct assumption sets (a bounded disjunction, so
+  predicates correlated along different paths stay apart), then are merged by intersecting
+  their assumptions, so the domain stays finite and the solver terminates;
 * assumptions are branch outcomes on the path (``%p7`` is false) and the integer ranges they imply
   for the compared register (``setp.lt.s32 %p7, %r12, 64`` false gives ``%r12 >= 64``); ``and.pred``
   / ``or.pred`` / ``not.pred`` definitions propagate them. An edge whose guard contradicts the
   assumptions is infeasible and not followed, so correlated branches (an allocation and a free
   under the same condition, a prologue MMA and the epilogue wait guarded by the same trip count)
   are not confused with bugs. Redefining a register drops the assumptions about it;
+* an instruction whose guard (or a conjunct of an ``and.pred`` guard) is CTA-uniform and
+  false under the path's assumptions executes in no thread and is skipped (a copy guarded by
+  the complement of a later branch's predicate);
 * each pair carries a witness: the relevant instructions and branch decisions that led to it
   (first found, bounded), reported with every finding.
 
@@ -22,6 +26,8 @@ Source of the method: ESP (PLDI 2002); Kildall's worklist fixed point for the pr
 
 from __future__ import annotations
 
+import bisect
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -31,7 +37,14 @@ from verifier.analysis.values import Values
 __all__ = ["MAX_WITNESS", "Event", "Property", "Reporter", "solve"]
 
 MAX_WITNESS = 12
+#: Assumption sets kept per fact and block (a bounded disjunction; see :func:`_merge`).
+MAX_ALTERNATIVES = 4
 _MAX_VISITS = 200_000
+_MAX_FORKS = 8          # guard forks per block visit
+#: CPU-time budget of one property on one function (seconds, process time so that a loaded
+#: machine does not cut the analysis short). Past it the solver stops and
+#: the rule reports a note ("did not reach a fixed point") instead of running away.
+TIME_BUDGET_S = 1.0
 _INF = float("inf")
 
 
@@ -188,6 +201,51 @@ class _Assume:
             return False
         return None
 
+    def never(self, A: frozenset, key: str, negated: bool, banned: set) -> bool:
+        """An instruction guarded by ``@key`` (``@!key`` when ``negated``) executes in no thread
+        under ``A``: the guard, or a conjunct of an ``and.pred`` guard, is false and CTA-uniform
+        (so the branch decisions of this path, taken by every thread alike, decide it).
+        Registers in ``banned`` (redefined earlier in the block) are not trusted."""
+        parts = [(key, negated)]
+        d = self._defs.get(key)
+        if not negated and d is not None and d[0] == "and":
+            parts += list(d[1])
+        for k, neg in parts:
+            if k in banned or self.v.cls.get(k, 2) != 0:
+                continue
+            dk = self._defs.get(k)
+            if dk is not None and dk[0] == "cmp" and dk[2] in banned:
+                continue
+            r = self.decide(A, k)
+            if r is not None and r == neg:
+                return True
+        return False
+
+    def uniform_conjunct(self, A: frozenset, key: str, negated: bool
+                         ) -> tuple[str, bool] | None:
+        """``(predicate, value)``: the CTA-uniform condition under which an instruction guarded
+        by ``@key`` / ``@!key`` can execute, when it is not yet decided by ``A`` (the guard
+        itself when uniform, else the single uniform conjunct of its ``and.pred``); else None.
+        Only guards whose uniform part is a single-definition ``setp`` are forked on (a compare
+        of two registers is kept as an opaque predicate: a later branch on the same register
+        is decided by it)."""
+        cands = [(key, not negated)]
+        d = self._defs.get(key)
+        if not negated and d is not None and d[0] == "and":
+            cands = [(k, not neg) for k, neg in d[1]]
+        found = None
+        for k, val in cands:
+            if self.v.cls.get(k, 2) != 0 or len(self.v.def_sites.get(k, ())) != 1:
+                continue
+            if self.cfg.instrs[self.v.def_sites[k][0]].parts[0] != "setp":
+                continue
+            if self.decide(A, k) is not None:
+                continue
+            if found is not None:
+                return None
+            found = (k, val)
+        return found
+
     def add(self, A: frozenset, key: str, value: bool, depth: int = 0) -> frozenset:
         """``A`` plus ``key == value`` and what it implies through the definitions."""
         A = A | {("p", key, value)}
@@ -256,7 +314,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     Returns:
         ``(events, converged)``: the violations found (deduplicated by rule, instruction and
         message; the first witness kept) and whether the fixed point was reached within the
-        visit budget (False: the caller must report that the result is incomplete).
+        visit budget and :data:`TIME_BUDGET_S` (False: the caller must report that the result
+        is incomplete).
     """
     cfg = prop.cfg
     values = prop.values
@@ -274,25 +333,47 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     events: dict[tuple, Event] = {}
     facts_at: dict[int, set] = {}
     init = prop.initial()
-    state[0][init] = frozenset()
+    state[0][init] = (frozenset(),)
     wit[0][init] = ()
     work = [0]
     queued = {0}
     visits = 0
     exit_id = cfg.exit_id
+    deadline = time.process_time() + TIME_BUDGET_S
     while work:
         # process in reverse post-order position for fast convergence
         b = work.pop(0)
         queued.discard(b)
         visits += 1
-        if visits > _MAX_VISITS:
-            return list(events.values()), False
+        if visits > _MAX_VISITS or time.process_time() > deadline:
+            return _confirm(prop, events, facts_at, assume), False
         blk = cfg.blocks[b]
-        for fact, A in list(state[b].items()):
-            w = wit[b].get(fact, ())
-            cur = fact
-            for i in relevant[b]:
+        items = [(0, f, a, wit[b].get(f, ()), None, blk.start)
+                 for f, alts in list(state[b].items()) for a in alts]
+        nforks = 0
+        rel_b = relevant[b]
+        while items:
+            k0, cur, A, w, skip, pos = items.pop()
+            for k in range(k0, len(rel_b)):
+                i = rel_b[k]
                 ins = instrs[i]
+                if i == skip:
+                    continue          # the forked copy in which no thread executes it
+                if ins.predicate is not None:
+                    gk = cfg.reg_key(ins.predicate, i)
+                    if A and assume.never(A, gk, ins.negated, _DefinedIn(values, pos, i)):
+                        continue      # guarded off in every thread on this path
+                    u = assume.uniform_conjunct(A, gk, ins.negated)
+                    if u is not None and nforks < _MAX_FORKS:
+                        # fork on the CTA-uniform part of the guard: false (no thread executes
+                        # the instruction) / true, so later branches correlate with it
+                        nforks += 1
+                        uk, uval = u
+                        stale = _DefinedIn(values, pos, i)
+                        Af = frozenset(x for x in A if x[1] not in stale)
+                        items.append((k, cur, assume.add(Af, uk, not uval), w, i, i))
+                        A = assume.add(Af, uk, uval)
+                        pos = i
                 cw = w
 
                 def report(rule: str, message: str, severity: str | None = None,
@@ -313,7 +394,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                         w = (w + ((i, d),))[-MAX_WITNESS:]
                 cur = new
             if A and block_defs[b]:
-                A = frozenset(a for a in A if a[1] not in block_defs[b])
+                stale = _DefinedIn(values, pos, blk.end) if pos != blk.start else block_defs[b]
+                A = frozenset(a for a in A if a[1] not in stale)
             for e in blk.succs:
                 A2 = A
                 w2 = w
@@ -343,27 +425,84 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                 dst = state[e.dst]
                 old = dst.get(cur)
                 if old is None:
-                    dst[cur] = A2
+                    dst[cur] = (A2,)
                     wit[e.dst][cur] = w2
-                elif old != A2 and not old <= A2:
-                    dst[cur] = old & A2
                 else:
-                    continue
+                    merged = _merge(old, A2)
+                    if merged is None:
+                        continue
+                    dst[cur] = merged
                 if e.dst not in queued:
                     queued.add(e.dst)
                     work.append(e.dst)
-    return _confirm(prop, events, facts_at), True
+    return _confirm(prop, events, facts_at, assume), True
 
 
-def _confirm(prop: Property, events: dict, facts_at: dict) -> list[Event]:
+class _DefinedIn:
+    """``key in x``: register ``key`` has a definition at an index in ``[lo, hi)`` (binary search
+    over its sorted definition sites; no per-instruction set building)."""
+
+    __slots__ = ("defs", "hi", "lo")
+
+    def __init__(self, values: Values, lo: int, hi: int):
+        self.defs, self.lo, self.hi = values.def_sites, lo, hi
+
+    def __contains__(self, key) -> bool:
+        sites = self.defs.get(key)
+        if not sites or self.lo >= self.hi:
+            return False
+        j = bisect.bisect_left(sites, self.lo)
+        return j < len(sites) and sites[j] < self.hi
+
+
+def _merge(old: tuple, A: frozenset) -> tuple | None:
+    """Add assumption set ``A`` to the alternatives kept for one fact at a block entry.
+
+    Up to :data:`MAX_ALTERNATIVES` alternatives are kept (a bounded disjunction, so branches
+    correlated on *different* paths reaching the same fact stay distinguishable: an allocation
+    skipped under ``%p2`` on one path and under ``!%p1`` on another). ``A`` is dropped when an
+    alternative is a subset of it (that one already covers it); alternatives that are supersets
+    of ``A`` are replaced by it. Past the bound all collapse into their intersection, as in ESP.
+    Returns None when nothing changed. Terminates: every collapse strictly shrinks the set.
+    """
+    for S in old:
+        if S <= A:
+            return None
+    alts = [S for S in old if not A <= S] + [A]
+    if len(alts) > MAX_ALTERNATIVES:
+        inter = alts[0]
+        for S in alts[1:]:
+            inter = inter & S
+        return (inter,)
+    return tuple(alts)
+
+
+def _modelled_path(cfg: CFG, ev: Event, assume: _Assume) -> bool:
+    """Every branch decision on the event's witness tests a predicate the assumptions model
+    (a comparison with a constant, or ``and``/``or``/``not`` of such): the path is feasible as
+    far as the solver can tell, not merely undecided."""
+    for i, d in ev.witness:
+        if not d.startswith("branch"):
+            continue
+        ins = cfg.instrs[i]
+        if ins.predicate is None or cfg.reg_key(ins.predicate, i) not in assume._defs:
+            return False
+    return True
+
+
+def _confirm(prop: Property, events: dict, facts_at: dict, assume: _Assume) -> list[Event]:
     """For the rules a property lists in ``CONFIRM``: keep an error only when every fact reaching
     the instruction triggers it; otherwise the violation depends on a path the analysis could not
-    prove infeasible (loop-carried or data-dependent correlations): a note."""
+    prove infeasible (loop-carried or data-dependent correlations): a note. Messages a property
+    lists in ``CONFIRM_EXEMPT`` stay errors when every branch on their witness is modelled
+    (:func:`_modelled_path`)."""
     out = []
     instrs = prop.cfg.instrs
     for (rule, i, msg), ev in events.items():
         if i is None or ev.severity == "note" or i not in facts_at or \
-                rule not in getattr(prop, "CONFIRM", ()):
+                rule not in getattr(prop, "CONFIRM", ()) or (
+                    any(x in msg for x in getattr(prop, "CONFIRM_EXEMPT", ()))
+                    and _modelled_path(prop.cfg, ev, assume)):
             out.append(ev)
             continue
         hits = 0

@@ -23,6 +23,7 @@ Sources: PTX ISA 9.1 §10 (special registers), §9.7.13.14 (``elect.sync``), §9
 
 from __future__ import annotations
 
+import heapq
 import re
 
 from verifier.analysis.cfg import CFG
@@ -349,45 +350,169 @@ class Values:
         bd, bu = bo[d], bo[i]
         return (bd == bu and d < i) or bool(self._reach_mask[bd] >> bu & 1)
 
+    def _reaching_defs(self) -> None:
+        """Classic reaching definitions (Kildall) over the blocks, as bitsets of def sites.
+
+        A guarded definition (``@%p mov``) does not kill: the threads with the guard false keep
+        the old value. Linear in the program size per iteration (big-int bitsets), so long
+        redefinition chains stay cheap (the old pairwise reachability test was cubic on them).
+        """
+        cfg = self.cfg
+        instrs = cfg.instrs
+        nb = len(cfg.blocks)
+        bit: dict[tuple[int, str], int] = {}
+        self._site_of_bit: list[tuple[int, str]] = []
+        keymask: dict[str, int] = {}
+        for k, sites in self.def_sites.items():
+            m = 0
+            for d in sites:
+                b = len(self._site_of_bit)
+                bit[(d, k)] = b
+                self._site_of_bit.append((d, k))
+                m |= 1 << b
+            keymask[k] = m
+        self._keymask = keymask
+        self._bit = bit
+        gen = [0] * nb
+        kill = [0] * nb
+        for blk in cfg.blocks:
+            g = 0
+            kl = 0
+            for i in range(blk.start, blk.end):
+                guarded = instrs[i].predicate is not None
+                for k in self.defs[i]:
+                    if not guarded:
+                        km = keymask[k]
+                        g &= ~km
+                        kl |= km
+                    g |= 1 << bit[(i, k)]
+            gen[blk.id] = g
+            kill[blk.id] = kl
+        preds: list[list[int]] = [[] for _ in range(nb)]
+        for blk in cfg.blocks:
+            for d in cfg.succ_ids(blk.id):
+                if d != cfg.exit_id:
+                    preds[d].append(blk.id)
+        inn = [0] * nb
+        out = list(gen)
+        order = list(cfg.rpo) + [b for b in range(nb) if b not in set(cfg.rpo)]
+        changed = True
+        while changed:
+            changed = False
+            for b in order:
+                x = 0
+                for p in preds[b]:
+                    x |= out[p]
+                inn[b] = x
+                o = gen[b] | (x & ~kill[b])
+                if o != out[b]:
+                    out[b] = o
+                    changed = True
+        self._in = inn
+        self._rd_cache: dict[tuple[str, int], tuple[int, ...]] = {}
+        # def site -> the uses it reaches (for the uniformity worklist)
+        rev: dict[tuple[int, str], list[int]] = {}
+        for i, uk in enumerate(self.uses):
+            for k in uk:
+                for d in self.reaching(k, i):
+                    rev.setdefault((d, k), []).append(i)
+        self._reached_uses = rev
+
+    def reaching(self, key: str, i: int) -> tuple[int, ...]:
+        """Definition sites of register ``key`` that reach instruction ``i`` (a use there)."""
+        ck = (key, i)
+        r = self._rd_cache.get(ck)
+        if r is not None:
+            return r
+        sites = self.def_sites.get(key, ())
+        if not sites:
+            r = ()
+        else:
+            b = self.cfg.block_of[i]
+            start = self.cfg.blocks[b].start
+            local = [d for d in sites if start <= d < i]
+            out: list[int] = []
+            killed = False
+            for d in reversed(local):
+                out.append(d)
+                if self.cfg.instrs[d].predicate is None:
+                    killed = True
+                    break
+            if not killed:
+                m = self._in[b] & self._keymask[key]
+                sob = self._site_of_bit
+                while m:
+                    low = m & -m
+                    out.append(sob[low.bit_length() - 1][0])
+                    m ^= low
+            r = tuple(out)
+        self._rd_cache[ck] = r
+        return r
+
     def use_class(self, key: str, i: int) -> int:
         """Uniformity of register ``key`` as used by instruction ``i``: the worst class of the
         definitions that reach ``i`` (DIVERGENT when several reach it and one lies in a divergent
-        region: the value depends on the path the thread took)."""
+        region: the value depends on the path the thread took).
+
+        For registered uses the worst class is maintained incrementally as definition sites are
+        classified (``_ucache``), so a use reached by many definitions (a chain of guarded
+        redefinitions) costs O(1) per query instead of O(reaching definitions)."""
         sites = self.def_sites.get(key)
         if not sites:
             return UNIFORM
         if len(sites) == 1:
             return self._site_cls.get((sites[0], key), UNIFORM)
-        m = UNIFORM
-        reach = [d for d in sites if self._reaches(d, i)]
-        for d in reach:
-            m = max(m, self._site_cls.get((d, key), UNIFORM))
-        if m < DIVERGENT and len({self.cfg.block_of[d] for d in reach}) > 1 and any(
-                self.cfg.block_of[d] in self.divergent_blocks for d in reach):
-            return DIVERGENT
+        ck = (key, i)
+        if ck in self._use_pairs:
+            m = self._ucache.get(ck, UNIFORM)
+        else:
+            m = UNIFORM
+            for d in self.reaching(key, i):
+                m = max(m, self._site_cls.get((d, key), UNIFORM))
+                if m == DIVERGENT:
+                    break
+        if m < DIVERGENT:
+            blocks = self._reach_blocks.get(ck)
+            if blocks is None:
+                bo = self.cfg.block_of
+                blocks = frozenset(bo[d] for d in self.reaching(key, i))
+                self._reach_blocks[ck] = blocks
+            if len(blocks) > 1 and not blocks.isdisjoint(self.divergent_blocks):
+                return DIVERGENT
         return m
 
     def _uniformity(self) -> None:
         cfg = self.cfg
         instrs = cfg.instrs
-        self._reach_mask = self._reach()
+        self._reaching_defs()
+        rev = self._reached_uses
+        self._use_pairs = {(k, i) for i, uk in enumerate(self.uses) for k in uk}
+        self._reach_blocks: dict[tuple[str, int], frozenset] = {}
         self._site_cls: dict[tuple[int, str], int] = {}
+        self._ucache: dict[tuple[str, int], int] = {}
         prev = (frozenset(), frozenset())     # the regions the first pass assumes
         for _ in range(6):
             site = self._site_cls
             site.clear()
+            ucache = self._ucache
+            ucache.clear()
+            # forward instruction order (a heap of indices): definitions are classified before
+            # their uses, so straight-line code is classified once per pass
             work = list(range(len(instrs)))
             in_work = set(work)
             while work:
-                i = work.pop()
+                i = heapq.heappop(work)
                 in_work.discard(i)
                 for k, c in self._classify(i):
                     if c > site.get((i, k), -1):
                         site[(i, k)] = c
-                        for u in self.use_sites.get(k, ()):
-                            if u not in in_work and self._reaches(i, u):
+                        for u in rev.get((i, k), ()):
+                            uk = (k, u)
+                            if c > ucache.get(uk, UNIFORM):
+                                ucache[uk] = c
+                            if u not in in_work:
                                 in_work.add(u)
-                                work.append(u)
+                                heapq.heappush(work, u)
             self._branches()
             state = (frozenset(self.divergent_blocks), frozenset(self.partial_blocks))
             if state == prev:
@@ -474,11 +599,15 @@ class Values:
             if b == "and" and any(k in self.single_lane for k in ks):
                 self.single_lane.add(dk[0])
                 c = DIVERGENT
-        elif b == "and" and len(ops) == 3:
+        elif b in ("and", "rem") and len(ops) == 3:
             src = key(ops[1].name, i) if ops[1].kind == "reg" else None
             m = self.const(ops[2], i)
-            if src in self._tid and m is not None and m & 31 == 0:
+            if b == "and" and src in self._tid and m is not None and m & 31 == 0:
                 c = WARP
+            elif src in self._tid and m is not None and ins.predicate is None and (
+                    (b == "and" and m == 31) or (b == "rem" and m == 32)
+                    and "s32" not in ins.parts):
+                self._lane.add(dk[0])     # %tid.x & 31 == %laneid (1-D CTA, PTX ISA §10.3)
         elif b == "setp" and len(ops) >= 3:
             cmp = ins.parts[1] if len(ins.parts) > 1 else ""
             a, bb = ops[1], ops[2]

@@ -17,7 +17,11 @@ from verifier.ptx.ast import Instruction
 
 __all__ = [
     "addr_val",
+    "call_contexts",
+    "called_single_lane",
     "each_function",
+    "eval_concrete",
+    "induction",
     "event_findings",
     "events_for",
     "fmt_addr",
@@ -46,6 +50,178 @@ def each_function(ctx: Context, pred: Callable[[Instruction], bool] | None = Non
         if pred is not None and not any(pred(ins) for ins, _ in fi.instructions):
             continue
         yield fi, ctx.analysis(fi)
+
+
+def _callee(ins: Instruction) -> str | None:
+    """Name of the function a direct ``call`` targets, or None."""
+    if ins.parts[0] != "call":
+        return None
+    for o in ins.operands:
+        if o.kind == "symbol":
+            return o.name
+    return None
+
+
+def call_contexts(ctx: Context) -> dict[str, tuple[int, Instruction | None]]:
+    """Per ``.func`` name: the worst warp-role context of its call sites (UNIFORM / WARP /
+    DIVERGENT, the call's own context joined with its caller's, through call chains) and one
+    call site of that class. So a callee's CTA-wide barrier or single-thread instruction is
+    judged in the caller's warp-role context (PTX ISA 9.1 §7: a call executes the callee in the
+    calling threads). Functions never called directly are absent. Cached on the context."""
+    cached = getattr(ctx, "_call_contexts", None)
+    if cached is not None:
+        return cached
+    from verifier.analysis import UNIFORM
+
+    sites: list[tuple[str, str, int, Instruction]] = []     # caller, callee, class, call
+    for fi in ctx.bodies():
+        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
+            continue
+        fa = ctx.analysis(fi)
+        for i, ins in enumerate(fa.cfg.instrs):
+            name = _callee(ins)
+            if name is not None:
+                sites.append((fi.fn.name, name, fa.values.context_class(i), ins))
+    out: dict[str, tuple[int, Instruction | None]] = {}
+    for _ in range(8):                      # call chains deeper than 8 keep what they have
+        changed = False
+        for caller, callee, c, ins in sites:
+            c = max(c, out.get(caller, (UNIFORM, None))[0])
+            prev = out.get(callee)
+            if prev is None or c > prev[0]:
+                out[callee] = (c, ins)
+                changed = True
+        if not changed:
+            break
+    ctx._call_contexts = out  # type: ignore[attr-defined]
+    return out
+
+
+def induction(fa, key):
+    """``(init, step, increment index)`` when register ``key`` is a loop counter: exactly two
+    unguarded definitions, ``mov key, c0`` and ``add key, key, c`` (c constant); else None."""
+    v, cfg = fa.values, fa.cfg
+    sites = v.def_sites.get(key, ())
+    if len(sites) != 2:
+        return None
+    init = step = inc = None
+    for j in sites:
+        d = cfg.instrs[j]
+        if d.predicate is not None:
+            return None
+        ops = d.operands
+        if d.parts[0] == "mov" and len(ops) == 2:
+            init = v.const(ops[1], j)
+        elif d.parts[0] == "add" and len(ops) == 3 and ops[1].kind == "reg" \
+                and cfg.reg_key(ops[1].name, j) == key:
+            step, inc = v.const(ops[2], j), j
+    if init is None or step is None or inc is None:
+        return None
+    return init, step, inc
+
+
+def eval_concrete(fa, o, i, env, syms, depth=0):
+    """Concrete value of operand ``o`` at instruction ``i`` for one thread.
+
+    Args:
+        env: values of registers by key (loop counters) and of special registers by name
+            (``%tid.x``, ``%laneid``).
+        syms: symbol -> fake base address (filled on first use; distinct symbols get bases
+            4 GiB apart, so offsets within one symbol compare exactly).
+    Returns None when a register has several definitions not in ``env``, a guarded definition,
+    or an opcode outside the integer subset (add, sub, mul, mad, shl, shr, and, or, xor, div,
+    rem, bfe, mov, cvt, cvta; PTX ISA 9.1 §9.7.1-§9.7.3)."""
+    if depth > 32 or o is None:
+        return None
+    if o.kind == "imm":
+        return o.value if isinstance(o.value, int) else None
+    if o.kind == "symbol":
+        return syms.setdefault(o.name, (len(syms) + 1) << 32) + (o.value or 0)
+    if o.kind == "address":
+        if o.base is None:
+            return None
+        b = eval_concrete(fa, o.base, i, env, syms, depth + 1)
+        return None if b is None else b + (o.value or 0)
+    if o.kind != "reg" or not o.name:
+        return None
+    if o.name.startswith("%") and o.name in env:
+        return env[o.name]
+    cfg, v = fa.cfg, fa.values
+    key = cfg.reg_key(o.name, i)
+    if key in env:
+        return env[key]
+    sites = v.def_sites.get(key, ())
+    if len(sites) != 1:
+        return None
+    j = sites[0]
+    d = cfg.instrs[j]
+    if d.predicate is not None:
+        return None
+    b, ops = d.parts[0], d.operands
+    if b in ("mov", "cvt", "cvta") and len(ops) == 2:
+        return eval_concrete(fa, ops[1], j, env, syms, depth + 1)
+    vals = [eval_concrete(fa, x, j, env, syms, depth + 1) for x in ops[1:]]
+    if not vals or any(x is None for x in vals):
+        return None
+    a = vals[0]
+    c = vals[1] if len(vals) > 1 else None
+    try:
+        if b == "add":
+            return a + c
+        if b == "sub":
+            return a - c
+        if b == "mul":
+            return a * c
+        if b == "mad" and len(vals) == 3:
+            return a * c + vals[2]
+        if b == "shl":
+            return a << c
+        if b == "shr":
+            return a >> c
+        if b == "and":
+            return a & c
+        if b == "or":
+            return a | c
+        if b == "xor":
+            return a ^ c
+        if b == "div" and c:
+            return a // c
+        if b == "rem" and c:
+            return a % c
+        if b == "bfe" and len(vals) == 3:
+            return (a >> c) & ((1 << vals[2]) - 1)
+    except TypeError:
+        return None
+    return None
+
+
+def called_single_lane(ctx: Context) -> set[str]:
+    """Names of the ``.func`` s every direct call of which runs in at most one lane per warp (an
+    ``elect.sync`` / ``lane == 0`` guard or region at the call, or a caller that is itself
+    called that way), so the callee's single-thread instructions (``tcgen05.mma``, ``commit``)
+    inherit the caller's elected thread. Cached on the context."""
+    cached = getattr(ctx, "_called_single", None)
+    if cached is not None:
+        return cached
+    sites: list[tuple[str, str, bool]] = []
+    for fi in ctx.bodies():
+        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
+            continue
+        fa = ctx.analysis(fi)
+        for i, ins in enumerate(fa.cfg.instrs):
+            name = _callee(ins)
+            if name is not None:
+                sites.append((fi.fn.name, name, fa.values.guard_single_lane(i)))
+    called = {c for _, c, _ in sites}
+    single = set(called)
+    for _ in range(8):
+        nxt = {c for c in called
+               if all(s or caller in single for caller, cc, s in sites if cc == c)}
+        if nxt == single:
+            break
+        single = nxt
+    ctx._called_single = single  # type: ignore[attr-defined]
+    return single
 
 
 def is_tc(ins: Instruction, *names: str) -> bool:

@@ -28,6 +28,7 @@ from verifier.rules._flow import (
     is_smem_read,
     is_smem_write,
     is_tc,
+    mbar_operand,
     note_finding,
 )
 
@@ -372,53 +373,126 @@ def global_write_tma_read(ctx: Context) -> list[Finding]:
 
 
 class BulkGroup(Property):
-    """Fact: (uncommitted bulk ops, committed groups pending (capped), pending source
-    addresses)."""
+    """Fact: (uncommitted bulk ops, committed bulk async-groups oldest first (each the source
+    addresses of its bulk stores; at most :data:`_MAX_GROUPS`, the oldest merged), source
+    addresses of the uncommitted stores).
+
+    ``cp.async.bulk.wait_group(.read) N`` keeps only the newest ``N`` groups pending (PTX ISA 9.1
+    §9.7.9.27.2.2), so a store committed last is still pending after ``wait_group.read 1``
+    (DeepEP#657). A source is an address key: the resolved value, or ``(register, offset)`` when
+    the address is register-relative (loop-indexed stages), compared only for equality.
+    """
 
     RULES = ("AP5", "AP6")
 
+    def __init__(self, cfg, values, fa=None):
+        super().__init__(cfg, values, fa)
+        # registers that are bases of bulk-store sources: redefining one forgets its keys
+        self._src_regs: set[str] = set()
+        for i, ins in enumerate(cfg.instrs):
+            if is_bulk_store(ins):
+                addrs = [o for o in ins.operands if o.kind == "address"]
+                if len(addrs) > 1 and addrs[1].base is not None and addrs[1].base.kind == "reg":
+                    self._src_regs.add(cfg.reg_key(addrs[1].base.name, i))
+        self._redef = [bool(self._src_regs.intersection(values.defs[i]))
+                       for i in range(len(cfg.instrs))]
+
     def initial(self):
-        return (False, 0, frozenset())
+        return (False, (), frozenset())
 
     def relevant(self, ins):
         return _is_bulk(ins) or is_smem_write(ins)
 
+    def relevant_index(self, i):
+        return self._redef[i] or self.relevant(self.cfg.instrs[i])
+
+    def _key(self, o, i):
+        if o is None:
+            return None
+        v = addr_val(self.fa, o, i)
+        if v is not None:
+            return v
+        if o.kind == "address" and o.base is not None and o.base.kind == "reg" and o.base.name:
+            return ("r", self.cfg.reg_key(o.base.name, i), o.value or 0)
+        return None
+
     def transfer(self, i, ins, fact, report):
-        unc, pend, srcs = fact
+        unc, groups, cur = fact
         p = ins.parts
+        if self._redef[i]:
+            gone = set(self.values.defs[i])
+
+            def keep(ks):
+                return frozenset(k for k in ks if k is None or k[0] != "r" or k[1] not in gone)
+            fact = (unc, tuple(keep(g) for g in groups), keep(cur))
+            unc, groups, cur = fact
+            if not self.relevant(ins):
+                return fact
         if "commit_group" in p:
-            return (False, min(pend + (1 if unc else 0), 3), srcs)
+            g = groups + (cur,)
+            if len(g) > _MAX_GROUPS:
+                g = (g[0] | g[1],) + g[2:]
+            return (False, g, frozenset())
         if "wait_group" in p:
             if unc:
                 report("AP6", "'cp.async.bulk.wait_group' does not cover bulk copies issued since "
                               "the last 'cp.async.bulk.commit_group'")
             n = self.values.const(ins.operands[0], i) if ins.operands else None
-            if n == 0:
-                return (unc, 0, frozenset() if not unc else srcs)
-            return (unc, min(pend, n if n is not None else pend), srcs)
+            if n is None:
+                return fact
+            return (unc, groups[len(groups) - n:] if n and n < len(groups) else
+                    (groups if n else ()), cur)
+        pending = cur.union(*groups) if groups else cur
         if is_bulk_store(ins):
             addrs = [o for o in ins.operands if o.kind == "address"]
-            src = addr_val(self.fa, addrs[1], i) if len(addrs) > 1 else None
-            return (True, pend, srcs | {src} if len(srcs) < 6 else srcs)
-        if is_smem_write(ins) and srcs:
-            a = addr_val(self.fa, next((o for o in ins.operands if o.kind == "address"), None), i)
-            for s in srcs:
-                if s is None or a is None or _overlap(a, 16, s, None) or (
-                        a[0] == "s" and s[0] == "s" and a[1] == s[1] and a[2] >= s[2]):
-                    if a is not None and s is not None:
-                        report("AP5", f"'{ins.opcode}' overwrites '{fmt_addr(a)}' while a bulk "
-                                      "store may still read it (no 'cp.async.bulk.wait_group.read')")
-                        break
+            src = self._key(addrs[1], i) if len(addrs) > 1 else None
+            self._check(ins, i, addrs[0] if is_bulk_load(ins) else None, pending, report)
+            return (True, groups, cur | {src} if len(cur) < 6 else cur | {None})
+        if is_bulk_load(ins):
+            addrs = [o for o in ins.operands if o.kind == "address"]
+            self._check(ins, i, addrs[0] if addrs else None, pending, report)
+            return fact
+        if is_smem_write(ins) and pending:
+            self._check(ins, i, next((o for o in ins.operands if o.kind == "address"), None),
+                        pending, report)
         return fact
 
+    def _check(self, ins, i, dst, pending, report):
+        if dst is None or not pending:
+            return
+        a = self._key(dst, i)
+        if a is None:
+            return
+        for s in pending:
+            if s is None:
+                continue
+            same = a == s
+            if not same and a[0] == "s" and s[0] == "s":
+                same = bool(_overlap(a, 16, s, None)) or (a[1] == s[1] and a[2] >= s[2])
+            if same:
+                report("AP5", f"'{ins.opcode}' overwrites '{_fmt_key(self.cfg, a)}' while a bulk "
+                              "store committed in a group that is still pending may read it (its "
+                              "'cp.async.bulk.wait_group.read' does not cover that group)")
+                break
+
     def at_exit(self, i, fact, report):
-        unc, pend, srcs = fact
-        if unc or pend:
+        unc, groups, cur = fact
+        if unc or any(groups):
             report("AP5", "the kernel exits while bulk stores from shared memory may still be "
                           "reading it (no 'cp.async.bulk.wait_group.read 0')")
 
     def describe(self, i, ins, old, new):
         return None if old == new else ins.opcode
+
+
+_MAX_GROUPS = 4
+
+
+def _fmt_key(cfg, k) -> str:
+    if k[0] == "r":
+        reg = k[1].split("#")[0]
+        return f"{reg}+{k[2]}" if k[2] else reg
+    return fmt_addr(k)
 
 
 def bulk_source_reuse(ctx: Context) -> list[Finding]:
@@ -485,7 +559,8 @@ def bulk_size_invalid(ctx: Context) -> list[Finding]:
 
     What it checks:
         Non-tensor bulk copies: the size (immediate or constant register) is a positive multiple
-        of 16 and resolved shared-memory addresses are 16-byte aligned. Unknown sizes give a note.
+        of 16 and resolved shared-memory data addresses are 16-byte aligned; the mbarrier
+        operand (a ``.b64`` object) needs only 8 bytes. Unknown sizes give a note.
 
     Why it is bad:
         Undefined behaviour.
@@ -519,11 +594,16 @@ def bulk_size_invalid(ctx: Context) -> list[Finding]:
                                        f"bulk copy size {c} is not a positive multiple of 16",
                                        notes=[Note(message="sizes and addresses of "
                                                    "'cp.async.bulk' must be 16-byte multiples")]))
+            mbar = mbar_operand(ins)
             for o in ins.operands:
                 if o.kind == "address":
+                    # data operands: 16 bytes (§9.7.9.25.4.1); the mbarrier operand is a .b64
+                    # object: 8 bytes (§9.7.13.15.1, MB1)
+                    align = 8 if o is mbar else 16
                     v = addr_val(fa, o, i)
-                    if v is not None and v[0] == "s" and v[2] % 16:
+                    if v is not None and v[0] == "s" and v[2] % align:
+                        what = "mbarrier operand" if o is mbar else "address"
                         out.append(ctx.finding("AP7", ins.line, ins.col,
-                                               f"bulk copy address '{fmt_addr(v)}' is not 16-byte "
-                                               "aligned"))
+                                               f"bulk copy {what} '{fmt_addr(v)}' is not "
+                                               f"{align}-byte aligned"))
     return out

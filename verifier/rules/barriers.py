@@ -10,7 +10,13 @@ from __future__ import annotations
 from verifier.analysis import DIVERGENT, UNIFORM, WARP, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
-from verifier.rules._flow import each_function, event_findings, is_mbar_wait, note_finding
+from verifier.rules._flow import (
+    call_contexts,
+    each_function,
+    event_findings,
+    is_mbar_wait,
+    note_finding,
+)
 
 __all__ = [
     "barrier_arrive_reuse",
@@ -177,8 +183,9 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
 
     What it checks:
         A barrier without a thread count (all threads of the CTA) does not sit in a region
-        entered on a warp-dependent condition, and no ``ret``/``exit`` taken by only some
-        threads precedes a reachable CTA-wide barrier.
+        entered on a warp-dependent condition (in a ``.func``: nor is the function called from
+        such a region, through call chains: triton#9786), and no ``ret``/``exit`` taken by only
+        some threads precedes a reachable CTA-wide barrier.
 
     Why it is bad:
         Threads that never arrive make the others wait forever (flashinfer#2996, FBGEMM#5857).
@@ -196,12 +203,15 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.13.1; ptx_rules.md B4.
     """
     out: list[Finding] = []
+    calls = call_contexts(ctx)
     for fi, fa in each_function(ctx):
         cfg, v = fa.cfg, fa.values
         cta = [i for i, ins in enumerate(cfg.instrs)
                if _bar(ins) and ins.parts[1] == "sync" and not _id_count(fa, ins, i)[2]]
         if not cta:
             continue
+        caller_c, site = calls.get(fi.fn.name, (UNIFORM, None)) if fi.fn.kind != "entry" \
+            else (UNIFORM, None)
         for i in cta:
             ins = cfg.instrs[i]
             c = v.context_class(i)
@@ -211,6 +221,15 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
                                        "CTA but only the warps taking a warp-dependent branch "
                                        "reach it",
                                        notes=[Note(message="use a named barrier with the count "
+                                                   "of participating threads")]))
+            elif c == UNIFORM and caller_c != UNIFORM and site is not None:
+                out.append(ctx.finding("B4", ins.line, ins.col,
+                                       f"'{ins.opcode}' without a thread count waits for the whole "
+                                       f"CTA but '{fi.fn.name}' is called by only some warps",
+                                       notes=[Note(message="the call, in a warp-dependent branch "
+                                                   "of the caller", line=site.line,
+                                                   col=site.col),
+                                              Note(message="use a named barrier with the count "
                                                    "of participating threads")]))
         cta_blocks = {cfg.block_of[i] for i in cta}
         for i, ins in enumerate(cfg.instrs):

@@ -69,41 +69,55 @@ def cp_async_size_invalid(ctx: Context) -> list[Finding]:
 
 class CpAsync(Property):
     """Fact: (uncommitted cp.async issued, landed data not yet published by a barrier,
-    destinations of the current group)."""
+    destinations of the current group, destinations of cp.async not followed by any
+    ``cp.async.wait_group``/``wait_all`` yet)."""
 
     RULES = ("CA2", "CA3", "CA4")
 
     def initial(self):
-        return (False, False, frozenset())
+        return (False, False, frozenset(), frozenset())
 
     def relevant(self, ins):
         return _cp_any(ins) or is_cta_barrier(ins) or is_smem_read(ins)
 
+    def _key(self, d, i):
+        if d is None or d.kind != "address":
+            return None
+        v = self.values.op_val(d, i)
+        if v is not None:
+            return v
+        return (self.cfg.reg_key(d.base.name, i) if d.base is not None and d.base.name else None,
+                d.value)
+
     def transfer(self, i, ins, fact, report):
-        unc, landed, dsts = fact
+        unc, landed, dsts, unwaited = fact
         p = ins.parts
         if _cp(ins):
-            d = ins.operands[0] if ins.operands else None
-            key = None
-            if d is not None and d.kind == "address":
-                v = self.values.op_val(d, i)
-                key = v if v is not None else (
-                    self.cfg.reg_key(d.base.name, i) if d.base is not None and d.base.name else
-                    None, d.value)
+            key = self._key(ins.operands[0] if ins.operands else None, i)
             if key is not None and key in dsts:
                 report("CA4", "two 'cp.async' in one group write the same destination; their "
                               "order is undefined")
-            return (True, landed, (dsts | {key}) if key is not None and len(dsts) < 64 else dsts)
+            if key is not None and len(unwaited) < 64:
+                unwaited = unwaited | {key}
+            return (True, landed, (dsts | {key}) if key is not None and len(dsts) < 64 else dsts,
+                    unwaited)
         if p[0] == "cp" and p[2] == "commit_group":
-            return (False, landed, frozenset())
+            return (False, landed, frozenset(), unwaited)
         if p[0] == "cp" and p[2] in ("wait_group", "wait_all"):
             if unc and p[2] == "wait_group":
                 report("CA2", "'cp.async.wait_group' does not cover 'cp.async' issued after the "
                               "last 'cp.async.commit_group'")
             return (unc and p[2] == "wait_group", True,
-                    dsts if p[2] == "wait_group" else frozenset())
+                    dsts if p[2] == "wait_group" else frozenset(), frozenset())
         if is_cta_barrier(ins):
-            return (unc, False, dsts)
+            return (unc, False, dsts, unwaited)
+        if unwaited:
+            src = [o for o in ins.operands if o.kind == "address"]
+            key = self._key(src[0], i) if src else None
+            if key is not None and key in unwaited:
+                report("CA3", f"'{ins.opcode}' reads the destination of a 'cp.async' with no "
+                              "'cp.async.wait_group'/'wait_all' on the path (a barrier does not "
+                              "wait for the copy)")
         if landed:
             report("CA3", f"'{ins.opcode}' reads shared memory filled by other threads' "
                           "'cp.async' without a barrier after their wait")
@@ -147,7 +161,9 @@ def cp_async_unpublished(ctx: Context) -> list[Finding]:
 
     What it checks:
         After ``cp.async.wait_group``/``wait_all``, a CTA barrier precedes any ``ld.shared`` /
-        ``ldmatrix`` on every path.
+        ``ldmatrix`` on every path; and a read of a ``cp.async`` destination (same address
+        expression) has a ``wait_group``/``wait_all`` between the copy and the read on every path
+        (``bar.sync`` does not wait for the copies: NVIDIA/Fuser#3428).
 
     Why it is bad:
         The wait only makes a thread's own copies visible to itself; other threads read stale

@@ -15,6 +15,8 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    eval_concrete,
+    induction,
     addr_val,
     each_function,
     event_findings,
@@ -172,6 +174,12 @@ class MbarLifecycle(Property):
 
     RULES = ("MB3",)
     CONFIRM = ("MB3",)
+    #: an inval with an async arrival pending on the path stays an error even when other facts
+    #: reach the inval, provided every branch on its witness is modelled by the solver's
+    #: assumptions (guards correlated with branches are forked on, so such a path is feasible;
+    #: issue 13's false alarm was a copy guarded by the complement of the branch that skips
+    #: the wait). Witnesses through unmodelled branches (register-register compares) stay notes.
+    CONFIRM_EXEMPT = ("while an asynchronous arrival",)
 
     def initial(self):
         return (frozenset(), frozenset())
@@ -386,8 +394,11 @@ def mbar_parity(ctx: Context) -> list[Finding]:
 
     What it checks:
         For a resolved mbarrier, the k-th logical wait after its init (a retry loop counts once)
-        uses the constant parity ``k % 2``. Register parities (phase variables in loops) are not
-        checked.
+        uses the constant parity ``k % 2``. Register parities computed from a loop counter
+        (``and.b32 %p, %k, 1``, ``(k / S) % 2`` of a ring of S slots): the wait's slot address and
+        parity are evaluated for the first iterations, and consecutive visits of one mbarrier
+        must alternate parity (a single-slot barrier waited with a ring parity, tilelang#3087).
+        Parities not computable from one loop counter are not checked.
 
     Why it is bad:
         On a fresh barrier parity 1 passes at once (consumer reads unlanded data); a parity that
@@ -408,6 +419,86 @@ def mbar_parity(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_mbar_wait):
         out += event_findings(ctx, fi, fa, MbarParity, "MB5")
+        out += _loop_parity(ctx, fa)
+    return out
+
+
+_LOOP_TRIPS = 8
+
+
+def _counters(fa, o, i, depth=0, acc=None):
+    """Multi-definition registers the operand's value depends on (through single-def chains)."""
+    acc = set() if acc is None else acc
+    if o is None or depth > 32:
+        return acc
+    if o.kind == "address":
+        return _counters(fa, o.base, i, depth + 1, acc)
+    if o.kind != "reg" or not o.name:
+        return acc
+    cfg, v = fa.cfg, fa.values
+    key = cfg.reg_key(o.name, i)
+    sites = v.def_sites.get(key, ())
+    if len(sites) != 1:
+        acc.add(key)
+        return acc
+    j = sites[0]
+    for x in cfg.instrs[j].operands[1:]:
+        _counters(fa, x, j, depth + 1, acc)
+    return acc
+
+
+def _loop_parity(ctx: Context, fa) -> list[Finding]:
+    """MB5 for register parities indexed by a loop counter (ring pipelines, single-slot
+    barriers): a wait executed once per iteration (its block dominates the counter's increment)
+    must flip its parity between consecutive visits of the same mbarrier (each visit consumes
+    one phase, PTX ISA 9.1 §9.7.13.15.16). Both the slot address and the parity are evaluated
+    for the first iterations; anything not evaluable is not checked."""
+    out: list[Finding] = []
+    cfg = fa.cfg
+    for i, ins in enumerate(cfg.instrs):
+        if not is_mbar_wait(ins) or "parity" not in ins.parts or not ins.operands:
+            continue
+        if cfg.block_of[i] not in cfg.in_cycle:
+            continue
+        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
+        if par_o.kind != "reg" or bar_o is None:
+            continue
+        deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
+        if len(deps) != 1:
+            continue
+        key = next(iter(deps))
+        ind = induction(fa, key)
+        if ind is None:
+            continue
+        init, step, inc = ind
+        if step == 0 or not cfg.dominates(cfg.block_of[i], cfg.block_of[inc]) \
+                or cfg.block_of[inc] == cfg.block_of[i]:
+            continue
+        syms: dict = {}
+        last: dict = {}
+        for t in range(_LOOP_TRIPS):
+            k = init + step * t
+            env = {key: k}
+            a = eval_concrete(fa, bar_o, i, env, syms)
+            par = eval_concrete(fa, par_o, i, env, syms)
+            if a is None or par is None:
+                break
+            par &= 1
+            if a in last and last[a][1] == par:
+                kp = last[a][0]
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"wait with parity {par} on the same mbarrier in iterations "
+                    f"{key.split('#')[0]} = {kp} and {k}: consecutive waits must alternate "
+                    "parity (the second passes on the phase the first already consumed)",
+                    notes=[Note(message=f"the parity is computed from loop counter "
+                                        f"'{key.split('#')[0]}' (incremented here)",
+                                line=cfg.instrs[inc].line, col=cfg.instrs[inc].col),
+                           Note(message="MB5: a single-slot barrier completing once per "
+                                        "iteration needs parity k % 2; a ring of S slots "
+                                        "(k / S) % 2")]))
+                break
+            last[a] = (k, par)
     return out
 
 
@@ -477,7 +568,8 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
         inits: dict = {}
         waits: dict = {}
         arrivals: dict = {}
-        unknown = False
+        # a call may arrive on any mbarrier (its address passed as an argument)
+        unknown = any(ins.parts[0] == "call" for ins in cfg.instrs)
         has_mma = any(is_tc(ins, "mma") for ins in cfg.instrs)
         for i, ins in enumerate(cfg.instrs):
             p = ins.parts
@@ -542,6 +634,9 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
         For a resolved mbarrier whose ``expect_tx``/``arrive.expect_tx`` sites and
         ``cp.async.bulk`` copies completing on it lie outside loops: Σ expected bytes = Σ copy
         sizes (constants). Tensor copies (box size in the tensormap) make it undecidable (note).
+        On every path, a bulk/tensor copy completing on an mbarrier has its bytes registered
+        (``expect_tx``) in the same phase before a plain arrive or a wait can complete that phase
+        (a phase that never registered ``expect_tx``).
 
     Why it is bad:
         Too many expected bytes hang the waiter; too few let it read data that has not landed
@@ -560,6 +655,10 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.13.15.2, .5, .6; cutlass#851; ptx_rules.md MB8.
     """
     out: list[Finding] = []
+    for fi, fa in each_function(ctx, _is_tx_copy):
+        out += event_findings(ctx, fi, fa, TxPhase, "MB8",
+                              "register the bytes with 'mbarrier.arrive.expect_tx' (or "
+                              "'mbarrier.expect_tx') in the same phase as the copy")
     for fi, fa in each_function(ctx, lambda x: "expect_tx" in x.parts
                                 or (x.parts[0] == "mbarrier" and x.parts[1] == "expect_tx")):
         cfg, v = fa.cfg, fa.values
@@ -606,6 +705,69 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
                                                    line=cfg.instrs[i].line, col=cfg.instrs[i].col)
                                               for i, c in got.get(b, [])[:4]]))
     return out
+
+
+def _is_tx_copy(ins) -> bool:
+    return ins.parts[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in ins.parts)
+
+
+class TxPhase(Property):
+    """Fact: (mbarriers whose current phase registered an expect_tx, mbarriers that received a
+    complete_tx copy in the current phase with no expect_tx). A phase ends at a wait on the
+    mbarrier (or its init). A copy's bytes must be registered in its phase before the phase can
+    complete: a plain arrive or a wait while a copy is unregistered is MB8 (PTX ISA 9.1
+    §9.7.13.15.2, .5, .6: the phase completes when the pending arrivals reach zero *and* the
+    tx-count is zero; without expect_tx the count can reach zero before the bytes land)."""
+
+    RULES = ("MB8",)
+
+    def initial(self):
+        return (frozenset(), frozenset())
+
+    def relevant(self, ins):
+        return _is_tx_copy(ins) or (ins.parts[0] == "mbarrier" and len(ins.parts) > 1 and (
+            ins.parts[1] in ("init", "expect_tx") or ins.parts[1].startswith("arrive")
+            or is_mbar_wait(ins)))
+
+    def _key(self, o, i):
+        v = addr_val(self.fa, o, i)
+        if v is not None:
+            return v
+        if o is not None and o.kind == "address" and o.base is not None and o.base.name:
+            return ("r", self.cfg.reg_key(o.base.name, i), o.value or 0)
+        return None
+
+    def transfer(self, i, ins, fact, report):
+        exp, unreg = fact
+        b = self._key(mbar_operand(ins), i)
+        if b is None:
+            return fact
+        p = ins.parts
+        if _is_tx_copy(ins):
+            return fact if b in exp else (exp, unreg | {b})
+        if p[1] == "init" or is_mbar_wait(ins):
+            if b in unreg and is_mbar_wait(ins):
+                report("MB8", f"wait on mbarrier '{_fmt(b)}' whose phase received a bulk copy "
+                              "(complete_tx) but never registered its bytes with expect_tx: the "
+                              "phase can complete before the data lands")
+            return (exp - {b}, unreg - {b})
+        if "expect_tx" in p or p[1] == "expect_tx":
+            return (exp | {b}, unreg - {b})
+        if b in unreg:        # a plain arrive: may complete the phase
+            report("MB8", f"'{ins.opcode.split('.shared')[0]}' on mbarrier '{_fmt(b)}' may "
+                          "complete a phase whose bulk copy bytes were never registered with "
+                          "expect_tx")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else ins.opcode.split(".shared")[0]
+
+
+def _fmt(k) -> str:
+    if k[0] == "r":
+        reg = k[1].split("#")[0]
+        return f"{reg}+{k[2]}" if k[2] else reg
+    return fmt_addr(k)
 
 
 class RelaxedWait(Property):

@@ -16,6 +16,7 @@ from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
     addr_val,
+    called_single_lane,
     each_function,
     event_findings,
     fmt_addr,
@@ -662,21 +663,63 @@ def _conflict(pending, region) -> bool:
 class TmemAccess(Property):
     """Fact: (pending ld, pending st, mma state (0 none, 1 issued, 2 committed), commit barrier,
     TMEM accessed since the last CTA barrier, unfenced wait (0, 1 acquire, 2 relaxed),
-    completed tcgen05 access not yet fenced before a signal)."""
+    completed tcgen05 access not yet fenced before a signal, ``tcgen05.ld`` instructions whose
+    destination registers this thread has not read yet).
+
+    A ``tcgen05.ld`` whose registers were read is complete in this thread (true register
+    dependency, PTX ISA 9.1 §9.7.16.8.5); one whose registers were not read is still in flight at
+    a signal to other threads unless ``tcgen05.wait::ld`` ran (TL4). An mbarrier wait orders the
+    TMEM accesses of the arriving threads (for TA10) when every arrive on that mbarrier follows
+    ``tcgen05.fence::before_thread_sync`` (the hand-off of PTX ISA 9.1 §9.7.16.6.4.3)."""
 
     RULES = ("TL4", "TL5", "TF2", "TA10", "TF5", "TF3")
     CONFIRM = ("TF2", "TF5")
 
     def initial(self):
-        return (frozenset(), frozenset(), 0, None, False, 0, False)
+        return (frozenset(), frozenset(), 0, None, False, 0, False, frozenset())
+
+    def __init__(self, cfg, values, fa=None):
+        super().__init__(cfg, values, fa)
+        instrs = cfg.instrs
+        self._ld_regs: dict[int, frozenset] = {}
+        for i, ins in enumerate(instrs):
+            if is_tc(ins, "ld"):
+                self._ld_regs[i] = frozenset(values.defs[i])
+        all_ld = frozenset().union(*self._ld_regs.values()) if self._ld_regs else frozenset()
+        self._reads_ld = [bool(all_ld) and ins.parts[0] != "tcgen05"
+                          and not all_ld.isdisjoint(values.uses[i])
+                          for i, ins in enumerate(instrs)]
+        # mbarriers every arrive on which is preceded (same block) by fence::before_thread_sync
+        fenced: dict = {}
+        for blk in cfg.blocks:
+            armed = False
+            for i in range(blk.start, blk.end):
+                ins = instrs[i]
+                if is_tc(ins, "fence") and "before_thread_sync" in ins.opcode:
+                    armed = True
+                elif ins.parts[0] == "tcgen05":
+                    armed = False
+                elif ins.parts[0] == "mbarrier" and len(ins.parts) > 1 \
+                        and ins.parts[1].startswith("arrive"):
+                    v = addr_val(fa, mbar_operand(ins), i) if fa is not None else None
+                    fenced[v] = fenced.get(v, True) and armed
+        self._fenced_mbars = {v for v, ok in fenced.items() if ok and v is not None}
 
     def relevant(self, ins):
         return ins.parts[0] == "tcgen05" or is_mbar_wait(ins) or is_cta_barrier(ins) \
             or is_arrive_signal(ins)
 
+    def relevant_index(self, i):
+        return self._reads_ld[i] or self.relevant(self.cfg.instrs[i])
+
     def transfer(self, i, ins, fact, report):
-        pl, ps, mma, mbar, since, aw, needf = fact
+        pl, ps, mma, mbar, since, aw, needf, unc = fact
         p = ins.parts
+        if unc and self._reads_ld[i]:
+            uses = self.values.uses[i]
+            unc = frozenset(j for j in unc if self._ld_regs[j].isdisjoint(uses))
+            if not self.relevant(ins):
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
         if p[0] == "tcgen05":
             op = p[1]
             if op in ("ld", "st", "mma", "cp", "shift") and aw:
@@ -693,7 +736,7 @@ class TmemAccess(Property):
                 if ps and _conflict(ps, reg):
                     report("TL5", "'tcgen05.ld' after 'tcgen05.st' without 'tcgen05.wait::st'")
                 return ((pl | {reg}) if len(pl) < 8 else pl | {None}, ps, mma, mbar, True, aw,
-                        needf)
+                        needf, unc | {i})
             if op == "st":
                 if pl and _conflict(pl, reg):
                     report("TL4", "'tcgen05.st' may overwrite TMEM still being read by an "
@@ -702,7 +745,7 @@ class TmemAccess(Property):
                     report("TF2", "'tcgen05.st' writes TMEM while an issued 'tcgen05.mma' may "
                                   "still access it")
                 return (pl, (ps | {reg}) if len(ps) < 8 else ps | {None}, mma, mbar, True, aw,
-                        needf)
+                        needf, unc)
             if op in ("mma", "cp", "shift"):
                 if pl and _conflict(pl, reg):
                     report("TL4", f"'tcgen05.{op}' may overwrite TMEM still being read by an "
@@ -710,20 +753,20 @@ class TmemAccess(Property):
                 if ps and _conflict(ps, reg):
                     report("TL5", f"'tcgen05.{op}' after 'tcgen05.st' without "
                                   "'tcgen05.wait::st'")
-                return (pl, ps, 1, None, True, aw, needf)
+                return (pl, ps, 1, None, True, aw, needf, unc)
             if op == "commit":
                 if mma == 1:
                     v = addr_val(self.fa, mbar_operand(ins), i)
-                    return (pl, ps, 2, v, since, aw, needf)
-                return fact
+                    return (pl, ps, 2, v, since, aw, needf, unc)
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
             if op.startswith("wait::ld"):
-                return (frozenset(), ps, mma, mbar, since, aw, True)
+                return (frozenset(), ps, mma, mbar, since, aw, True, frozenset())
             if op.startswith("wait::st"):
-                return (pl, frozenset(), mma, mbar, since, aw, True)
+                return (pl, frozenset(), mma, mbar, since, aw, True, unc)
             if op.startswith("fence"):
                 if "before_thread_sync" in ins.opcode:
-                    return (pl, ps, mma, mbar, since, aw, False)
-                return (pl, ps, mma, mbar, since, 0, needf)
+                    return (pl, ps, mma, mbar, since, aw, False, unc)
+                return (pl, ps, mma, mbar, since, 0, needf, unc)
             if op == "dealloc":
                 if pl:
                     report("TL4", "'tcgen05.dealloc' while a 'tcgen05.ld' is still reading "
@@ -734,18 +777,24 @@ class TmemAccess(Property):
                 if since:
                     report("TA10", "'tcgen05.dealloc' is not ordered after the TMEM accesses of "
                                    "the other warps by a barrier")
-                return fact
-            return fact
+                return (pl, ps, mma, mbar, since, aw, needf, unc)
+            return (pl, ps, mma, mbar, since, aw, needf, unc)
         if is_mbar_wait(ins):
+            v = addr_val(self.fa, mbar_operand(ins), i)
             if mma == 2:
-                v = addr_val(self.fa, mbar_operand(ins), i)
                 if mbar is None or v is None or v == mbar:
                     mma = 0
-            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf)
+            if v is not None and v in self._fenced_mbars:
+                since = False
+            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
             # a pending ld at a barrier is not reported: Triton 3.9 syncs before its
             # 'wait::ld' once the registers are consumed; the TMEM write that would race is
             # checked where this thread issues it (st / mma / dealloc)
+            if unc:
+                report("TL4", f"'{ins.opcode}' signals other threads while a 'tcgen05.ld' whose "
+                              "registers this thread never read is still in flight (no "
+                              "'tcgen05.wait::ld')")
             if ps:
                 report("TL5", f"'{ins.opcode}' signals other threads while a 'tcgen05.st' is "
                               "pending (no 'tcgen05.wait::st')")
@@ -754,8 +803,8 @@ class TmemAccess(Property):
                 report("TF3", f"'{ins.opcode}' hands TMEM results to other threads without "
                               "'tcgen05.fence::before_thread_sync'", severity=sev)
             if is_cta_barrier(ins):
-                return (pl, ps, mma, mbar, False, aw, needf)
-        return fact
+                return (pl, ps, mma, mbar, False, aw, needf, unc)
+        return (pl, ps, mma, mbar, since, aw, needf, unc)
 
     def describe(self, i, ins, old, new):
         if old == new:
@@ -790,7 +839,9 @@ def tmem_ld_without_wait(ctx: Context) -> list[Finding]:
         After a ``tcgen05.ld``, a ``tcgen05.wait::ld`` precedes (on every path) any
         ``tcgen05.st``/``mma``/``cp``/``shift``, the ``dealloc``, and any barrier or arrive that
         signals other threads. Reading the destination registers in the same thread needs no
-        wait (true register dependency).
+        wait (true register dependency); a barrier or arrive reached on a path where this thread
+        never read them (e.g. only half of the lanes consume the result) is a TL4 error
+        (cutlass#3652).
 
     Why it is bad:
         Write-after-read race on TMEM, or TMEM freed while still being read.
@@ -869,7 +920,8 @@ def tmem_dealloc_unordered(ctx: Context) -> list[Finding]:
 
     What it checks:
         Between the last TMEM access (ld/st/mma/cp/shift) and a dealloc there is a CTA barrier on
-        every path.
+        every path, or a wait on an mbarrier every arrive on which follows
+        ``tcgen05.fence::before_thread_sync`` (the mbarrier hand-off of §9.7.16.6.4.3).
 
     Why it is bad:
         Another warp may still read the freed columns: "unspecified launch failure" (cutlass#3435,
@@ -1139,7 +1191,10 @@ def tmem_out_of_bounds(ctx: Context) -> list[Finding]:
     What it checks:
         When the kernel allocates a known column count and an access address is known (per
         warp), ``column + width`` stays within it: ``tcgen05.ld``/``st`` width = ``.num`` × the
-        shape's columns; ``tcgen05.mma`` width = N of its constant instruction descriptor.
+        shape's columns; ``tcgen05.mma`` width = N of its constant instruction descriptor. In an
+        ``.entry`` without calls, no TMEM access (ld/st/mma/cp/shift) lies on a path where no
+        ``tcgen05.alloc`` executed (a warp-role branch around the alloc counts as allocating;
+        CTA-uniform conditions are followed with the solver's correlated assumptions).
 
     Why it is bad:
         Undefined behaviour; run-time guardrails ``unallocated_columns_access``,
@@ -1188,7 +1243,51 @@ def tmem_out_of_bounds(ctx: Context) -> list[Finding]:
                         f"access to tensor memory columns {col}..{col + width - 1} exceeds the "
                         f"{ncols} allocated columns"))
                     break
+    for fi, fa in each_function(ctx, lambda x: is_tc(x, *_TMEM_OPS)):
+        if fi.fn.kind != "entry" or any(ins.parts[0] == "call" for ins in fa.cfg.instrs):
+            continue       # a .func works on its caller's allocation; calls may allocate
+        out += event_findings(ctx, fi, fa, TmemAllocated, "TM6",
+                              "allocate with 'tcgen05.alloc' (and publish the address) on every "
+                              "path that reaches the access")
     return out
+
+
+_TMEM_OPS = ("ld", "st", "mma", "cp", "shift")
+
+
+class TmemAllocated(Property):
+    """Fact: a ``tcgen05.alloc`` executed in the CTA on this path (TM6, access with no
+    allocation). A branch on a warp-dependent condition whose region contains an alloc counts
+    as the alloc (another warp allocates there; the warps meet at the publishing barrier);
+    branches on CTA-uniform conditions decide it, with the solver's correlated-branch
+    assumptions (an alloc and the accesses under the same uniform predicate are consistent)."""
+
+    RULES = ("TM6",)
+
+    def __init__(self, cfg, values, fa=None):
+        super().__init__(cfg, values, fa)
+        alloc_blocks = {cfg.block_of[i] for i, ins in enumerate(cfg.instrs) if is_tc(ins, "alloc")}
+        self._role = set()
+        for b, c in values.branch_class.items():
+            if c != UNIFORM and alloc_blocks & cfg.region(b):
+                self._role.add(cfg.blocks[b].end - 1)
+
+    def initial(self):
+        return False
+
+    def relevant_index(self, i):
+        return i in self._role or is_tc(self.cfg.instrs[i], "alloc", *_TMEM_OPS)
+
+    def transfer(self, i, ins, fact, report):
+        if i in self._role or is_tc(ins, "alloc"):
+            return True
+        if not fact:
+            report("TM6", f"'{ins.opcode.split('.sync')[0]}' accesses tensor memory on a path "
+                          "where no 'tcgen05.alloc' executed")
+        return fact
+
+    def describe(self, i, ins, old, new):
+        return None if old == new else "allocated here"
 
 
 # ====================================================================== TM1/TM3/TM4/TM5/TM7/TC1
@@ -1199,7 +1298,8 @@ def mma_issued_by_warp(ctx: Context) -> list[Finding]:
 
     What it checks:
         These single-thread instructions run under a single-lane guard (``elect.sync``,
-        ``%laneid == c``, ``%tid.x == c``), directly or through an enclosing branch.
+        ``%laneid == c``, ``%tid.x == c``, ``(%tid.x & 31) == c``), directly, through an
+        enclosing branch, or in a ``.func`` every call of which is made by one elected lane.
 
     Why it is bad:
         Executed by a whole warp they issue 32 independent MMAs: duplicated work and extra
@@ -1218,8 +1318,11 @@ def mma_issued_by_warp(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.16.5, §9.7.16.10.9.1; ptx_rules.md TM1.
     """
     out: list[Finding] = []
+    single = called_single_lane(ctx)
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "mma", "cp", "shift")):
         v = fa.values
+        if fi.fn.kind != "entry" and fi.fn.name in single:
+            continue                  # every call runs in one elected lane
         for i, ins in enumerate(fa.cfg.instrs):
             if is_tc(ins, "mma", "cp", "shift") and not v.guard_single_lane(i):
                 out.append(ctx.finding("TM1", ins.line, ins.col,
@@ -1254,8 +1357,11 @@ def commit_not_issuer(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.16.12.1; ptx_rules.md TC1.
     """
     out: list[Finding] = []
+    single = called_single_lane(ctx)
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "commit")):
         v = fa.values
+        if fi.fn.kind != "entry" and fi.fn.name in single:
+            continue
         for i, ins in enumerate(fa.cfg.instrs):
             if is_tc(ins, "commit") and not v.guard_single_lane(i):
                 out.append(ctx.finding("TC1", ins.line, ins.col,

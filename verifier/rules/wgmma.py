@@ -73,7 +73,10 @@ def _acc_keys(fa) -> set[str]:
 
 
 class WgmmaState(Property):
-    """Fact: (fenced since the last register access, uncommitted mma sites, committed groups)."""
+    """Fact: (fenced since the last register access: False, True after ``wgmma.fence``, or
+    ``(shape, accumulator registers)`` after an ``mma_async`` (only an mma_async of the same
+    shape may reuse that accumulator without a new fence, PTX ISA 9.1 §9.7.15.7.1), uncommitted
+    mma sites, committed groups)."""
 
     RULES = ("W2", "W3", "W4")
     CONFIRM = ("W3",)
@@ -103,10 +106,18 @@ class WgmmaState(Property):
             if op == "fence":
                 return (True, unc, groups)
             if op == "mma_async":
+                shape = next((x for x in ins.parts if x.startswith("m") and "n" in x
+                              and "k" in x), None)
+                acc = frozenset(self.values.defs[i])
                 if not fenced:
                     report("W2", "'wgmma.mma_async' is not preceded by 'wgmma.fence' after the "
                                  "last register access to its accumulator or A fragment")
-                return (True, unc | {i}, groups)
+                elif isinstance(fenced, tuple) and fenced[0] != shape and fenced[1] & acc:
+                    report("W2", f"'wgmma.mma_async' ({shape}) reuses the accumulator of the "
+                                 f"previous 'wgmma.mma_async' of a different shape ({fenced[0]}) "
+                                 "without 'wgmma.fence' (the no-fence exception covers the same "
+                                 "shape only)")
+                return ((shape, acc), unc | {i}, groups)
             if op == "commit_group":
                 return (fenced, frozenset(), (groups + (unc,))[-4:])
             if op == "wait_group":
@@ -152,7 +163,8 @@ def wgmma_fence_missing(ctx: Context) -> list[Finding]:
     What it checks:
         On every path, between any write of an accumulator / A-fragment register by another
         instruction (and the function entry) and an ``mma_async``, a ``wgmma.fence`` executes.
-        Back-to-back ``mma_async`` need none.
+        Back-to-back ``mma_async`` of the same shape need none; one of a different shape reusing
+        the previous accumulator does (PTX ISA 9.1 §9.7.15.7.1).
 
     Why it is bad:
         Undefined behaviour; ptxas silently injects ``warpgroup.arrive`` (C7519) instead of
