@@ -1,0 +1,66 @@
+"""ailower's PTX emulator: functional CPU execution of a candidate plus happens-before analysis.
+
+Public API::
+
+    run_kernel(ptx, spec, arch, *, size="verify", dims=None, config=None, meta=None, ...)
+        -> EmulationResult        # outputs compared with the float64 reference by harness.compare
+    check_races(ptx, spec, arch, **kw) -> list[Finding]
+    run_launch(ptx, launch, gmem, ...) -> RunOutcome   # raw launch over your own buffers
+    EmulationUnsupported                               # "emulation unsupported: X at file:line:col"
+
+The PTX front end is the verifier's (:func:`verifier.parse_ptx`); findings use the verifier's
+:class:`verifier.Finding` format with the emulator's own rule ids (the verifier's registry does
+not list them; the verifier never imports the emulator):
+
+* ``HB1`` data race: two accesses to the same byte of shared or global memory, at least one a
+  write, by different threads, not ordered by a synchronisation the emulator models (CTA
+  barriers ``bar.sync``/``barrier.sync``/``bar.arrive`` with optional thread counts, named
+  barriers, ``bar.warp.sync``); stores of the same value by the same instruction (Triton's
+  replicated stores) are not races. Accesses by different CTAs always conflict (no grid
+  synchronisation is modelled). Atomics are not checked against each other.
+* ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached).
+* ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
+
+Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mod:`emulator.ops`
+(integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
+space, shuffles, votes, redux, elect, atomics, barriers). Not yet modelled (reported as
+unsupported): ``mma.sync``, ``ldmatrix``/``stmatrix``, ``cp.async``, mbarrier, bulk copies / TMA,
+``wgmma``, ``tcgen05``, ``call``.
+
+Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
+4 M clock entries (all of a small grid); per byte only the last writer and the last reader are
+kept, so a write is checked against the most recent read only.
+
+Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-before), §9.7.13.1
+(bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).
+"""
+
+from emulator.api import MAX_DYNAMIC_SMEM, EmulationResult, check_races, run_kernel
+from emulator.machine import Launch, Machine, RunOutcome
+from emulator.memory import GlobalMemory
+from emulator.program import EmulationUnsupported, build_program
+
+#: the emulator's rule ids and one-line descriptions (same role as verifier.RULES)
+RULES = {
+    "HB1": "data race: conflicting accesses not ordered by a modelled synchronisation",
+    "HB2": "deadlock: every live thread is blocked (barrier count never reached)",
+    "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
+}
+
+
+def run_launch(ptx: str, launch: Launch, gmem: GlobalMemory, *, filename: str = "<ptx>",
+               race: bool = True, time_limit_s: float = 60.0) -> RunOutcome:
+    """Emulate one launch of ``ptx`` over caller-provided global memory (no spec needed).
+
+    Raises:
+        verifier.PTXSyntaxError: the PTX does not parse.
+        EmulationUnsupported: an instruction the emulator does not model.
+    """
+    from verifier.ptx.parser import parse_ptx
+
+    prog = build_program(parse_ptx(ptx, filename))
+    return Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s).run()
+
+
+__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "Launch", "MAX_DYNAMIC_SMEM",
+           "RULES", "RunOutcome", "check_races", "run_kernel", "run_launch"]

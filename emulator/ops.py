@@ -1,0 +1,906 @@
+"""Instruction semantics (PTX ISA 9.1 §9.7), registered into :data:`emulator.machine._HANDLERS`.
+
+Each handler is ``h(m, ins, pc, exe, active)``: ``exe`` are the lanes that execute (guard
+predicate applied), ``active`` the lanes standing at ``pc``. A handler returns ``True`` when it
+moved the program counters itself (branches, barriers, blocking waits).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from emulator.machine import _Fault, _adapt, _parts, handler
+from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_PACKED = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "f32x2": np.dtype(np.float32)}
+_INT = {"u8", "s8", "b8", "u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64", "b64"}
+
+
+def _typ(m, pc) -> str:
+    mods, types = m._types[pc]
+    if not types:
+        raise m.prog.unsupported(pc, f"'{m.prog.insts[pc].opcode}' without a type")
+    return types[-1]
+
+
+def _mods(m, pc) -> list[str]:
+    return m._types[pc][0]
+
+
+def _rnd(mods: list[str]) -> str:
+    for r in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"):
+        if r in mods:
+            return r
+    return "rn"
+
+
+# ----------------------------------------------------------------------------- float helpers
+def _fin(m, op, t, pc):
+    """Float operand as float64 array (N,) or (N, 2) for packed types."""
+    if t in _PACKED:
+        raw = m.read(op, t, pc)
+        el = _PACKED[t]
+        arr = np.atleast_1d(raw).view(el).reshape(-1, 2) if raw.ndim else \
+            np.array(raw).reshape(1).view(el).reshape(1, 2)
+        return arr.astype(np.float64)
+    return m.read(op, t, pc).astype(np.float64)
+
+
+def _fout(x64: np.ndarray, t: str, mods: list[str]) -> np.ndarray:
+    """Round float64 results to type ``t`` (packing pairs for packed types) -> bits array."""
+    if t in _PACKED:
+        el = _PACKED[t]
+        r = round_f64_to(x64, el, _rnd(mods))
+        if "sat" in mods:
+            r = sat01(r)
+        if "relu" in mods:
+            r = np.where(r < 0, np.zeros_like(r), r)
+        r = np.ascontiguousarray(np.broadcast_to(r, np.broadcast_shapes(r.shape, (1, 2))))
+        return r.reshape(-1).view(UINT[2 * el.itemsize])
+    dt = NP[t]
+    r = round_f64_to(x64, dt, _rnd(mods))
+    if "ftz" in mods and dt == np.float32:
+        r = ftz32(r)
+    if "sat" in mods:
+        r = sat01(r)
+    if "relu" in mods:
+        r = np.where(r < 0, np.zeros_like(r), r)
+    return r
+
+
+def _ftz_in(x, t, mods):
+    if "ftz" in mods and t in ("f32", "f32x2"):
+        tiny = np.abs(x) < 1.1754943508222875e-38
+        return np.where(tiny, np.copysign(0.0, x), x)
+    return x
+
+
+def _is_float(t: str) -> bool:
+    return t in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "f32x2", "tf32")
+
+
+# ----------------------------------------------------------------------------- int helpers
+_SIGNED = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64}
+
+
+def _iv(m, op, t, pc):
+    return m.read(op, t, pc)
+
+
+def _wide(t: str) -> str:
+    return {"u16": "u32", "s16": "s32", "u32": "u64", "s32": "s64", "b16": "u32",
+            "b32": "u64"}[t]
+
+
+# ============================================================================= data movement
+@handler("mov")
+def _mov(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    d, s = ins.operands[0], ins.operands[1]
+    if d.kind == "vector":  # unpack
+        raw = m.read(s, t, pc)
+        n = len(d.elems)
+        w = NP[t].itemsize // n
+        parts = np.ascontiguousarray(np.broadcast_to(raw, (m.N,))).view(UINT[w]).reshape(-1, n)
+        for i, e in enumerate(d.elems):
+            m.write(e, parts[:, i], exe, pc)
+        return
+    if s.kind == "vector":  # pack
+        n = len(s.elems)
+        w = NP[t].itemsize // n
+        cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * w), pc)), UINT[w]),
+                                (m.N,)) for e in s.elems]
+        packed = np.ascontiguousarray(np.stack(cols, axis=1)).view(UINT[w * n]).reshape(-1)
+        m.write(d, packed, exe, pc)
+        return
+    m.write(d, m.read(s, t, pc), exe, pc)
+
+
+def _ld_shape(m, pc):
+    mods, types = m._types[pc]
+    t = types[-1]
+    vec = 1
+    space = "generic"
+    for x in mods:
+        if x in ("v2", "v4", "v8"):
+            vec = int(x[1:])
+        elif x in ("global", "shared", "local", "param", "const", "shared::cta",
+                   "shared::cluster"):
+            space = x
+    return space, vec, t
+
+
+@handler("ld", "ldu")
+def _ld(m, ins, pc, exe, active):
+    space, vec, t = _ld_shape(m, pc)
+    d, a = ins.operands[0], ins.operands[1]
+    es = NP[t].itemsize if t != "b128" else 16
+    if space == "param":
+        name = a.base.name if a.base is not None else None
+        if name not in m.launch.params:
+            raise m.prog.unsupported(pc, f"ld.param of '{a.text}'")
+        raw = m.launch.params[name]
+        off = int(a.value or 0)
+        blob = np.frombuffer(raw[off:off + es * vec].ljust(es * vec, b"\0"), dtype=UINT[es])
+        vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
+    else:
+        addr = m.address(a, pc)
+        got = m.mem_access(space, addr, es * vec, exe, pc)
+        lanes = np.flatnonzero(exe)
+        words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
+        vals = []
+        for i in range(vec):
+            full = np.zeros(m.N, dtype=UINT[es])
+            full[lanes] = words[:, i]
+            vals.append(full)
+    dests = d.elems if d.kind == "vector" else (d,)
+    for dst, v in zip(dests, vals):
+        if t in _SIGNED:  # sign-extend into a wider register
+            v = v.view(NP[t])
+            info = m._info(dst.name or dst.text, pc) if dst.kind == "reg" else None
+            if info is not None and info.storage != np.bool_ and info.storage.itemsize > es:
+                v = v.astype({2: np.int16, 4: np.int32, 8: np.int64}[info.storage.itemsize])
+        m.write(dst, v, exe, pc)
+
+
+@handler("st")
+def _st(m, ins, pc, exe, active):
+    space, vec, t = _ld_shape(m, pc)
+    a, s = ins.operands[0], ins.operands[1]
+    es = NP[t].itemsize
+    srcs = s.elems if s.kind == "vector" else (s,)
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return
+    cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * es), pc)), UINT[es]),
+                            (m.N,))[lanes] for e in srcs]
+    data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
+    addr = m.address(a, pc)
+    m.mem_access(space, addr, es * vec, exe, pc, data=data)
+
+
+@handler("cvta")
+def _cvta(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    t = _typ(m, pc)
+    v = m.read(ins.operands[1], t, pc).astype(np.uint64)
+    if "shared" in mods or "shared::cta" in mods:
+        v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
+    elif not ({"global", "to"} & set(mods)):
+        raise m.prog.unsupported(pc)
+    m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
+
+
+# ============================================================================= arithmetic
+def _binary_int(op, a, b, t):
+    dt = NP[t]
+    bits = 8 * dt.itemsize
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "and":
+        return a & b
+    if op == "or":
+        return a | b
+    if op == "xor":
+        return a ^ b
+    if op == "min":
+        return np.minimum(a, b)
+    if op == "max":
+        return np.maximum(a, b)
+    if op in ("div", "rem"):
+        a64 = a.astype(np.int64) if dt.kind == "i" else a.astype(np.uint64)
+        b64 = b.astype(np.int64) if dt.kind == "i" else b.astype(np.uint64)
+        z = b64 == 0
+        bs = np.where(z, 1, b64).astype(a64.dtype)
+        if dt.kind == "i":
+            q = np.abs(a64) // np.abs(bs)
+            q = np.where((a64 < 0) ^ (bs < 0), -q, q)
+            r = a64 - q * bs
+        else:
+            q = a64 // bs
+            r = a64 % bs
+        res = q if op == "div" else r
+        res = np.where(z, -1 if op == "div" else a64, res)
+        return res.astype(dt) if dt.kind == "i" else res.astype(dt)
+    raise KeyError(op)
+    return bits
+
+
+def _shift(op, a, s, t):
+    dt = NP[t]
+    w = 8 * dt.itemsize
+    s = np.asarray(s).astype(np.uint64)
+    big = s >= w
+    sc = np.minimum(s, w - 1).astype(dt if dt.kind == "u" else UINT[dt.itemsize])
+    if op == "shl":
+        ua = a.view(UINT[dt.itemsize]) if a.ndim else np.asarray(a).astype(dt).view(
+            UINT[dt.itemsize])
+        r = (ua << sc.astype(UINT[dt.itemsize]))
+        return np.where(big, 0, r).astype(UINT[dt.itemsize]).view(dt)
+    if dt.kind == "i":
+        return (a >> sc.astype(dt)).astype(dt)  # arithmetic; clamp gives sign fill
+    r = a >> sc.astype(dt)
+    return np.where(big, 0, r).astype(dt)
+
+
+@handler("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "mad", "fma",
+         "mul24", "mad24")
+def _arith(m, ins, pc, exe, active):
+    op = ins.base
+    mods, types = m._types[pc]
+    t = types[-1]
+    ops = ins.operands
+    if t == "pred":
+        a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
+        r = {"and": a & b, "or": a | b, "xor": a ^ b}[op]
+        m.write(ops[0], r, exe, pc)
+        return
+    if _is_float(t):
+        a = _ftz_in(_fin(m, ops[1], t, pc), t, mods)
+        b = _ftz_in(_fin(m, ops[2], t, pc), t, mods) if len(ops) > 2 else None
+        if op in ("fma", "mad"):
+            c = _ftz_in(_fin(m, ops[3], t, pc), t, mods)
+            r = a * b + c
+        elif op == "add":
+            r = a + b
+        elif op == "sub":
+            r = a - b
+        elif op == "mul":
+            r = a * b
+        elif op == "div":
+            r = a / b
+        elif op in ("min", "max"):
+            nan = "NaN" in mods
+            f = (np.minimum if op == "min" else np.maximum) if nan else (
+                np.fmin if op == "min" else np.fmax)
+            r = f(a, b)
+            if "abs" in mods:
+                r = np.abs(r)
+        else:
+            raise m.prog.unsupported(pc)
+        if t in ("f32",) and op in ("add", "sub", "mul") and _rnd(mods) == "rn":
+            # exact IEEE float32 arithmetic
+            a32, b32 = a.astype(np.float32), b.astype(np.float32)
+            r32 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](a32, b32)
+            if "ftz" in mods:
+                r32 = ftz32(r32)
+            if "sat" in mods:
+                r32 = sat01(r32)
+            m.write(ops[0], r32, exe, pc)
+            return
+        m.write(ops[0], _fout(r, t, mods), exe, pc)
+        return
+    # integer
+    if op in ("mul", "mad", "mul24", "mad24"):
+        hi, lo, wide = "hi" in mods, "lo" in mods, "wide" in mods
+        a = m.read(ops[1], t, pc)
+        b = m.read(ops[2], t, pc)
+        if wide:
+            wt = _wide(t)
+            r = a.astype(NP[wt]) * b.astype(NP[wt])
+            if op == "mad":
+                r = r + m.read(ops[3], wt, pc)
+            m.write(ops[0], r.astype(NP[wt]), exe, pc)
+            return
+        dt = NP[t]
+        if hi:
+            w = 8 * dt.itemsize
+            if w <= 32:
+                big = np.int64 if dt.kind == "i" else np.uint64
+                r = ((a.astype(big) * b.astype(big)) >> w).astype(dt)
+            else:
+                r = _mulhi64(a, b, dt.kind == "i")
+        else:
+            r = (np.asarray(a) * np.asarray(b)).astype(dt)
+        if op in ("mad", "mad24"):
+            r = (r + m.read(ops[3], t, pc)).astype(dt)
+        m.write(ops[0], r, exe, pc)
+        return
+    a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
+    if op in ("add", "sub") and "sat" in mods and t == "s32":
+        r = np.clip(_binary_int(op, a.astype(np.int64), b.astype(np.int64), "s64"),
+                    -2**31, 2**31 - 1).astype(np.int32)
+    else:
+        r = np.asarray(_binary_int(op, a, b, t)).astype(NP[t])
+    m.write(ops[0], r, exe, pc)
+
+
+def _mulhi64(a, b, signed):
+    a = np.asarray(a).astype(object)
+    b = np.asarray(b).astype(object)
+    r = np.asarray((np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b))) * b)).astype(
+        object)
+    out = np.array([int(x) >> 64 for x in np.atleast_1d(r)], dtype=object)
+    return out.astype(np.int64 if signed else np.uint64) if not signed else np.array(
+        [((int(x) + (1 << 64)) % (1 << 64)) for x in out], dtype=np.uint64).view(np.int64)
+
+
+@handler("shl", "shr")
+def _shl(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = m.read(ins.operands[1], t, pc)
+    s = m.read(ins.operands[2], "u32", pc)
+    m.write(ins.operands[0], _shift(ins.base, np.asarray(a), s, t), exe, pc)
+
+
+@handler("not", "neg", "abs", "popc", "clz", "brev", "cnot")
+def _unary(m, ins, pc, exe, active):
+    op = ins.base
+    mods, types = m._types[pc]
+    t = types[-1]
+    if _is_float(t):
+        a = _fin(m, ins.operands[1], t, pc)
+        r = -a if op == "neg" else np.abs(a)
+        m.write(ins.operands[0], _fout(_ftz_in(r, t, mods), t, mods), exe, pc)
+        return
+    a = np.asarray(m.read(ins.operands[1], t, pc))
+    if op == "not":
+        r = ~a
+    elif op == "cnot":
+        r = (a == 0).astype(a.dtype)
+    elif op == "neg":
+        r = (-a.astype(np.int64)).astype(a.dtype) if a.dtype.kind != "b" else ~a
+    elif op == "abs":
+        r = np.abs(a.astype(np.int64)).astype(a.dtype)
+    elif op == "popc":
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.zeros(u.shape, dtype=np.uint32)
+        for i in range(8 * a.dtype.itemsize):
+            r += ((u >> np.uint64(i)) & np.uint64(1)).astype(np.uint32)
+    elif op == "clz":
+        w = 8 * a.dtype.itemsize
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.full(u.shape, w, dtype=np.uint32)
+        for i in range(w):
+            r = np.where((u >> np.uint64(i)) & np.uint64(1), np.uint32(w - 1 - i), r)
+    else:  # brev
+        w = 8 * a.dtype.itemsize
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.zeros(u.shape, dtype=np.uint64)
+        for i in range(w):
+            r |= ((u >> np.uint64(i)) & np.uint64(1)) << np.uint64(w - 1 - i)
+        r = r.astype(UINT[a.dtype.itemsize])
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("bfe")
+def _bfe(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    dt = NP[t]
+    w = 8 * dt.itemsize
+    a = m.read(ins.operands[1], t, pc)
+    pos = m.read(ins.operands[2], "u32", pc).astype(np.int64) & 0xFF
+    ln = m.read(ins.operands[3], "u32", pc).astype(np.int64) & 0xFF
+    ua = np.asarray(a).view(UINT[dt.itemsize]).astype(np.uint64) if np.ndim(a) else \
+        np.array(a).view(UINT[dt.itemsize]).astype(np.uint64)
+    pos_c = np.minimum(pos, w - 1)
+    field = (ua >> pos_c.astype(np.uint64))
+    lc = np.minimum(ln, 64)
+    maskv = np.where(lc >= 64, np.uint64(0xFFFFFFFFFFFFFFFF),
+                     (np.uint64(1) << np.minimum(lc, 63).astype(np.uint64)) - np.uint64(1))
+    r = field & maskv
+    if dt.kind == "i":
+        sbit_pos = np.minimum(pos + ln - 1, w - 1)
+        sign = np.where(ln == 0, 0, (ua >> sbit_pos.astype(np.uint64)) & np.uint64(1))
+        ext = np.where((sign == 1) & (ln < w), ~maskv, np.uint64(0))
+        r = r | ext
+    r = np.where(ln == 0, np.uint64(0), r)
+    r = np.where((pos >= w) & (dt.kind == "u"), np.uint64(0), r)
+    m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
+
+
+@handler("bfi")
+def _bfi(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    dt = NP[t]
+    a = np.asarray(m.read(ins.operands[1], t, pc)).astype(np.uint64)
+    b = np.asarray(m.read(ins.operands[2], t, pc)).astype(np.uint64)
+    pos = m.read(ins.operands[3], "u32", pc).astype(np.uint64) & np.uint64(0xFF)
+    ln = m.read(ins.operands[4], "u32", pc).astype(np.uint64) & np.uint64(0xFF)
+    maskv = ((np.uint64(1) << np.minimum(ln, 63)) - np.uint64(1)) << np.minimum(pos, 63)
+    r = (b & ~maskv) | ((a << np.minimum(pos, 63)) & maskv)
+    m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
+
+
+@handler("prmt")
+def _prmt(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if any(x in mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")):
+        raise m.prog.unsupported(pc)
+    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,)).astype(np.uint64)
+    b = np.broadcast_to(m.read(ins.operands[2], "b32", pc), (m.N,)).astype(np.uint64)
+    c = np.broadcast_to(m.read(ins.operands[3], "b32", pc), (m.N,)).astype(np.uint64)
+    x = a | (b << np.uint64(32))
+    r = np.zeros(m.N, dtype=np.uint64)
+    for i in range(4):
+        sel = (c >> np.uint64(4 * i)) & np.uint64(0xF)
+        byte = (x >> ((sel & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        sgn = np.where(sel & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF),
+                                                    np.uint64(0)), byte)
+        r |= sgn << np.uint64(8 * i)
+    m.write(ins.operands[0], r.astype(np.uint32), exe, pc)
+
+
+@handler("lop3")
+def _lop3(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a, b, c = (np.asarray(m.read(ins.operands[i], t, pc)) for i in (1, 2, 3))
+    lut = int(ins.operands[4].value or 0)
+    r = np.zeros(np.broadcast_shapes(a.shape, b.shape, c.shape), dtype=NP[t])
+    for i in range(8):
+        if lut >> i & 1:
+            r |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("selp")
+def _selp(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = m.read(ins.operands[1], t, pc)
+    b = m.read(ins.operands[2], t, pc)
+    c = m.read(ins.operands[3], "pred", pc)
+    m.write(ins.operands[0], np.where(c, a, b).astype(NP[t]), exe, pc)
+
+
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+    "hs": np.greater_equal,
+}
+
+
+def _compare(cmp: str, a, b, fl: bool):
+    if fl:
+        nan = np.isnan(a) | np.isnan(b)
+        if cmp == "num":
+            return ~nan
+        if cmp == "nan":
+            return nan
+        if cmp.endswith("u") and cmp[:-1] in _CMP:
+            return _CMP[cmp[:-1]](a, b) | nan
+        r = _CMP[cmp](a, b)
+        return r & ~nan if cmp != "ne" else r & ~nan
+    return _CMP[cmp](a, b)
+
+
+@handler("setp")
+def _setp(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    cmp = mods[0]
+    boolop = next((x for x in mods[1:] if x in ("and", "or", "xor")), None)
+    fl = _is_float(t)
+    if fl:
+        a = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
+        b = _ftz_in(_fin(m, ins.operands[2], t, pc), t, mods)
+    else:
+        a, b = m.read(ins.operands[1], t, pc), m.read(ins.operands[2], t, pc)
+    if t in ("u8", "u16", "u32", "u64", "b16", "b32", "b64") or cmp in ("lo", "ls", "hi", "hs"):
+        ut = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[NP[t].itemsize]
+        if not fl:
+            a, b = np.asarray(a).view(ut) if np.ndim(a) else np.asarray(a).astype(ut), \
+                np.asarray(b).view(ut) if np.ndim(b) else np.asarray(b).astype(ut)
+    r = _compare(cmp, a, b, fl)
+    if t in _PACKED:
+        raise m.prog.unsupported(pc)
+    r = np.broadcast_to(r, (m.N,))
+    d = ins.operands[0]
+    q = None
+    if boolop:
+        c = m.read(ins.operands[3], "pred", pc)
+        f = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[boolop]
+        p_ = f(r, c)
+        q = f(~r, c)
+    else:
+        p_, q = r, ~r
+    if d.kind == "pair":
+        m.write(d.elems[0], p_, exe, pc)
+        m.write(d.elems[1], q, exe, pc)
+    else:
+        m.write(d, p_, exe, pc)
+
+
+@handler("testp")
+def _testp(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    a = _fin(m, ins.operands[1], types[-1], pc)
+    k = mods[0]
+    tiny = np.finfo(NP[types[-1]]).tiny
+    r = {"finite": np.isfinite(a), "infinite": np.isinf(a), "number": ~np.isnan(a),
+         "notanumber": np.isnan(a), "normal": np.isfinite(a) & (np.abs(a) >= tiny),
+         "subnormal": (np.abs(a) < tiny) & (a != 0)}[k]
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("copysign")
+def _copysign(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = _fin(m, ins.operands[1], t, pc)
+    b = _fin(m, ins.operands[2], t, pc)
+    m.write(ins.operands[0], np.copysign(b, a).astype(NP[t]), exe, pc)
+
+
+# ----------------------------------------------------------------------------- special functions
+def _special(op, x):
+    if op == "ex2":
+        return np.exp2(x)
+    if op == "lg2":
+        return np.log2(x)
+    if op == "rcp":
+        return 1.0 / x
+    if op == "rsqrt":
+        return 1.0 / np.sqrt(x)
+    if op == "sqrt":
+        return np.sqrt(x)
+    if op == "sin":
+        return np.sin(x)
+    if op == "cos":
+        return np.cos(x)
+    if op == "tanh":
+        return np.tanh(x)
+    raise KeyError(op)
+
+
+@handler("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh")
+def _sfu(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    x = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
+    r = _special(ins.base, x)
+    m.write(ins.operands[0], _fout(r, t, mods), exe, pc)
+
+
+# ----------------------------------------------------------------------------- cvt
+def _unpack_fp8x2(raw16: np.ndarray, t: str) -> np.ndarray:
+    el = NP["e4m3" if t.startswith("e4m3") else "e5m2"]
+    return np.ascontiguousarray(raw16).view(np.uint8).reshape(-1, 2).view(el).astype(np.float64)
+
+
+@handler("cvt")
+def _cvt(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    if len(types) != 2:
+        raise m.prog.unsupported(pc)
+    dt_, at = types
+    d = ins.operands[0]
+    if dt_ in ("f16x2", "bf16x2", "e4m3x2", "e5m2x2") and at == "f32":
+        hi = m.read(ins.operands[1], "f32", pc).astype(np.float64)
+        lo = m.read(ins.operands[2], "f32", pc).astype(np.float64)
+        if "relu" in mods:
+            hi, lo = np.maximum(hi, 0), np.maximum(lo, 0)
+        el = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "e4m3x2": NP["e4m3"],
+              "e5m2x2": NP["e5m2"]}[dt_]
+        pair = np.stack(np.broadcast_arrays(lo, hi), axis=-1)
+        if "satfinite" in mods:
+            mx = float(ml_dtypes.finfo(el).max)
+            pair = np.where(np.isnan(pair), pair, np.clip(pair, -mx, mx))
+        r = round_f64_to(pair, el, _rnd(mods)) if el in (np.float16,) else pair.astype(el)
+        r = np.ascontiguousarray(np.broadcast_to(r, (m.N, 2)))
+        m.write(d, r.view(UINT[2 * el.itemsize]).reshape(-1), exe, pc)
+        return
+    if at in ("e4m3x2", "e5m2x2") and dt_ in ("f16x2", "bf16x2"):
+        raw = np.broadcast_to(m.read(ins.operands[1], "b16", pc), (m.N,))
+        f = _unpack_fp8x2(raw, at)
+        el = np.dtype(np.float16) if dt_ == "f16x2" else BF16
+        m.write(d, np.ascontiguousarray(f.astype(el)).view(np.uint32).reshape(-1), exe, pc)
+        return
+    if dt_ in _PACKED or at in _PACKED:
+        raise m.prog.unsupported(pc)
+    src = m.read(ins.operands[1], at, pc)
+    rnd = _rnd(mods)
+    if _is_float(dt_) or dt_ in ("e4m3", "e5m2"):
+        x = np.asarray(src).astype(np.float64)
+        x = _ftz_in(x, at, mods)
+        if _is_float(at) and rnd in ("rni", "rzi", "rmi", "rpi"):
+            f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd]
+            r = f(x).astype(NP[dt_])
+        elif NP[dt_] in (np.float16, np.float32, np.float64):
+            r = round_f64_to(x, NP[dt_], rnd if rnd in ("rn", "rz", "rm", "rp") else "rn")
+        else:
+            r = x.astype(NP[dt_])
+        if "sat" in mods:
+            r = sat01(r)
+        if "ftz" in mods and NP[dt_] == np.float32:
+            r = ftz32(r)
+        m.write(d, r, exe, pc)
+        return
+    # destination integer
+    dd = NP[dt_]
+    if _is_float(at):
+        x = np.asarray(src).astype(np.float64)
+        f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)
+        y = f(x)
+        info = np.iinfo(dd)
+        y = np.where(np.isnan(y), 0, np.clip(y, info.min, info.max))
+        m.write(d, y.astype(dd), exe, pc)
+        return
+    x = np.asarray(src)
+    if "sat" in mods:
+        info = np.iinfo(dd)
+        x = np.clip(x.astype(np.float64) if x.dtype.itemsize == 8 else x.astype(np.int64),
+                    info.min, info.max)
+    r = x.astype(dd)
+    # cvt to a narrow type zero/sign-extends into the register (PTX ISA 9.1 §9.7.9.21)
+    m.write(d, r, exe, pc)
+
+
+# ============================================================================= control
+@handler("bra", "brx")
+def _bra(m, ins, pc, exe, active):
+    tgt = ins.operands[0]
+    if ins.base == "brx" or tgt.kind != "label":
+        raise m.prog.unsupported(pc)
+    dest = m.prog.labels.get(tgt.name or tgt.text)
+    if dest is None:
+        raise m.prog.unsupported(pc, f"branch to unknown label '{tgt.text}'")
+    m.pc[exe] = dest
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+@handler("ret", "exit")
+def _exit(m, ins, pc, exe, active):
+    m.on_exit(exe)
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+@handler("trap")
+def _trap(m, ins, pc, exe, active):
+    if exe.any():
+        raise _Fault("fault", f"'trap' executed at {m.prog.where(pc)}")
+
+
+@handler("nanosleep", "prefetch", "prefetchu", "membar", "fence", "griddepcontrol",
+         "setmaxnreg", "pmevent", "discard", "applypriority", "brkpt")
+def _nop(m, ins, pc, exe, active):
+    return None
+
+
+@handler("createpolicy")
+def _createpolicy(m, ins, pc, exe, active):
+    m.write(ins.operands[0], np.zeros(m.N, np.uint64), exe, pc)
+
+
+# ============================================================================= barriers
+@handler("bar", "barrier")
+def _bar(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    ops = ins.operands
+    if "warp" in mods:  # bar.warp.sync membermask
+        _warp_join(m, pc, exe)
+        return None
+    if "cluster" in mods:
+        raise m.prog.unsupported(pc)
+    if "red" in mods:
+        raise m.prog.unsupported(pc)
+    wait = "arrive" not in mods
+    if ops:
+        bid = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
+    else:
+        bid = np.zeros(m.N, np.int64)
+    cnt = (np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,)).astype(np.int64)
+           if len(ops) > 1 else None)
+    m.pc[active & ~exe] = pc + 1
+    if not wait:
+        m.pc[exe] = pc + 1
+    m.barrier(pc, exe, bid, cnt, wait)
+    return True
+
+
+def _warp_join(m, pc, exe):
+    if not m.ntr:
+        return
+    lanes = np.flatnonzero(exe)
+    lanes = lanes[lanes < m.ntr]
+    if not lanes.size:
+        return
+    w = lanes // 32
+    for wid in np.unique(w):
+        ls = lanes[w == wid]
+        row = m.vc[ls].max(axis=0)
+        m.vc[ls] = np.maximum(m.vc[ls], row)
+        m._tick(ls)
+
+
+# ============================================================================= warp collectives
+def _warp_view(m, arr):
+    return np.broadcast_to(arr, (m.N,)).reshape(-1, 32)
+
+
+@handler("shfl")
+def _shfl(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    mode = next(x for x in mods if x in ("up", "down", "bfly", "idx"))
+    d = ins.operands[0]
+    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,))
+    b = np.broadcast_to(m.read(ins.operands[2], "u32", pc), (m.N,)).astype(np.int64) & 31
+    c = np.broadcast_to(m.read(ins.operands[3], "u32", pc), (m.N,)).astype(np.int64)
+    mask = m.read(ins.operands[4], "u32", pc) if len(ins.operands) > 4 else None
+    m.warp_members(pc, exe, mask)
+    lane = m.laneid
+    clamp = c & 31
+    seg = (c >> 8) & 31
+    maxl = (lane & seg) | (clamp & ~seg)
+    minl = lane & seg
+    if mode == "up":
+        j = lane - b
+        ok = j >= maxl
+    elif mode == "down":
+        j = lane + b
+        ok = j <= maxl
+    elif mode == "bfly":
+        j = lane ^ b
+        ok = j <= maxl
+    else:
+        j = minl | (b & ~seg)
+        ok = j <= maxl
+    j = np.where(ok, j, lane)
+    src = np.arange(m.N) - lane + j
+    src = np.clip(src, 0, m.N - 1)
+    m.write(d.elems[0] if d.kind == "pair" else d, a[src], exe, pc)
+    if d.kind == "pair":
+        m.write(d.elems[1], ok, exe, pc)
+
+
+@handler("vote")
+def _vote(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    mask = m.read(ins.operands[-1], "u32", pc) if len(ins.operands) > 2 else None
+    m.warp_members(pc, exe, mask)
+    p = np.broadcast_to(m.read(ins.operands[1], "pred", pc), (m.N,))
+    ex = exe.reshape(-1, 32)
+    pv = p.reshape(-1, 32) & ex
+    if "ballot" in mods:
+        bits = (pv.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1)
+        r = np.repeat(bits.astype(np.uint32), 32)
+    elif "any" in mods:
+        r = np.repeat(pv.any(axis=1), 32)
+    elif "all" in mods:
+        r = np.repeat((pv | ~ex).all(axis=1), 32)
+    elif "uni" in mods:
+        r = np.repeat(((pv | ~ex).all(axis=1)) | (~pv).all(axis=1), 32)
+    else:
+        raise m.prog.unsupported(pc)
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("activemask")
+def _activemask(m, ins, pc, exe, active):
+    ex = active.reshape(-1, 32)
+    bits = (ex.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1)
+    m.write(ins.operands[0], np.repeat(bits.astype(np.uint32), 32), exe, pc)
+
+
+@handler("redux")
+def _redux(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    op = next(x for x in mods if x in ("add", "min", "max", "and", "or", "xor"))
+    mask = m.read(ins.operands[2], "u32", pc) if len(ins.operands) > 2 else None
+    m.warp_members(pc, exe, mask)
+    ex = exe.reshape(-1, 32)
+    if t == "f32":
+        a = _warp_view(m, m.read(ins.operands[1], "f32", pc)).astype(np.float64)
+        if "abs" in mods:
+            a = np.abs(a)
+        fill = np.inf if op == "min" else -np.inf
+        a = np.where(ex, a, fill)
+        if "NaN" in mods:
+            r = a.min(axis=1) if op == "min" else a.max(axis=1)
+        else:
+            r = np.nanmin(a, axis=1) if op == "min" else np.nanmax(a, axis=1)
+        m.write(ins.operands[0], np.repeat(r.astype(np.float32), 32), exe, pc)
+        return
+    a = _warp_view(m, m.read(ins.operands[1], t, pc)).astype(np.int64 if t.startswith("s")
+                                                               else np.uint64)
+    if op == "add":
+        r = np.where(ex, a, 0).sum(axis=1)
+    elif op == "min":
+        r = np.where(ex, a, np.iinfo(a.dtype).max).min(axis=1)
+    elif op == "max":
+        r = np.where(ex, a, np.iinfo(a.dtype).min).max(axis=1)
+    else:
+        f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        ident = np.iinfo(a.dtype).max if op == "and" else 0
+        r = f.reduce(np.where(ex, a, a.dtype.type(ident)), axis=1)
+    m.write(ins.operands[0], np.repeat(r.astype(NP[t]), 32), exe, pc)
+
+
+@handler("elect")
+def _elect(m, ins, pc, exe, active):
+    mask = m.read(ins.operands[1], "u32", pc) if len(ins.operands) > 1 else None
+    m.warp_members(pc, exe, mask)
+    ex = exe.reshape(-1, 32)
+    first = np.argmax(ex, axis=1)
+    leader = np.zeros_like(ex)
+    has = ex.any(axis=1)
+    leader[np.arange(ex.shape[0])[has], first[has]] = True
+    d = ins.operands[0]
+    lid = np.repeat(first.astype(np.uint32), 32)
+    if d.kind == "pair":
+        m.write(d.elems[0], lid, exe, pc)
+        m.write(d.elems[1], leader.reshape(-1), exe, pc)
+    else:
+        m.write(d, leader.reshape(-1), exe, pc)
+
+
+# ============================================================================= atomics
+@handler("atom", "red")
+def _atom(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    space = "global" if "global" in mods else ("shared" if any(
+        x.startswith("shared") for x in mods) else "generic")
+    op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
+                                        "or", "xor")), None)
+    if op is None or any(x in mods for x in ("v2", "v4", "v8", "noftz")) and op != "add":
+        raise m.prog.unsupported(pc)
+    ret = ins.base == "atom"
+    ops = ins.operands
+    aop = ops[1] if ret else ops[0]
+    addr = m.address(aop, pc)
+    b = np.broadcast_to(m.read(ops[2] if ret else ops[1], t, pc), (m.N,))
+    c = np.broadcast_to(m.read(ops[3], t, pc), (m.N,)) if op == "cas" else None
+    es = NP[t].itemsize
+    lanes = np.flatnonzero(exe)
+    olds = np.zeros(m.N, dtype=NP[t])
+    for ln in lanes:  # atomics are serialised in lane order
+        one = np.zeros(m.N, np.bool_)
+        one[ln] = True
+        raw = m.mem_access(space, addr, es, one, pc, kind="atomic")
+        old = raw.view(NP[t])[0, 0] if raw.ndim == 2 else raw.view(NP[t])[0]
+        bv = b[ln]
+        if op == "add":
+            new = old + bv
+        elif op == "min":
+            new = min(old, bv)
+        elif op == "max":
+            new = max(old, bv)
+        elif op == "exch":
+            new = bv
+        elif op == "cas":
+            new = c[ln] if old == bv else old
+        elif op == "and":
+            new = old & bv
+        elif op == "or":
+            new = old | bv
+        elif op == "xor":
+            new = old ^ bv
+        elif op == "inc":
+            new = 0 if old >= bv else old + 1
+        else:
+            new = bv if (old == 0 or old > bv) else old - 1
+        olds[ln] = old
+        m.mem_access(space, addr, es, one, pc,
+                     data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
+                     kind="atomic")
+    if ret:
+        m.write(ops[0], olds, exe, pc)
+
+
+_ = (_iv, _INT)
