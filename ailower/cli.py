@@ -139,7 +139,8 @@ def lower(
     console.print(f"[bold]ailower lower[/] {ks.name} -> {target} with provider [cyan]{prov_name}[/]"
                   f" (up to {opts.iterations} iterations)")
     if gpu_note:
-        console.print(f"[yellow]{gpu_note}[/]: static path only (compile, assemble, verify)")
+        console.print(f"[yellow]{gpu_note}[/]: static path (compile, assemble, verify) and "
+                      "emulated correctness on the CPU")
 
     def progress(kind: str, data: dict[str, Any]) -> None:
         if kind == "reference_compiled":
@@ -201,7 +202,8 @@ def _print_result(result: Any) -> None:
             str(asm.get("registers") or "-"),
             "ok" if asm.get("ok") else ("-" if not asm else "FAIL"),
             "-" if not ver else ("ok" if n_err == 0 else f"{n_err} error(s)"),
-            "-" if cand is None else ("yes" if cand.get("status") == "ok" else cand.get("status")),
+            ("-" if not r.emulation else f"emulated: {r.emulation.get('status')}") if cand is None
+            else ("yes" if cand.get("status") == "ok" else cand.get("status")),
             f"{r.speedup:.3f}x" if r.speedup else "-")
     console.print(t)
     best = result.best
