@@ -180,8 +180,8 @@ class Machine:
             self.bar_vc = np.zeros((tr_ctas, 16, T), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
         self.mbar: dict[tuple[int, int], dict] = {}
-        self.async_pending: dict[int, list] = {}  # lane -> cp.async groups
-        self.async_cur: dict[int, list] = {}
+        self.cp_entries: list[dict] = []
+        self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
         steps = 0
         while True:
@@ -404,14 +404,7 @@ class Machine:
             raise _Fault("fault", f"misaligned {nbytes} B {space} access at 0x{bad:x} "
                                   f"({self.prog.where(pc)})")
         if space in ("shared", "shared::cta", "shared::cluster"):
-            S = self.shared.shape[1]
-            if lanes.size and ((a < 0) | (a + nbytes > self.smem_bytes)).any():
-                bad = int(a[(a < 0) | (a + nbytes > self.smem_bytes)][0])
-                raise _Fault("fault", f"shared address 0x{bad:x} outside the CTA's "
-                                      f"{self.smem_bytes} B of shared memory "
-                                      f"({self.prog.where(pc)})")
-            flat = self.cta_local[lanes] * S + a
-            idx = flat[:, None] + np.arange(nbytes)
+            idx = self._shared_idx(a, lanes, nbytes, pc)
             view = self.shared.reshape(-1)
             if self.ntr:
                 self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, kind)
@@ -441,6 +434,51 @@ class Machine:
             return None
         raise self.prog.unsupported(pc, f"state space '.{space}'")
 
+    def _shared_idx(self, a: np.ndarray, lanes: np.ndarray, nbytes: int, pc: int) -> np.ndarray:
+        S = self.shared.shape[1]
+        if lanes.size and ((a < 0) | (a + nbytes > self.smem_bytes)).any():
+            bad = int(a[(a < 0) | (a + nbytes > self.smem_bytes)][0])
+            raise _Fault("fault", f"shared address 0x{bad:x} outside the CTA's "
+                                  f"{self.smem_bytes} B of shared memory "
+                                  f"({self.prog.where(pc)})")
+        return (self.cta_local[lanes] * S + a)[:, None] + np.arange(nbytes)
+
+    # ------------------------------------------------------------------ cp.async (per thread)
+    def async_issue(self, dst: np.ndarray, data: np.ndarray, lanes: np.ndarray, pc: int) -> None:
+        """Record a non-bulk ``cp.async`` of ``lanes``: the shared bytes are written when the
+        issuing thread's ``cp.async.wait_group``/``wait_all`` covers its group (PTX ISA 9.1
+        §9.7.9.25.3); until then any access to them races with the copy."""
+        if not lanes.size:
+            return
+        a = dst[lanes]
+        if (a % data.shape[1]).any():
+            raise _Fault("fault", f"misaligned cp.async destination ({self.prog.where(pc)})")
+        idx = self._shared_idx(a, lanes, data.shape[1], pc)
+        if self.ntr:
+            self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, "async_issue")
+        self.cp_entries.append({"lanes": lanes, "idx": idx, "data": data, "pc": pc,
+                                "grp": self.cp_committed[lanes].copy(),
+                                "open": np.ones(lanes.size, np.bool_)})
+
+    def async_commit(self, exe: np.ndarray) -> None:
+        self.cp_committed[exe] += 1
+
+    def async_wait(self, exe: np.ndarray, n: int, pc: int) -> None:
+        view = self.shared.reshape(-1)
+        keep = []
+        for e in self.cp_entries:
+            ln = e["lanes"]
+            due = e["open"] & exe[ln] & (e["grp"] < self.cp_committed[ln] - n)
+            if due.any():
+                view[e["idx"][due]] = e["data"][due]
+                if self.ntr:
+                    self._hb_check(self.sshadow, "shared", ln[due], e["idx"][due], e["pc"],
+                                   e["data"][due], "async_complete")
+                e["open"] &= ~due
+            if e["open"].any():
+                keep.append(e)
+        self.cp_entries = keep
+
     # ------------------------------------------------------------------ happens-before
     def _hb_check(self, sh: Shadow, space: str, lanes: np.ndarray, idx: np.ndarray, pc: int,
                   data: np.ndarray | None, kind: str) -> None:
@@ -463,16 +501,20 @@ class Machine:
         write = data is not None
         if kind == "atomic":
             return
+        if kind == "async_complete":
+            sh.w_clk[I] = my_clk
+            sh.w_async[I] = False
+            return
         # conflict with the last writer
         wl = sh.w_lane[I]
         has_w = wl >= 0
         if has_w.any():
-            other = has_w & (wl != G)
+            other = has_w & ((wl != G) | sh.w_async[I])
             w_cta = wl // T
             same_cta = w_cta == (G // T)
             w_tid = wl % T
             known = np.where(same_cta, self.vc[L, w_tid.astype(np.int64)], 0)
-            unordered = other & (~same_cta | (sh.w_clk[I] > known))
+            unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
             if write:
                 # replicated stores: same instruction, same value -> not a race
                 same = (sh.w_pc[I] == pc) & (sh.w_val[I] == data[tr].reshape(-1))
@@ -506,6 +548,7 @@ class Machine:
             sh.w_clk[I] = my_clk
             sh.w_pc[I] = pc
             sh.w_val[I] = vals
+            sh.w_async[I] = kind == "async_issue"
             sh.r_lane[I] = -1
         else:
             sh.r_lane[I] = G
@@ -527,6 +570,9 @@ class Machine:
         missing = ("a CTA barrier (bar.sync/barrier.sync) or an mbarrier release/acquire between "
                    "them" if same_cta else
                    "none exists between CTAs of one grid: the accesses must not overlap")
+        if i1.base == "cp" and "async" in i1.parts and k1 == "write":
+            missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
+                       "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
         self.findings[key] = Finding(
             rule="HB1", severity="error", file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"data race on {space} memory: '{i2.opcode}' ({k2}) by {self._who(lane2)} is "

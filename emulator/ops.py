@@ -904,3 +904,203 @@ def _atom(m, ins, pc, exe, active):
 
 
 _ = (_iv, _INT)
+
+
+# ============================================================================= sm_80 matrix ops
+def _nmat(mods) -> int:
+    for x in mods:
+        if x in ("x1", "x2", "x4"):
+            return int(x[1])
+    return 1
+
+
+def _warp_lanes(m, exe, pc, op):
+    """Executing lanes as whole warps (W, 32); .sync.aligned ops need every lane of the warp."""
+    if m.N % 32:
+        raise m.prog.unsupported(pc, f"'{op}' with a partial warp")
+    ex = exe.reshape(-1, 32)
+    full = ex.all(axis=1)
+    part = ex.any(axis=1) & ~full
+    if part.any():
+        m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+    return np.flatnonzero(full)
+
+
+@handler("ldmatrix")
+def _ldmatrix(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if "m8n8" not in mods or _typ(m, pc) != "b16":
+        raise m.prog.unsupported(pc)
+    nm = _nmat(mods)
+    trans = "trans" in mods
+    warps = _warp_lanes(m, exe, pc, "ldmatrix")
+    if not warps.size:
+        return
+    addr = m.address(ins.operands[1], pc)
+    lanes = (warps[:, None] * 32 + np.arange(8 * nm)).reshape(-1)
+    sel = np.zeros(m.N, np.bool_)
+    sel[lanes] = True
+    space = "shared" if any(x.startswith("shared") for x in mods) else "generic"
+    rows = m.mem_access(space, addr, 16, sel, pc)  # lanes in increasing order == `lanes` sorted
+    rows = np.ascontiguousarray(rows).view(np.uint16).reshape(warps.size, nm, 8, 8)
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    dests = ins.operands[0].elems if ins.operands[0].kind == "vector" else (ins.operands[0],)
+    wl = (warps[:, None] * 32 + L).reshape(-1)
+    for j, d in enumerate(dests):
+        if trans:
+            lo, hi = rows[:, j, 2 * t, g], rows[:, j, 2 * t + 1, g]
+        else:
+            lo, hi = rows[:, j, g, 2 * t], rows[:, j, g, 2 * t + 1]
+        val = lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))
+        full = np.zeros(m.N, np.uint32)
+        full[wl] = val.reshape(-1)
+        e2 = np.zeros(m.N, np.bool_)
+        e2[wl] = True
+        m.write(d, full, e2 & exe, pc)
+
+
+@handler("stmatrix")
+def _stmatrix(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if "m8n8" not in mods or _typ(m, pc) != "b16":
+        raise m.prog.unsupported(pc)
+    nm = _nmat(mods)
+    trans = "trans" in mods
+    warps = _warp_lanes(m, exe, pc, "stmatrix")
+    if not warps.size:
+        return
+    addr = m.address(ins.operands[0], pc)
+    srcs = ins.operands[1].elems if ins.operands[1].kind == "vector" else (ins.operands[1],)
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    mats = np.zeros((warps.size, nm, 8, 8), np.uint16)
+    wl = (warps[:, None] * 32 + L)
+    for j, s in enumerate(srcs):
+        v = np.broadcast_to(m.read(s, "b32", pc), (m.N,))[wl]  # (W, 32)
+        lo, hi = (v & 0xFFFF).astype(np.uint16), (v >> 16).astype(np.uint16)
+        if trans:
+            mats[:, j, 2 * t, g], mats[:, j, 2 * t + 1, g] = lo, hi
+        else:
+            mats[:, j, g, 2 * t], mats[:, j, g, 2 * t + 1] = lo, hi
+    lanes = (warps[:, None] * 32 + np.arange(8 * nm)).reshape(-1)
+    sel = np.zeros(m.N, np.bool_)
+    sel[lanes] = True
+    data = np.ascontiguousarray(mats.reshape(warps.size * nm * 8, 8)).view(np.uint8)
+    space = "shared" if any(x.startswith("shared") for x in mods) else "generic"
+    m.mem_access(space, addr, 16, sel, pc, data=data)
+
+
+def _regs(m, op, pc, wl, t="b32"):
+    els = op.elems if op.kind == "vector" else (op,)
+    return [np.broadcast_to(m.read(e, t, pc), (m.N,))[wl] for e in els]
+
+
+@handler("mma")
+def _mma(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    shape = next((x for x in mods if x.startswith("m") and "n" in x and "k" in x), "")
+    if "sync" not in mods or shape not in ("m16n8k16", "m16n8k8", "m16n8k32") or \
+            "row" not in mods or "col" not in mods:
+        raise m.prog.unsupported(pc)
+    dt_, at, bt, ct = types if len(types) == 4 else (None,) * 4
+    warps = _warp_lanes(m, exe, pc, "mma.sync")
+    if not warps.size:
+        return
+    W = warps.size
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    wl = warps[:, None] * 32 + L  # (W, 32)
+    M, N = 16, 8
+    K = int(shape.split("k")[1])
+    A = np.zeros((W, M, K))
+    B = np.zeros((W, K, N))
+    ra = _regs(m, ins.operands[1], pc, wl)
+    rb = _regs(m, ins.operands[2], pc, wl)
+    rc = _regs(m, ins.operands[3], pc, wl, "b32")
+    if at in ("f16", "bf16"):
+        el = np.float16 if at == "f16" else BF16
+        def halves(r):
+            r = np.ascontiguousarray(r.astype(np.uint32))
+            h = r.view(np.uint16).reshape(W, 32, 2).view(el).astype(np.float64)
+            return h[..., 0], h[..., 1]
+        a_map = [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]
+        for i, (rr, cc) in enumerate(a_map[:len(ra)]):
+            lo, hi = halves(ra[i])
+            A[:, rr, cc], A[:, rr, cc + 1] = lo, hi
+        b_map = [2 * t, 2 * t + 8]
+        for i, kk in enumerate(b_map[:len(rb)]):
+            lo, hi = halves(rb[i])
+            B[:, kk, g], B[:, kk + 1, g] = lo, hi
+    elif at in ("s8", "u8") and K == 32:
+        el = np.int8 if at == "s8" else np.uint8
+        def quads(r):
+            q = np.ascontiguousarray(r.astype(np.uint32)).view(np.uint8).reshape(W, 32, 4)
+            return q.view(el).astype(np.float64)
+        a_map = [(g, 4 * t), (g + 8, 4 * t), (g, 4 * t + 16), (g + 8, 4 * t + 16)]
+        for i, (rr, cc) in enumerate(a_map):
+            q = quads(ra[i])
+            for e in range(4):
+                A[:, rr, cc + e] = q[..., e]
+        for i, kk in enumerate([4 * t, 4 * t + 16]):
+            q = quads(rb[i])
+            for e in range(4):
+                B[:, kk + e, g] = q[..., e]
+    else:
+        raise m.prog.unsupported(pc)
+    C = np.zeros((W, M, N))
+    cdt = np.float32 if ct == "f32" else np.int32
+    c_map = [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]
+    for i, (rr, cc) in enumerate(c_map):
+        C[:, rr, cc] = np.ascontiguousarray(rc[i].astype(np.uint32)).view(cdt).astype(np.float64)
+    D = np.matmul(A, B) + C
+    dests = ins.operands[0].elems
+    e2 = np.zeros(m.N, np.bool_)
+    e2[wl.reshape(-1)] = True
+    for i, (rr, cc) in enumerate(c_map):
+        v = D[:, rr, cc]
+        if dt_ == "f32":
+            bits = v.astype(np.float32).view(np.uint32)
+        else:
+            bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32).view(np.uint32)
+        full = np.zeros(m.N, np.uint32)
+        full[wl.reshape(-1)] = bits.reshape(-1)
+        m.write(dests[i], full, e2 & exe, pc)
+
+
+# ============================================================================= cp.async
+@handler("cp")
+def _cp(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if not mods or mods[0] != "async" or any(x in mods for x in ("bulk", "tensor", "mbarrier")):
+        raise m.prog.unsupported(pc)
+    if "commit_group" in mods:
+        m.async_commit(exe)
+        return None
+    if "wait_group" in mods or "wait_all" in mods:
+        n = 0 if "wait_all" in mods else int(ins.operands[0].value or 0)
+        if "wait_all" in mods:
+            m.async_commit(exe)
+        m.async_wait(exe, n, pc)
+        return None
+    ops = ins.operands
+    size = int(ops[2].value or 0)
+    if size not in (4, 8, 16):
+        raise m.prog.unsupported(pc, f"cp.async size {ops[2].text}")
+    src_size = (np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,)).astype(np.int64)
+                if len(ops) > 3 and ops[3].kind in ("reg", "imm") else
+                np.full(m.N, size, np.int64))
+    dst = m.address(ops[0], pc)
+    src = m.address(ops[1], pc)
+    lanes = np.flatnonzero(exe)
+    data = np.zeros((lanes.size, size), np.uint8)
+    for s in np.unique(src_size[lanes]):
+        s = int(min(s, size))
+        if s <= 0:
+            continue
+        sel_l = lanes[src_size[lanes] == s]
+        e2 = np.zeros(m.N, np.bool_)
+        e2[sel_l] = True
+        got = m.mem_access("global", src, s, e2, pc)
+        data[np.isin(lanes, sel_l), :s] = got
+    m.async_issue(dst, data, lanes, pc)
