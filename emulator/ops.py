@@ -1104,3 +1104,141 @@ def _cp(m, ins, pc, exe, active):
         got = m.mem_access("global", src, s, e2, pc)
         data[np.isin(lanes, sel_l), :s] = got
     m.async_issue(dst, data, lanes, pc)
+
+
+# ============================================================================= wgmma (sm_90a)
+def _desc_fields(desc: int):
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    swz = (desc >> 62) & 3
+    return start, lbo, sbo, swz
+
+
+def _kmajor_bytes(desc: int, rows: int, row_bytes: int) -> np.ndarray:
+    """Byte addresses (rows, row_bytes) of a K-major operand described by an sm_90 matrix
+    descriptor (PTX ISA 9.1 §9.7.15.5.1: start/LBO/SBO >> 4, swizzle in bits 62-63)."""
+    start, lbo, sbo, swz = _desc_fields(desc)
+    r = np.arange(rows)[:, None]
+    kb = np.arange(row_bytes)[None, :]
+    if swz == 0:  # interleaved 8x16 B core matrices
+        a = start + (r // 8) * sbo + (r % 8) * 16 + (kb // 16) * lbo + kb % 16
+        return a
+    width = {1: 128, 2: 64, 3: 32}[swz]
+    a = start + (r // 8) * sbo + (r % 8) * width + kb
+    mask = width // 16 - 1
+    return a ^ (((a >> 7) & mask) << 4)
+
+
+def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
+    """Byte addresses (mn, k * es) of an MN-major (transposed) operand with a swizzled layout:
+    rows of the swizzle width run along MN, 8-row groups along K are SBO apart, swizzle-width
+    blocks along MN are LBO apart (PTX ISA 9.1 §9.7.15.5.1, canonical MN-major layouts)."""
+    start, lbo, sbo, swz = _desc_fields(desc)
+    if swz == 0:
+        raise ValueError("MN-major interleaved layout")
+    width = {1: 128, 2: 64, 3: 32}[swz]
+    per = width // es
+    n = np.arange(mn)[:, None]
+    kk = np.arange(k)[None, :]
+    a = start + (kk // 8) * sbo + (kk % 8) * width + (n % per) * es + (n // per) * lbo
+    mask = width // 16 - 1
+    a = a ^ (((a >> 7) & mask) << 4)
+    # (mn, k) element addresses -> byte addresses (mn, k * es)
+    return (a[:, :, None] + np.arange(es)).reshape(mn, k * es)
+
+
+@handler("wgmma")
+def _wgmma(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    if "fence" in mods or "commit_group" in mods or "wait_group" in mods:
+        return None  # mma_async completes at issue in the emulator: these order nothing more
+    if "mma_async" not in mods or "sp" in mods:
+        raise m.prog.unsupported(pc)
+    shape = next(x for x in mods if x.startswith("m64n"))
+    N = int(shape[4:shape.index("k")])
+    K = int(shape[shape.index("k") + 1:])
+    dt_, at, bt = types[0], types[1], types[2]
+    ops = ins.operands
+    a_reg = ops[1].kind == "vector"
+    rest = ops[3:]
+    trans_b = int(rest[-1].value or 0) if (at in ("f16", "bf16") and len(rest) >= 4) else 0
+    trans_a = int(rest[-2].value or 0) if (not a_reg and at in ("f16", "bf16")) else 0
+    if trans_a:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a transposed (MN-major) A operand")
+    if m.N % 128:
+        raise m.prog.unsupported(pc, "wgmma with a partial warpgroup")
+    ex = exe.reshape(-1, 128)
+    groups = np.flatnonzero(ex.any(axis=1))
+    if not groups.size:
+        return None
+    el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
+          "s8": np.int8, "u8": np.uint8}.get(at)
+    if el is None or bt != at:
+        raise m.prog.unsupported(pc)
+    es = np.dtype(el).itemsize
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    scale_d = np.broadcast_to(m.read(rest[0], "pred", pc), (m.N,))
+    dests = ops[0].elems
+    L = np.arange(128)
+    w, lane = L // 32, L % 32
+    g, t = lane // 4, lane % 4
+    bdesc_all = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
+    adesc_all = None if a_reg else np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    acc_dt = np.float32 if dt_ == "f32" else np.int32
+    for gi in groups:
+        if not ex[gi].all():
+            m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+        base = gi * 128
+        cta = int(m.cta_local[base])
+        bidx = (_mnmajor_bytes(int(bdesc_all[base]), N, K, es) if trans_b else
+                _kmajor_bytes(int(bdesc_all[base]), N, K * es))
+        if (bidx < 0).any() or (bidx >= m.smem_bytes).any():
+            raise _Fault("fault", f"wgmma B operand outside shared memory ({m.prog.where(pc)})")
+        B = np.ascontiguousarray(sh[cta * S + bidx]).view(el).astype(np.float64)  # (N, K)
+        if a_reg:
+            A = np.zeros((64, K))
+            ra = [np.broadcast_to(m.read(e, "b32", pc), (m.N,))[base:base + 128]
+                  for e in ops[1].elems]
+            rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
+            cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
+            for i in range(4):
+                h = np.ascontiguousarray(ra[i].astype(np.uint32)).view(np.uint16).reshape(
+                    128, 2).view(el).astype(np.float64)
+                A[rows_[i], cols_[i]] = h[:, 0]
+                A[rows_[i], cols_[i] + 1] = h[:, 1]
+        else:
+            aidx = _kmajor_bytes(int(adesc_all[base]), 64, K * es)
+            if (aidx < 0).any() or (aidx >= m.smem_bytes).any():
+                raise _Fault("fault", f"wgmma A operand outside shared memory "
+                                      f"({m.prog.where(pc)})")
+            A = np.ascontiguousarray(sh[cta * S + aidx]).view(el).astype(np.float64)
+        D = A @ B.T  # (64, N)
+        lanes = base + L
+        e2 = np.zeros(m.N, np.bool_)
+        e2[lanes] = True
+        e2 &= exe
+        sd = bool(scale_d[base])
+        for j in range(N // 8):
+            for q in range(4):
+                r = 16 * w + g + (8 if q >= 2 else 0)
+                c = 8 * j + 2 * t + (q & 1)
+                d = dests[4 * j + q]
+                old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
+                cur = old.view(acc_dt).astype(np.float64) if sd else 0.0
+                v = D[r, c] + cur
+                if acc_dt == np.float32:
+                    bits = v.astype(np.float32).view(np.uint32)
+                else:
+                    bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
+                        np.int32).view(np.uint32)
+                full = np.zeros(m.N, np.uint32)
+                full[lanes] = bits
+                m.write(d, full, e2, pc)
+    return None
+
+
+@handler("fence")
+def _fence(m, ins, pc, exe, active):
+    return None
