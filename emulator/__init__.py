@@ -23,9 +23,12 @@ not list them; the verifier never imports the emulator):
 
 Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mod:`emulator.ops`
 (integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
-space, shuffles, votes, redux, elect, atomics, barriers). Not yet modelled (reported as
-unsupported): ``mma.sync``, ``ldmatrix``/``stmatrix``, ``cp.async``, mbarrier, bulk copies / TMA,
-``wgmma``, ``tcgen05``, ``call``.
+space, shuffles, votes, redux, elect, atomics, barriers, ``ldmatrix``/``stmatrix``, ``mma.sync``
+m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgmma.mma_async``
+with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A). Not yet
+modelled (reported as unsupported): mbarrier, bulk copies / TMA, ``tcgen05``, ``call``, an
+MN-major (transposed) smem A of wgmma. ``wgmma`` completes at issue and its shared-memory reads
+are not race-checked yet.
 
 Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
 4 M clock entries (all of a small grid); per byte only the last writer and the last reader are

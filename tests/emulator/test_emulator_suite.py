@@ -85,3 +85,13 @@ def test_out_of_bounds_grid_is_a_fault_not_a_crash():
     assert src2 != src
     res = run_kernel(src2, kernels.get("vector_add"), "sm_90a", dims={"N": 5000}, filename="va")
     assert res.status == "fault" and "illegal global address" in res.message
+
+
+@pytest.mark.parametrize("name", ["gemm.fp16", "matmul"])
+def test_wgmma_sm_90a_matches_reference(name):
+    # gemm.fp16: both operands K-major; matmul: B MN-major (trans-b = 1), 128B swizzle
+    path = FIX / f"{name}_sm_90a.ptx"
+    res = run_kernel(path.read_text(), kernels.get(name), "sm_90a",
+                     dims={"M": 130, "N": 48, "K": 80}, filename=path.name)
+    assert res.status == "ok" and res.findings == [], res.summary()
+    assert res.outputs["c_ptr"].ok
