@@ -180,6 +180,9 @@ class Machine:
             self.bar_vc = np.zeros((tr_ctas, 16, T), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
         self.mbar: dict[tuple[int, int], dict] = {}
+        self.mbar_ids: dict[tuple[int, int], int] = {}
+        self.tmem: np.ndarray | None = None
+        self.tmem_next = np.zeros(ncta, dtype=np.int64)
         self.cp_entries: list[dict] = []
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
@@ -300,6 +303,9 @@ class Machine:
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
         dt = NP[t]
+        if op.kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
+            op = Operand(kind="reg", text=op.text, line=op.line, col=op.col, name=op.name,
+                         negated=op.negated)
         if op.kind == "reg":
             name = op.name or op.text
             if self.prog.envs[pc].lookup(name) is None and name.startswith("%"):
@@ -333,7 +339,8 @@ class Machine:
         """Store ``value`` (any dtype of the register's width) into register ``op`` for ``exe``."""
         if op.kind == "sink":
             return
-        if op.kind != "reg":
+        if op.kind != "reg" and not (op.kind == "symbol" and self.prog.envs[pc].lookup(
+                op.name or op.text) is not None):
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
         info = self._info(op.name or op.text, pc)
         st = info.storage
@@ -644,6 +651,76 @@ class Machine:
                         self.bar_vc[c, b] = 0
                     self.bar_count[c, b] = 0
 
+    # ------------------------------------------------------------------ mbarrier
+    def mbar_key(self, lane: int, addr: int) -> tuple[int, int]:
+        return int(self.cta_local[lane]), int(addr)
+
+    def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
+        key = self.mbar_key(lane, addr)
+        self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
+                          "vc": np.zeros(self.T, np.int32), "phase_vc": np.zeros(self.T, np.int32)}
+        self.mbar_ids.setdefault(key, len(self.mbar_ids) + 1)
+
+    def mbar_get(self, lane: int, addr: int, pc: int) -> dict:
+        st = self.mbar.get(self.mbar_key(lane, addr))
+        if st is None:
+            raise _Fault("fault", f"mbarrier operation on shared address 0x{addr:x}, which holds "
+                                  f"no initialised mbarrier ({self.prog.where(pc)})")
+        return st
+
+    def mbar_arrive(self, lane: int, addr: int, count: int, tx: int, pc: int) -> int:
+        """One arrive(-on) of ``count`` with ``tx`` expected bytes; returns the phase before it.
+        Completes the phase when pending arrivals and tx-count both reach 0 (PTX ISA 9.1
+        §9.7.13.15.5-7); arrive has release semantics, the completing phase carries the joined
+        clocks to the waiters."""
+        st = self.mbar_get(lane, addr, pc)
+        before = st["phase"]
+        if self.ntr and lane < self.ntr:
+            st["vc"] = np.maximum(st["vc"], self.vc[lane])
+            self._tick(np.array([lane]))
+        st["tx"] += tx
+        st["pending"] -= count
+        if st["pending"] <= 0 and st["tx"] <= 0:
+            self._mbar_complete(lane, addr, st)
+        return before
+
+    def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int) -> None:
+        st = self.mbar_get(lane, addr, pc)
+        st["tx"] -= nbytes
+        if st["pending"] <= 0 and st["tx"] <= 0:
+            self._mbar_complete(lane, addr, st)
+
+    def _mbar_complete(self, lane: int, addr: int, st: dict) -> None:
+        st["phase"] += 1
+        st["pending"] = st["count"]
+        st["tx"] = 0
+        st["phase_vc"] = st["vc"].copy()
+        key = self.mbar_key(lane, addr)
+        mid = self.mbar_ids[key]
+        c = key[0]
+        sl = slice(c * self.T, (c + 1) * self.T)
+        rel = np.flatnonzero(self.blocked[sl] & (self.block_kind[sl] == 2) &
+                             (self.block_id[sl] == mid)) + c * self.T
+        self.blocked[rel] = False  # they re-execute the wait, which now succeeds
+        self.block_kind[rel] = 0
+
+    def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray
+                  ) -> np.ndarray:
+        """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
+        other lanes block until the mbarrier's phase changes (a spin loop is equivalent)."""
+        ok = np.zeros(self.N, np.bool_)
+        for lane in np.flatnonzero(exe):
+            st = self.mbar_get(int(lane), int(addr[lane]), pc)
+            if (st["phase"] & 1) != (int(parity[lane]) & 1):
+                ok[lane] = True
+                if self.ntr and lane < self.ntr:
+                    self.vc[lane] = np.maximum(self.vc[lane], st["phase_vc"])
+            else:
+                self.blocked[lane] = True
+                self.block_kind[lane] = 2
+                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]))]
+        return ok
+
     def on_exit(self, exe: np.ndarray) -> None:
         self.done |= exe
         ctas = np.unique(self.cta_local[exe])
@@ -669,7 +746,12 @@ class Machine:
                 what = (f"barrier {b}: {int(self.bar_count[c, b])} of "
                         f"{exp if exp >= 0 else alive} threads arrived")
             else:
-                what = "mbarrier phase never completes"
+                key = next((k for k, v in self.mbar_ids.items() if v == int(self.block_id[ls[0]])),
+                           None)
+                st = self.mbar.get(key) if key else None
+                what = ("mbarrier phase never completes" if st is None else
+                        f"mbarrier at shared 0x{key[1]:x}: phase {st['phase']}, "
+                        f"{st['pending']} of {st['count']} arrivals pending, tx-count {st['tx']}")
             tids = sorted({int(self.tid[l]) for l in ls if self.cta_local[l] == c})
             notes.append(Note(message=f"{len(ls)} threads blocked here ({what}); in CTA "
                                       f"{c + self.c0}: threads {_ranges(tids)}",

@@ -1242,3 +1242,234 @@ def _wgmma(m, ins, pc, exe, active):
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
     return None
+
+
+# ============================================================================= mbarrier
+def _addr_u(m, op, pc):
+    if op.kind == "address":
+        return m.address(op, pc)
+    return np.broadcast_to(m.read(op, "u64", pc), (m.N,)).astype(np.int64)
+
+
+@handler("mbarrier")
+def _mbarrier(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    ops = ins.operands
+    kind = mods[0]
+    if any(x == "shared::cluster" for x in mods):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' on a cluster address")
+    if kind == "init":
+        addr = _addr_u(m, ops[0], pc)
+        cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        for ln in np.flatnonzero(exe):
+            m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
+        return None
+    if kind == "inval":
+        addr = _addr_u(m, ops[0], pc)
+        for ln in np.flatnonzero(exe):
+            m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+        return None
+    if kind in ("arrive", "arrive_drop", "expect_tx", "complete_tx"):
+        has_dst = kind in ("arrive", "arrive_drop") and ops[0].kind != "address"
+        aop = ops[1] if has_dst else ops[0]
+        addr = _addr_u(m, aop, pc)
+        rest = ops[2:] if has_dst else ops[1:]
+        val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        states = np.zeros(m.N, np.uint64)
+        for ln in np.flatnonzero(exe):
+            a = int(addr[ln])
+            if kind == "expect_tx":
+                st = m.mbar_get(int(ln), a, pc)
+                st["tx"] += int(val[ln])
+            elif kind == "complete_tx":
+                m.mbar_complete_tx(int(ln), a, int(val[ln]), pc)
+            elif "expect_tx" in mods:
+                states[ln] = m.mbar_arrive(int(ln), a, 1, int(val[ln]), pc)
+            else:
+                c = int(val[ln]) if val is not None else 1
+                if kind == "arrive_drop":
+                    st = m.mbar_get(int(ln), a, pc)
+                    st["count"] -= c
+                states[ln] = m.mbar_arrive(int(ln), a, c, 0, pc)
+        if has_dst:
+            m.write(ops[0], states << np.uint64(63), exe, pc)
+        return None
+    if kind in ("try_wait", "test_wait"):
+        if "parity" not in mods:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
+        addr = _addr_u(m, ops[1], pc)
+        par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        ok = m.mbar_wait(pc, exe, addr, par)
+        m.write(ops[0], ok, exe & ~m.blocked, pc)
+        m.pc[active & ~m.blocked] = pc + 1
+        return True
+    raise m.prog.unsupported(pc)
+
+
+# ============================================================================= tcgen05 (sm_100a)
+_SWZ100 = {0: 0, 2: 1, 4: 2, 6: 3}  # sm_100 layout code -> sm_90 swizzle code (128/64/32 B)
+
+
+def _desc100(desc: int) -> int:
+    """Re-express an sm_100 shared-memory descriptor (swizzle in bits 61-63, PTX ISA 9.1
+    §9.7.16.4.1) in the sm_90 field layout used by :func:`_kmajor_bytes`."""
+    code = (desc >> 61) & 7
+    if code not in _SWZ100:
+        raise ValueError(f"swizzle code {code}")
+    low = desc & ((1 << 46) - 1)
+    return low | (_SWZ100[code] << 62)
+
+
+def _tmem(m):
+    if m.tmem is None:
+        m.tmem = np.zeros((m.shared.shape[0], 128, 512), np.uint32)
+    return m.tmem
+
+
+@handler("tcgen05")
+def _tcgen05(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    op = mods[0]
+    ops = ins.operands
+    if "cta_group::2" in mods:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
+    if op in ("relinquish_alloc_permit", "wait::ld", "wait::st", "fence::before_thread_sync",
+              "fence::after_thread_sync"):
+        return None
+    if op == "alloc":
+        addr = _addr_u(m, ops[0], pc)
+        ncol = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        tm = _tmem(m)
+        lanes = np.flatnonzero(exe)
+        done = set()
+        for ln in lanes:
+            c = int(m.cta_local[ln])
+            if c in done:
+                continue  # warp-collective: one allocation per warp
+            done.add(c)
+            n = int(ncol[ln])
+            base = int(m.tmem_next[c])
+            if base + n > 512:
+                raise _Fault("fault", f"tcgen05.alloc of {n} columns: only {512 - base} free "
+                                      f"({m.prog.where(pc)})")
+            m.tmem_next[c] = base + n
+            one = np.zeros(m.N, np.bool_)
+            one[ln] = True
+            m.mem_access("shared", addr, 4, one, pc,
+                         data=np.array([[base]], np.uint32).view(np.uint8).reshape(1, 4))
+        del tm
+        return None
+    if op == "dealloc":
+        return None
+    if op in ("ld", "st"):
+        shape = next(x for x in mods if "x" in x and ("32b" in x or "64b" in x or "128b" in x
+                                                         or "256b" in x))
+        num = int(next(x for x in mods if x.startswith("x") and x[1:].isdigit())[1:])
+        regs = (ops[0] if op == "ld" else ops[1]).elems
+        aop = ops[1] if op == "ld" else ops[0]
+        taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
+                                aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
+            np.int64) + int(aop.value or 0)
+        tm = _tmem(m)
+        lanes = np.flatnonzero(exe)
+        t = m.laneid[lanes]
+        tl = (taddr[lanes] >> 16) & 0xFFFF
+        tc = taddr[lanes] & 0xFFFF
+        if shape == "32x32b":
+            row = tl + t
+            cols = [tc + j for j in range(num)]
+        elif shape == "16x32bx2":
+            half = int((ops[2] if op == "ld" else ops[2]).value or 0)
+            row = tl + (t % 16)
+            cols = [tc + j + np.where(t >= 16, half, 0) for j in range(num)]
+        else:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' shape {shape}")
+        if len(regs) != len(cols):
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with {len(regs)} registers")
+        cta = m.cta_local[lanes]
+        if (row > 127).any() or any((c > 511).any() for c in cols):
+            raise _Fault("fault", f"TMEM access outside 128 lanes x 512 columns "
+                                  f"({m.prog.where(pc)})")
+        if op == "ld":
+            for r, c in zip(regs, cols):
+                full = np.zeros(m.N, np.uint32)
+                full[lanes] = tm[cta, row, c]
+                m.write(r, full, exe, pc)
+        else:
+            for r, c in zip(regs, cols):
+                v = np.broadcast_to(m.read(r, "b32", pc), (m.N,))
+                tm[cta, row, c] = v[lanes]
+        return None
+    if op == "commit":
+        if "mbarrier::arrive::one" not in mods or "multicast::cluster" in mods:
+            raise m.prog.unsupported(pc)
+        addr = _addr_u(m, ops[0], pc)
+        for ln in np.flatnonzero(exe):  # mma completes at issue: the arrive is immediate
+            m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
+        return None
+    if op == "mma":
+        return _tc_mma(m, ins, pc, exe, mods)
+    raise m.prog.unsupported(pc)
+
+
+_TC_TYPES = {"kind::f16": {0: np.float16, 1: BF16},
+             "kind::f8f6f4": {0: NP["e4m3"], 1: NP["e5m2"]},
+             "kind::tf32": {2: np.float32}}
+
+
+def _tc_mma(m, ins, pc, exe, mods):
+    """tcgen05.mma cta_group::1, A and B from smem descriptors, D (f32) in TMEM; the instruction
+    descriptor gives M (bits 24-28, >>4), N (bits 17-22, >>3), types (7-9, 10-12), transposes
+    (15, 16) (PTX ISA 9.1 §9.7.16.4.2)."""
+    kind = next((x for x in mods if x.startswith("kind::")), None)
+    if kind not in _TC_TYPES or any(x in mods for x in ("ws", "sp", "block_scale")):
+        raise m.prog.unsupported(pc)
+    ops = ins.operands
+    if ops[1].kind == "address":
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with A in TMEM")
+    tm = _tmem(m)
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    dt_ = np.broadcast_to(m.address(ops[0], pc), (m.N,))
+    ad = np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    bd = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
+    idv = np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,))
+    en = np.broadcast_to(m.read(ops[4], "pred", pc), (m.N,)) if len(ops) > 4 else None
+    for ln in np.flatnonzero(exe):
+        idesc = int(idv[ln])
+        Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
+        at, bt = (idesc >> 7) & 7, (idesc >> 10) & 7
+        ta, tb = (idesc >> 15) & 1, (idesc >> 16) & 1
+        if (idesc >> 4) & 3 != 1 or Mv != 128:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (need f32 "
+                                         f"accumulator, M=128)")
+        types = _TC_TYPES[kind]
+        if at not in types or bt not in types:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' operand types {at}/{bt}")
+        ea, eb = np.dtype(types[at]), np.dtype(types[bt])
+        K = 32 // ea.itemsize  # bytes per K step: 32 (f16 K=16, fp8 K=32, tf32 K=8)
+        try:
+            da, db = _desc100(int(ad[ln])), _desc100(int(bd[ln]))
+        except ValueError as e:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
+        aidx = (_mnmajor_bytes(da, Mv, K, ea.itemsize) if ta else
+                _kmajor_bytes(da, Mv, K * ea.itemsize))
+        bidx = (_mnmajor_bytes(db, Nv, K, eb.itemsize) if tb else
+                _kmajor_bytes(db, Nv, K * eb.itemsize))
+        for idx in (aidx, bidx):
+            if (idx < 0).any() or (idx >= m.smem_bytes).any():
+                raise _Fault("fault", f"tcgen05.mma operand outside shared memory "
+                                      f"({m.prog.where(pc)})")
+        c = int(m.cta_local[ln])
+        A = np.ascontiguousarray(sh[c * S + aidx]).view(ea).astype(np.float64)
+        B = np.ascontiguousarray(sh[c * S + bidx]).view(eb).astype(np.float64)
+        D = A @ B.T
+        taddr = int(dt_[ln])
+        lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
+        if col0 + Nv > 512 or lane0 + Mv > 128:
+            raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        cur = tm[c, lane0:lane0 + Mv, col0:col0 + Nv]
+        if en is None or en[ln]:
+            D = D + cur.view(np.float32).astype(np.float64)
+        tm[c, lane0:lane0 + Mv, col0:col0 + Nv] = D.astype(np.float32).view(np.uint32)
+    return None
