@@ -34,6 +34,10 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--no-race", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--local-triton", action="store_true",
+                    help="compile each entry with the installed Triton (first config) instead of "
+                         "reading the Triton 3.6 fixtures")
+    ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/ailower-emu-cache"))
     args = ap.parse_args()
 
     import kernels
@@ -45,12 +49,26 @@ def main() -> None:
     for name in names:
         spec = kernels.get(name)
         for arch in archs:
-            path = FIXTURES / f"{name}_{arch}.ptx"
-            if not path.exists():
-                continue
+            extra: dict = {}
+            if args.local_triton:
+                from harness import ReferenceCompileError, compile_reference
+                try:
+                    art = compile_reference(spec, arch, spec.configs()[0],
+                                            cache_dir=args.cache_dir)
+                except ReferenceCompileError as exc:
+                    print(f"{name:28s} {arch:8s} no-reference {str(exc)[:100]}", flush=True)
+                    continue
+                text, fname = art.ptx, f"{name}_{arch}_triton{art.triton_version}.ptx"
+                extra = dict(config=art.config, dynamic_smem=art.abi.dynamic_smem,
+                             global_scratch_size=art.abi.global_scratch_size)
+            else:
+                path = FIXTURES / f"{name}_{arch}.ptx"
+                if not path.exists():
+                    continue
+                text, fname = path.read_text(), path.name
             t0 = time.perf_counter()
-            res = run_kernel(path.read_text(), spec, arch, filename=path.name,
-                             race=not args.no_race, time_limit_s=args.time_limit)
+            res = run_kernel(text, spec, arch, filename=fname, race=not args.no_race,
+                             time_limit_s=args.time_limit, **extra)
             wall = time.perf_counter() - t0
             row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),
                    "lane_insts": res.lane_insts, "findings": [f"{f.rule}@{f.line}" for f in

@@ -654,7 +654,7 @@ def _bra(m, ins, pc, exe, active):
     tgt = ins.operands[0]
     if ins.base == "brx" or tgt.kind != "label":
         raise m.prog.unsupported(pc)
-    dest = m.prog.labels.get(tgt.name or tgt.text)
+    dest = m.prog.envs[pc].label(tgt.name or tgt.text)
     if dest is None:
         raise m.prog.unsupported(pc, f"branch to unknown label '{tgt.text}'")
     m.pc[exe] = dest
@@ -1365,8 +1365,9 @@ def _tcgen05(m, ins, pc, exe, active):
         shape = next(x for x in mods if "x" in x and ("32b" in x or "64b" in x or "128b" in x
                                                          or "256b" in x))
         num = int(next(x for x in mods if x.startswith("x") and x[1:].isdigit())[1:])
-        regs = (ops[0] if op == "ld" else ops[1]).elems
-        aop = ops[1] if op == "ld" else ops[0]
+        regs = next(o for o in ops if o.kind == "vector").elems
+        aop = next(o for o in ops if o.kind == "address")
+        imms = [o for o in ops if o.kind == "imm"]
         taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
                                 aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
             np.int64) + int(aop.value or 0)
@@ -1379,7 +1380,7 @@ def _tcgen05(m, ins, pc, exe, active):
             row = tl + t
             cols = [tc + j for j in range(num)]
         elif shape == "16x32bx2":
-            half = int((ops[2] if op == "ld" else ops[2]).value or 0)
+            half = int(imms[0].value or 0) if imms else 0
             row = tl + (t % 16)
             cols = [tc + j + np.where(t >= 16, half, 0) for j in range(num)]
         else:
@@ -1425,13 +1426,13 @@ def _tc_mma(m, ins, pc, exe, mods):
     if kind not in _TC_TYPES or any(x in mods for x in ("ws", "sp", "block_scale")):
         raise m.prog.unsupported(pc)
     ops = ins.operands
-    if ops[1].kind == "address":
-        raise m.prog.unsupported(pc, f"'{ins.opcode}' with A in TMEM")
+    a_tmem = ops[1].kind == "address"
     tm = _tmem(m)
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
     dt_ = np.broadcast_to(m.address(ops[0], pc), (m.N,))
-    ad = np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    ad = (np.broadcast_to(m.address(ops[1], pc), (m.N,)) if a_tmem else
+          np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,)))
     bd = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
     idv = np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,))
     en = np.broadcast_to(m.read(ops[4], "pred", pc), (m.N,)) if len(ops) > 4 else None
@@ -1440,36 +1441,54 @@ def _tc_mma(m, ins, pc, exe, mods):
         Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
         at, bt = (idesc >> 7) & 7, (idesc >> 10) & 7
         ta, tb = (idesc >> 15) & 1, (idesc >> 16) & 1
-        if (idesc >> 4) & 3 != 1 or Mv != 128:
+        if (idesc >> 4) & 3 != 1 or Mv not in (64, 128):
             raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (need f32 "
-                                         f"accumulator, M=128)")
+                                         f"accumulator, M=64 or 128)")
         types = _TC_TYPES[kind]
         if at not in types or bt not in types:
             raise m.prog.unsupported(pc, f"'{ins.opcode}' operand types {at}/{bt}")
         ea, eb = np.dtype(types[at]), np.dtype(types[bt])
         K = 32 // ea.itemsize  # bytes per K step: 32 (f16 K=16, fp8 K=32, tf32 K=8)
         try:
-            da, db = _desc100(int(ad[ln])), _desc100(int(bd[ln]))
+            db = _desc100(int(bd[ln]))
+            da = None if a_tmem else _desc100(int(ad[ln]))
         except ValueError as e:
             raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
-        aidx = (_mnmajor_bytes(da, Mv, K, ea.itemsize) if ta else
-                _kmajor_bytes(da, Mv, K * ea.itemsize))
+        aidx = None if a_tmem else (_mnmajor_bytes(da, Mv, K, ea.itemsize) if ta else
+                                    _kmajor_bytes(da, Mv, K * ea.itemsize))
         bidx = (_mnmajor_bytes(db, Nv, K, eb.itemsize) if tb else
                 _kmajor_bytes(db, Nv, K * eb.itemsize))
-        for idx in (aidx, bidx):
+        for idx in ((bidx,) if a_tmem else (aidx, bidx)):
             if (idx < 0).any() or (idx >= m.smem_bytes).any():
                 raise _Fault("fault", f"tcgen05.mma operand outside shared memory "
                                       f"({m.prog.where(pc)})")
         c = int(m.cta_local[ln])
-        A = np.ascontiguousarray(sh[c * S + aidx]).view(ea).astype(np.float64)
+        if a_tmem:  # A (M x K) in TMEM: row r in lane r, K packed into 32-bit columns
+            ta_ = int(ad[ln])
+            al, ac = (ta_ >> 16) & 0xFFFF, ta_ & 0xFFFF
+            ncol = K * ea.itemsize // 4
+            if al + (Mv if Mv == 128 else 112) > 128 or ac + ncol > 512:
+                raise _Fault("fault", f"tcgen05.mma A outside TMEM ({m.prog.where(pc)})")
+            r = np.arange(Mv)
+            arows = al + (r if Mv == 128 else 32 * (r // 16) + r % 16)
+            A = np.ascontiguousarray(tm[c, arows, ac:ac + ncol]).view(ea).astype(
+                np.float64).reshape(Mv, K)
+        else:
+            A = np.ascontiguousarray(sh[c * S + aidx]).view(ea).astype(np.float64)
         B = np.ascontiguousarray(sh[c * S + bidx]).view(eb).astype(np.float64)
         D = A @ B.T
         taddr = int(dt_[ln])
         lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
         if col0 + Nv > 512 or lane0 + Mv > 128:
             raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
-        cur = tm[c, lane0:lane0 + Mv, col0:col0 + Nv]
+        # data-path layout (PTX ISA 9.1 §9.7.16.10.5): M=128 row r -> lane r; M=64 (layout F)
+        # rows 16q..16q+15 -> lanes 32q..32q+15 of lane quarter q
+        r = np.arange(Mv)
+        rows = lane0 + (r if Mv == 128 else 32 * (r // 16) + r % 16)
+        if rows.max() > 127:
+            raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        cur = tm[c, rows, col0:col0 + Nv]
         if en is None or en[ln]:
             D = D + cur.view(np.float32).astype(np.float64)
-        tm[c, lane0:lane0 + Mv, col0:col0 + Nv] = D.astype(np.float32).view(np.uint32)
+        tm[c, rows, col0:col0 + Nv] = D.astype(np.float32).view(np.uint32)
     return None

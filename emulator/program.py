@@ -61,9 +61,20 @@ class _Env:
     """Register names visible in one scope (parent chain flattened into one dict)."""
 
     def __init__(self, parent: _Env | None):
+        self.parent = parent
+        self.labels: dict[str, int] = {}
         self.singles: dict[str, RegInfo] = dict(parent.singles) if parent else {}
         self.ranges: dict[str, tuple[int, RegInfo]] = dict(parent.ranges) if parent else {}
         self.cache: dict[str, RegInfo | None] = {}
+
+    def label(self, name: str) -> int | None:
+        """Program counter of label ``name`` visible from this scope (innermost first)."""
+        env: _Env | None = self
+        while env is not None:
+            if name in env.labels:
+                return env.labels[name]
+            env = env.parent
+        return None
 
     def lookup(self, name: str) -> RegInfo | None:
         if name in self.cache:
@@ -92,7 +103,9 @@ class Program:
         filename: name used in findings and errors.
         insts: instructions in program order.
         envs: per instruction, the register environment of its scope.
-        labels: label -> index of the instruction that follows it.
+        labels: label -> index of the instruction that follows it (first definition; branches
+            resolve labels through their scope, :meth:`_Env.label`, since Triton's inline-asm
+            scopes reuse names such as ``waitLoop``).
         shared_vars: shared variable name -> (byte offset in the CTA's shared window, size or None
             for an unsized ``extern`` array).
         static_shared: bytes of sized shared variables.
@@ -195,7 +208,8 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                     raise EmulationUnsupported(f"'.{st.space}' variable in a function body",
                                                fname, st.line, st.col)
             elif isinstance(st, Label):
-                prog.labels[st.name] = len(prog.insts)
+                env.labels[st.name] = len(prog.insts)
+                prog.labels.setdefault(st.name, len(prog.insts))
             elif isinstance(st, Scope):
                 walk(st, env)
             elif isinstance(st, Instruction):

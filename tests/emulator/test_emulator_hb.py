@@ -226,3 +226,33 @@ def test_softmax_reduction_barrier_removed_is_flagged_intact_is_not(arch):
     races = [f for f in bad.findings if f.rule == "HB1"]
     assert races, bad.summary()
     assert races[0].line > first_bar + 1 and "shared" in races[0].message
+
+
+def test_labels_resolve_through_their_inline_asm_scope():
+    # Triton repeats `{ waitLoop: ... bra waitLoop; }`-style scopes; each branch must reach the
+    # label of its own scope (the second scope's label must not capture the first branch)
+    body = """
+mov.u32 %r9, 0;
+{
+.reg .pred p;
+setp.eq.u32 p, %r9, 0;
+@p bra skip;
+add.u32 %r9, %r9, 100;
+skip:
+add.u32 %r9, %r9, 1;
+}
+{
+.reg .pred p;
+setp.eq.u32 p, %r9, 1;
+@p bra skip;
+add.u32 %r9, %r9, 1000;
+skip:
+add.u32 %r9, %r9, 10;
+}
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r9;
+"""
+    res, out = _run(body, threads=32)
+    assert res.status == "ok"
+    assert out.tolist() == [11] * 32
