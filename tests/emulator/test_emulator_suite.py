@@ -68,12 +68,15 @@ def test_wrong_transcendental_is_a_mismatch():
 
 
 def test_unsupported_instruction_names_file_line_col():
-    path = FIX / "matmul_sm_100a.ptx"
-    res = run_kernel(path.read_text(), kernels.get("matmul"), "sm_100a",
-                     dims={"M": 130, "N": 48, "K": 80}, filename=path.name)
+    path = FIX / "softmax_sm_100a.ptx"
+    lines = path.read_text().split("\n")
+    i = next(i for i, ln in enumerate(lines) if "bar.sync" in ln or "barrier.sync" in ln)
+    lines[i] = "\ttcgen05.shift.cta_group::1.down [%r1];"
+    res = run_kernel("\n".join(lines), kernels.get("softmax"), "sm_100a", dims={"M": 2, "N": 4000},
+                     filename="sm.ptx")
     assert res.status == "unsupported"
-    assert re.match(r"emulation unsupported: 'tcgen05\.[^']+' at matmul_sm_100a\.ptx:\d+:\d+$",
-                    res.message)
+    assert res.message == (f"emulation unsupported: 'tcgen05.shift.cta_group::1.down' at "
+                           f"sm.ptx:{i + 1}:2")
 
 
 def test_out_of_bounds_grid_is_a_fault_not_a_crash():
