@@ -175,15 +175,18 @@ class Machine:
         tr_ctas = max(0, min(ncta, self.race_ctas - c0))
         self.ntr = tr_ctas * T
         if self.ntr:
-            self.vc = np.zeros((self.ntr, T), dtype=np.int32)
+            # column T of a CTA's clocks is its async unit (tensor core / async proxy)
+            self.vc = np.zeros((self.ntr, T + 1), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
-            self.bar_vc = np.zeros((tr_ctas, 16, T), dtype=np.int32)
+            self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
         self.tmem_next = np.zeros(ncta, dtype=np.int64)
         self.cp_entries: list[dict] = []
+        self.async_clk = np.zeros(ncta, dtype=np.int32)
+        self.wg_groups: dict[tuple[int, int], list[int]] = {}
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
         steps = 0
@@ -487,9 +490,35 @@ class Machine:
         self.cp_entries = keep
 
     # ------------------------------------------------------------------ happens-before
+    def _split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(global CTA, clock column) of shadow lane ids; async units are ``NT + cta``."""
+        T, NT = self.T, self.n_ctas * self.T
+        asy = ids >= NT
+        cta = np.where(asy, ids - NT, ids // T)
+        col = np.where(asy, T, ids % T)
+        return cta, col.astype(np.int64)
+
+    def async_read(self, lane: int, flat_idx: np.ndarray, pc: int) -> None:
+        """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand) issued by ``lane``:
+        checked against earlier writes with the issuer's clocks, recorded as a read by the CTA's
+        async unit at the epoch its next completion (commit) publishes."""
+        if not (self.ntr and lane < self.ntr):
+            return
+        c = int(self.cta_local[lane])
+        self._hb_check(self.sshadow, "shared", np.array([lane]), flat_idx.reshape(1, -1), pc,
+                       None, "plain", rec_lane=self.n_ctas * self.T + c + self.c0,
+                       rec_clk=int(self.async_clk[c]) + 1)
+
+    def async_complete_epoch(self, c: int) -> int:
+        """Close the CTA's current async epoch (a commit); returns it."""
+        self.async_clk[c] += 1
+        return int(self.async_clk[c])
+
     def _hb_check(self, sh: Shadow, space: str, lanes: np.ndarray, idx: np.ndarray, pc: int,
-                  data: np.ndarray | None, kind: str) -> None:
-        """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes)."""
+                  data: np.ndarray | None, kind: str, rec_lane: int | None = None,
+                  rec_clk: int | None = None) -> None:
+        """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes);
+        ``rec_lane``/``rec_clk`` record the access under another identity (an async unit)."""
         T = self.T
         tr = lanes < self.ntr
         if space == "global":
@@ -515,12 +544,12 @@ class Machine:
         # conflict with the last writer
         wl = sh.w_lane[I]
         has_w = wl >= 0
+        my_cta = G // T
         if has_w.any():
             other = has_w & ((wl != G) | sh.w_async[I])
-            w_cta = wl // T
-            same_cta = w_cta == (G // T)
-            w_tid = wl % T
-            known = np.where(same_cta, self.vc[L, w_tid.astype(np.int64)], 0)
+            w_cta, w_col = self._split(np.maximum(wl, 0))
+            same_cta = w_cta == my_cta
+            known = np.where(same_cta, self.vc[L, w_col], 0)
             unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
             if write:
                 # replicated stores: same instruction, same value -> not a race
@@ -534,9 +563,9 @@ class Machine:
             rl = sh.r_lane[I]
             has_r = (rl >= 0) & (rl != G)
             if has_r.any():
-                r_cta = rl // T
-                same_cta = r_cta == (G // T)
-                known = np.where(same_cta, self.vc[L, (rl % T).astype(np.int64)], 0)
+                r_cta, r_col = self._split(np.maximum(rl, 0))
+                same_cta = r_cta == my_cta
+                known = np.where(same_cta, self.vc[L, r_col], 0)
                 unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
                 if unordered.any():
                     j = int(np.flatnonzero(unordered)[0])
@@ -558,13 +587,18 @@ class Machine:
             sh.w_async[I] = kind == "async_issue"
             sh.r_lane[I] = -1
         else:
-            sh.r_lane[I] = G
-            sh.r_clk[I] = my_clk
+            sh.r_lane[I] = G if rec_lane is None else rec_lane
+            sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
             sh.r_pc[I] = pc
 
     def _who(self, glane: int) -> str:
-        cta, tid = divmod(glane, self.T)
         gx, gy, _ = self.launch.grid
+        NT = self.n_ctas * self.T
+        if glane >= NT:
+            cta = glane - NT
+            return (f"the async proxy (tensor core) of CTA ({cta % gx},{(cta // gx) % gy},"
+                    f"{cta // (gx * gy)})")
+        cta, tid = divmod(glane, self.T)
         return f"thread {tid} (warp {tid // 32}) of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
 
     def _race(self, space: str, pc1: int, lane1: int, k1: str, pc2: int, lane2: int, k2: str,
@@ -573,10 +607,14 @@ class Machine:
         if key in self.findings:
             return
         i1, i2 = self.prog.insts[pc1], self.prog.insts[pc2]
-        same_cta = lane1 // self.T == lane2 // self.T
+        same_cta = int(self._split(np.array([lane1]))[0][0]) == int(
+            self._split(np.array([lane2]))[0][0])
         missing = ("a CTA barrier (bar.sync/barrier.sync) or an mbarrier release/acquire between "
                    "them" if same_cta else
                    "none exists between CTAs of one grid: the accesses must not overlap")
+        if lane1 >= self.n_ctas * self.T:
+            missing = ("completion of the asynchronous operation observed before this access: "
+                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group")
         if i1.base == "cp" and "async" in i1.parts and k1 == "write":
             missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
                        "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
@@ -658,7 +696,8 @@ class Machine:
     def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
         key = self.mbar_key(lane, addr)
         self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
-                          "vc": np.zeros(self.T, np.int32), "phase_vc": np.zeros(self.T, np.int32)}
+                          "vc": np.zeros(self.T + 1, np.int32),
+                          "phase_vc": np.zeros(self.T + 1, np.int32)}
         self.mbar_ids.setdefault(key, len(self.mbar_ids) + 1)
 
     def mbar_get(self, lane: int, addr: int, pc: int) -> dict:

@@ -1107,6 +1107,10 @@ def _cp(m, ins, pc, exe, active):
 
 
 # ============================================================================= wgmma (sm_90a)
+def _async_read(m, lane: int, flat_idx: np.ndarray, pc: int) -> None:
+    """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand), see
+    :meth:`Machine.async_read`."""
+    m.async_read(lane, flat_idx, pc)
 def _desc_fields(desc: int):
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
@@ -1151,8 +1155,30 @@ def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
 @handler("wgmma")
 def _wgmma(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    if "fence" in mods or "commit_group" in mods or "wait_group" in mods:
-        return None  # mma_async completes at issue in the emulator: these order nothing more
+    if "fence" in mods:
+        return None
+    if "commit_group" in mods or "wait_group" in mods:
+        # values are computed at issue; the happens-before analysis tracks the operand reads of
+        # each committed group and orders them for a thread only after its wait_group covers it
+        lanes = np.flatnonzero(exe)
+        if not m.ntr:
+            return None
+        n = int(ins.operands[0].value or 0) if "wait_group" in mods else 0
+        done = set()
+        for ln in lanes[lanes < m.ntr]:
+            c = int(m.cta_local[ln])
+            wg = int(m.tid[ln]) // 128
+            key = (c, wg)
+            if "commit_group" in mods:
+                if key not in done:
+                    m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
+                    done.add(key)
+            else:
+                groups = m.wg_groups.get(key, [])
+                covered = groups[:len(groups) - n] if n else groups
+                if covered:
+                    m.vc[ln, m.T] = max(int(m.vc[ln, m.T]), max(covered))
+        return None
     if "mma_async" not in mods or "sp" in mods:
         raise m.prog.unsupported(pc)
     shape = next(x for x in mods if x.startswith("m64n"))
@@ -1197,6 +1223,7 @@ def _wgmma(m, ins, pc, exe, active):
         if (bidx < 0).any() or (bidx >= m.smem_bytes).any():
             raise _Fault("fault", f"wgmma B operand outside shared memory ({m.prog.where(pc)})")
         B = np.ascontiguousarray(sh[cta * S + bidx]).view(el).astype(np.float64)  # (N, K)
+        _async_read(m, base, cta * S + bidx, pc)
         if a_reg:
             A = np.zeros((64, K))
             ra = [np.broadcast_to(m.read(e, "b32", pc), (m.N,))[base:base + 128]
@@ -1214,6 +1241,7 @@ def _wgmma(m, ins, pc, exe, active):
                 raise _Fault("fault", f"wgmma A operand outside shared memory "
                                       f"({m.prog.where(pc)})")
             A = np.ascontiguousarray(sh[cta * S + aidx]).view(el).astype(np.float64)
+            _async_read(m, base, cta * S + aidx, pc)
         D = A @ B.T  # (64, N)
         lanes = base + L
         e2 = np.zeros(m.N, np.bool_)
@@ -1406,6 +1434,10 @@ def _tcgen05(m, ins, pc, exe, active):
             raise m.prog.unsupported(pc)
         addr = _addr_u(m, ops[0], pc)
         for ln in np.flatnonzero(exe):  # mma completes at issue: the arrive is immediate
+            c = int(m.cta_local[ln])
+            epoch = m.async_complete_epoch(c)
+            st = m.mbar_get(int(ln), int(addr[ln]) & 0xFFFFFFFF, pc)
+            st["vc"][m.T] = max(int(st["vc"][m.T]), epoch)  # the async unit's release
             m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
         return None
     if op == "mma":
@@ -1476,6 +1508,9 @@ def _tc_mma(m, ins, pc, exe, mods):
         else:
             A = np.ascontiguousarray(sh[c * S + aidx]).view(ea).astype(np.float64)
         B = np.ascontiguousarray(sh[c * S + bidx]).view(eb).astype(np.float64)
+        _async_read(m, int(ln), c * S + bidx, pc)
+        if not a_tmem:
+            _async_read(m, int(ln), c * S + aidx, pc)
         D = A @ B.T
         taddr = int(dt_[ln])
         lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF

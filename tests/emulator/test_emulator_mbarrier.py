@@ -125,3 +125,24 @@ def test_tcgen05_commit_removed_deadlocks():
                      filename=path.name)
     assert res.status == "deadlock"
     assert any(f.rule == "HB2" and "mbarrier" in f.notes[0].message for f in res.findings)
+
+
+@pytest.mark.parametrize("arch,pattern", [
+    ("sm_100a", r"^\s*mbarrier\.try_wait[^\n]*\n\s*@!complete bra[^\n]*$"),
+    ("sm_90a", r"^\s*wgmma\.wait_group[^\n]*$"),
+])
+def test_stage_reuse_without_async_completion_is_a_race(arch, pattern):
+    # the next cp.async into a pipeline stage must wait until the tensor core has read it:
+    # tcgen05.commit -> mbarrier wait (sm_100a) or wgmma.wait_group (sm_90a)
+    import re
+
+    path = FIX / f"gemm.fp16_{arch}.ptx"
+    src = path.read_text()
+    bad = re.sub(pattern, "", src, flags=re.M)
+    assert bad != src
+    res = run_kernel(bad, kernels.get("gemm.fp16"), arch, dims={"M": 130, "N": 48, "K": 80},
+                     filename=path.name)
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert races, res.summary()
+    assert "async proxy (tensor core)" in races[0].message
+    assert "cp.async" in races[0].message
