@@ -26,17 +26,15 @@ transcendental functions are computed in float64 and rounded (the GPU's are with
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from emulator.memory import SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow
-from emulator.numerics import NP, UINT, ftz32, imm_bits, round_f64_to, sat01
-from emulator.program import EmulationUnsupported, Program
+from emulator.numerics import NP, UINT, imm_bits
+from emulator.program import Program
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -881,5 +879,3 @@ def handler(*names: str):
 
 
 from emulator import ops as _ops  # noqa: E402,F401  (registers the instruction handlers)
-
-_ = (math, ml_dtypes, ftz32, sat01, round_f64_to, EmulationUnsupported)

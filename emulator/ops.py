@@ -15,7 +15,6 @@ from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _PACKED = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "f32x2": np.dtype(np.float32)}
-_INT = {"u8", "s8", "b8", "u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64", "b64"}
 
 
 def _typ(m, pc) -> str:
@@ -83,10 +82,6 @@ def _is_float(t: str) -> bool:
 
 # ----------------------------------------------------------------------------- int helpers
 _SIGNED = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64}
-
-
-def _iv(m, op, t, pc):
-    return m.read(op, t, pc)
 
 
 def _wide(t: str) -> str:
@@ -196,7 +191,6 @@ def _cvta(m, ins, pc, exe, active):
 # ============================================================================= arithmetic
 def _binary_int(op, a, b, t):
     dt = NP[t]
-    bits = 8 * dt.itemsize
     if op == "add":
         return a + b
     if op == "sub":
@@ -227,7 +221,6 @@ def _binary_int(op, a, b, t):
         res = np.where(z, -1 if op == "div" else a64, res)
         return res.astype(dt) if dt.kind == "i" else res.astype(dt)
     raise KeyError(op)
-    return bits
 
 
 def _shift(op, a, s, t):
@@ -330,13 +323,11 @@ def _arith(m, ins, pc, exe, active):
 
 
 def _mulhi64(a, b, signed):
-    a = np.asarray(a).astype(object)
-    b = np.asarray(b).astype(object)
-    r = np.asarray((np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b))) * b)).astype(
-        object)
-    out = np.array([int(x) >> 64 for x in np.atleast_1d(r)], dtype=object)
-    return out.astype(np.int64 if signed else np.uint64) if not signed else np.array(
-        [((int(x) + (1 << 64)) % (1 << 64)) for x in out], dtype=np.uint64).view(np.int64)
+    """High 64 bits of a 64 x 64-bit product (exact, through Python integers)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    hi = [((int(x) * int(y)) >> 64) & ((1 << 64) - 1) for x, y in zip(a.reshape(-1), b.reshape(-1))]
+    out = np.array(hi, dtype=np.uint64).reshape(a.shape)
+    return out.view(np.int64) if signed else out
 
 
 @handler("shl", "shr")
@@ -902,8 +893,6 @@ def _atom(m, ins, pc, exe, active):
     if ret:
         m.write(ops[0], olds, exe, pc)
 
-
-_ = (_iv, _INT)
 
 
 # ============================================================================= sm_80 matrix ops
