@@ -18,8 +18,19 @@ not list them; the verifier never imports the emulator):
   barriers, ``bar.warp.sync``); stores of the same value by the same instruction (Triton's
   replicated stores) are not races. Accesses by different CTAs always conflict (no grid
   synchronisation is modelled). Atomics are not checked against each other.
-* ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached).
+* ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
+  mbarrier phase that never completes); the finding lists the blocked threads and the state.
 * ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
+* ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
+  are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
+  no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
+  cp.async-fed MMAs, which the verifier also keeps as a policy warning).
+
+Async proxy: the shared-memory operand reads of ``wgmma.mma_async`` and ``tcgen05.mma`` belong
+to the CTA's async unit (an extra vector-clock column); they are ordered for a thread only after
+the completion it observes: ``tcgen05.commit`` -> mbarrier phase -> ``try_wait``, or its
+warpgroup's ``wgmma.wait_group``. Reusing a pipeline stage (``cp.async`` into it) before that is
+HB1. TMEM accesses are not race-checked yet.
 
 Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mod:`emulator.ops`
 (integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
@@ -48,6 +59,7 @@ RULES = {
     "HB1": "data race: conflicting accesses not ordered by a modelled synchronisation",
     "HB2": "deadlock: every live thread is blocked (barrier count never reached)",
     "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
+    "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
 }
 
 

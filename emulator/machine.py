@@ -184,6 +184,7 @@ class Machine:
         self.tmem_next = np.zeros(ncta, dtype=np.int64)
         self.cp_entries: list[dict] = []
         self.async_clk = np.zeros(ncta, dtype=np.int32)
+        self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
@@ -503,9 +504,41 @@ class Machine:
         if not (self.ntr and lane < self.ntr):
             return
         c = int(self.cta_local[lane])
+        self._proxy_check(lane, flat_idx.reshape(-1), pc)
         self._hb_check(self.sshadow, "shared", np.array([lane]), flat_idx.reshape(1, -1), pc,
                        None, "plain", rec_lane=self.n_ctas * self.T + c + self.c0,
                        rec_clk=int(self.async_clk[c]) + 1)
+
+    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
+        """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
+        read by the async proxy while their writer has executed no ``fence.proxy.async`` since
+        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
+        sh = self.sshadow
+        wl = sh.w_lane[idx]
+        NT = self.n_ctas * self.T
+        real = (wl >= 0) & (wl < NT)
+        if not real.any():
+            return
+        loc = wl[real] - self.c0 * self.T  # batch-local lane of each writer
+        ok_local = (loc >= 0) & (loc < self.N)
+        stale = np.zeros(loc.shape, np.bool_)
+        stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
+        if not stale.any():
+            return
+        j = int(np.flatnonzero(stale)[0])
+        wpc = int(sh.w_pc[idx[real]][j])
+        key = ("HB4", wpc)
+        if key in self.findings:
+            return
+        i1, i2 = self.prog.insts[wpc], self.prog.insts[pc]
+        self.findings[key] = Finding(
+            rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
+            message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
+                     f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                     f"without a 'fence.proxy.async' after the write"),
+            notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
+                   Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
+                                "the writing threads after the write, before the hand-off")])
 
     def async_complete_epoch(self, c: int) -> int:
         """Close the CTA's current async epoch (a commit); returns it."""
@@ -538,6 +571,7 @@ class Machine:
         if kind == "async_complete":
             sh.w_clk[I] = my_clk
             sh.w_async[I] = False
+            sh.w_pf[I] = self.pfence[L]
             return
         # conflict with the last writer
         wl = sh.w_lane[I]
@@ -583,6 +617,7 @@ class Machine:
             sh.w_pc[I] = pc
             sh.w_val[I] = vals
             sh.w_async[I] = kind == "async_issue"
+            sh.w_pf[I] = self.pfence[L]
             sh.r_lane[I] = -1
         else:
             sh.r_lane[I] = G if rec_lane is None else rec_lane

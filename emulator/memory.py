@@ -114,6 +114,7 @@ class Shadow:
         self.w_pc = np.full(nbytes, -1, dtype=np.int32)
         self.w_val = np.zeros(nbytes, dtype=np.uint8)
         self.w_async = np.zeros(nbytes, dtype=np.bool_)
+        self.w_pf = np.zeros(nbytes, dtype=np.int32)  # writer's proxy-fence count at the write
         self.r_lane = np.full(nbytes, -1, dtype=np.int64)
         self.r_clk = np.zeros(nbytes, dtype=np.int32)
         self.r_pc = np.full(nbytes, -1, dtype=np.int32)

@@ -666,7 +666,7 @@ def _trap(m, ins, pc, exe, active):
         raise _Fault("fault", f"'trap' executed at {m.prog.where(pc)}")
 
 
-@handler("nanosleep", "prefetch", "prefetchu", "membar", "fence", "griddepcontrol",
+@handler("nanosleep", "prefetch", "prefetchu", "membar", "griddepcontrol",
          "setmaxnreg", "pmevent", "discard", "applypriority", "brkpt")
 def _nop(m, ins, pc, exe, active):
     return None
@@ -1258,6 +1258,8 @@ def _wgmma(m, ins, pc, exe, active):
 
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
+    if "proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:]):
+        m.pfence[exe] += 1
     return None
 
 

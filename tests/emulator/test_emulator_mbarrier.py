@@ -114,7 +114,8 @@ def test_tcgen05_sm_100a_matches_reference(name):
     path = FIX / f"{name}_sm_100a.ptx"
     res = run_kernel(path.read_text(), kernels.get(name), "sm_100a",
                      dims={"M": 130, "N": 48, "K": 80}, filename=path.name)
-    assert res.status == "ok" and res.findings == [], res.summary()
+    assert res.ok, res.summary()
+    assert {(f.rule, f.severity) for f in res.findings} <= {("HB4", "warning")}
     assert res.outputs["c_ptr"].ok
 
 
