@@ -271,6 +271,8 @@ def _arith(m, ins, pc, exe, active):
             f = (np.minimum if op == "min" else np.maximum) if nan else (
                 np.fmin if op == "min" else np.fmax)
             r = f(a, b)
+            for extra in ops[3:]:  # three-input min/max (PTX ISA 8.8+)
+                r = f(r, _ftz_in(_fin(m, extra, t, pc), t, mods))
             if "abs" in mods:
                 r = np.abs(r)
         else:
@@ -314,6 +316,13 @@ def _arith(m, ins, pc, exe, active):
         m.write(ops[0], r, exe, pc)
         return
     a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
+    if op in ("min", "max") and len(ops) > 3:  # three-input integer min/max
+        f = np.minimum if op == "min" else np.maximum
+        r = f(f(a, b), m.read(ops[3], t, pc))
+        if "relu" in mods:
+            r = np.maximum(r, 0)
+        m.write(ops[0], np.asarray(r).astype(NP[t]), exe, pc)
+        return
     if op in ("add", "sub") and "sat" in mods and t == "s32":
         r = np.clip(_binary_int(op, a.astype(np.int64), b.astype(np.int64), "s64"),
                     -2**31, 2**31 - 1).astype(np.int32)
@@ -1438,7 +1447,8 @@ def _tcgen05(m, ins, pc, exe, active):
 
 _TC_TYPES = {"kind::f16": {0: np.float16, 1: BF16},
              "kind::f8f6f4": {0: NP["e4m3"], 1: NP["e5m2"]},
-             "kind::tf32": {2: np.float32}}
+             "kind::tf32": {2: np.float32},
+             "kind::i8": {0: np.uint8, 1: np.int8}}
 
 
 def _tc_mma(m, ins, pc, exe, mods):
@@ -1464,9 +1474,12 @@ def _tc_mma(m, ins, pc, exe, mods):
         Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
         at, bt = (idesc >> 7) & 7, (idesc >> 10) & 7
         ta, tb = (idesc >> 15) & 1, (idesc >> 16) & 1
-        if (idesc >> 4) & 3 != 1 or Mv not in (64, 128):
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (need f32 "
-                                         f"accumulator, M=64 or 128)")
+        dcode = (idesc >> 4) & 3
+        want = 2 if kind == "kind::i8" else 1  # s32 / f32 accumulator
+        if dcode != want or Mv not in (64, 128):
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (need an "
+                                         f"f32/s32 accumulator, M=64 or 128)")
+        acc = np.int32 if want == 2 else np.float32
         types = _TC_TYPES[kind]
         if at not in types or bt not in types:
             raise m.prog.unsupported(pc, f"'{ins.opcode}' operand types {at}/{bt}")
@@ -1515,6 +1528,8 @@ def _tc_mma(m, ins, pc, exe, mods):
             raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
         cur = tm[c, rows, col0:col0 + Nv]
         if en is None or en[ln]:
-            D = D + cur.view(np.float32).astype(np.float64)
-        tm[c, rows, col0:col0 + Nv] = D.astype(np.float32).view(np.uint32)
+            D = D + cur.view(acc).astype(np.float64)
+        if acc == np.int32:
+            D = np.clip(D, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32)
+        tm[c, rows, col0:col0 + Nv] = np.ascontiguousarray(D.astype(acc)).view(np.uint32)
     return None

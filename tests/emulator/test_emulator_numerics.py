@@ -7,7 +7,7 @@ import numpy as np
 
 from emulator import GlobalMemory, Launch, run_launch
 
-K = 16  # results per thread
+K = 17  # results per thread
 
 HEAD = """.version 8.7
 .target sm_90a
@@ -22,7 +22,7 @@ HEAD = """.version 8.7
 .reg .b64 %rd<8>;
 ld.param.u64 %rd1, [out];
 mov.u32 %r1, %tid.x;
-mul.wide.u32 %rd2, %r1, 64;
+mul.wide.u32 %rd2, %r1, 68;
 add.s64 %rd3, %rd1, %rd2;
 sub.s32 %r2, %r1, 16;              // signed value -16..15
 cvt.rn.f32.s32 %f1, %r2;
@@ -62,6 +62,8 @@ BODY = [
     "rem.u32 %r11, %r1, 3; setp.eq.u32 %p1, %r11, 0; vote.sync.ballot.b32 %r10, %p1, -1;",
     # 15: fma.rn.f32 bits
     "fma.rn.f32 %f4, %f2, %f1, 0f3F800000; mov.b32 %r10, %f4;",
+    # 16: three-input max.f32 (PTX 8.8) with a -inf input
+    "max.f32 %f5, 0fFF800000, %f2, %f1; mov.b32 %r10, %f5;",
 ]
 
 
@@ -98,6 +100,7 @@ def _expected(t: int) -> list[int]:
     out.append(sum(1 << i for i in range(32) if i % 3 == 0))
     fma = np.float32(np.float64(f2) * np.float64(np.float32(x)) + 1.0)
     out.append(int(np.array(fma, np.float32).view(np.uint32)))
+    out.append(int(np.array(max(f2, np.float32(x)), np.float32).view(np.uint32)))
     return out
 
 
