@@ -36,10 +36,12 @@ Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mo
 (integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
 space, shuffles, votes, redux, elect, atomics, barriers, ``ldmatrix``/``stmatrix``, ``mma.sync``
 m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgmma.mma_async``
-with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A). Not yet
-modelled (reported as unsupported): mbarrier, bulk copies / TMA, ``tcgen05``, ``call``, an
-MN-major (transposed) smem A of wgmma. ``wgmma`` completes at issue and its shared-memory reads
-are not race-checked yet.
+with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A, mbarrier
+(init/arrive/expect_tx/complete_tx/try_wait.parity), ``tcgen05`` alloc/dealloc/ld/st
+(32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
+Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``shift``,
+``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
+tensor-core operations compute their results at issue.
 
 Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
 4 M clock entries (all of a small grid); per byte only the last writer and the last reader are
