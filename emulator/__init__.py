@@ -15,9 +15,12 @@ not list them; the verifier never imports the emulator):
 * ``HB1`` data race: two accesses to the same byte of shared or global memory, at least one a
   write, by different threads, not ordered by a synchronisation the emulator models (CTA
   barriers ``bar.sync``/``barrier.sync``/``bar.arrive`` with optional thread counts, named
-  barriers, ``bar.warp.sync``); stores of the same value by the same instruction (Triton's
-  replicated stores) are not races. Accesses by different CTAs always conflict (no grid
-  synchronisation is modelled). Atomics are not checked against each other.
+  barriers, ``bar.warp.sync``, mbarrier arrive (release) -> phase completion -> try_wait
+  (acquire), ``cp.async.wait_group``/``wait_all`` for the issuing thread's copies); stores of the
+  same value by the same instruction (Triton's replicated stores) are not races. Accesses by
+  different CTAs always conflict (no grid synchronisation is modelled). Atomics are not checked
+  against each other, and release/acquire flag protocols through memory (``st.release`` /
+  ``ld.acquire`` / fences) are not modelled yet: data they protect is reported as racy.
 * ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
   mbarrier phase that never completes); the finding lists the blocked threads and the state.
 * ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
