@@ -1030,8 +1030,8 @@ def _mma(m, ins, pc, exe, active):
         for i, kk in enumerate(b_map[:len(rb)]):
             lo, hi = halves(rb[i])
             B[:, kk, g], B[:, kk + 1, g] = lo, hi
-    elif at in ("s8", "u8") and K == 32:
-        el = np.int8 if at == "s8" else np.uint8
+    elif at in ("s8", "u8", "e4m3", "e5m2") and K == 32 and bt == at:
+        el = {"s8": np.int8, "u8": np.uint8, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"]}[at]
         def quads(r):
             q = np.ascontiguousarray(r.astype(np.uint32)).view(np.uint8).reshape(W, 32, 4)
             return q.view(el).astype(np.float64)
