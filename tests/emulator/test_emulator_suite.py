@@ -111,3 +111,17 @@ def test_proxy_fence_after_cp_async_wait_silences_hb4(arch):
     res = run_kernel(fixed, kernels.get("gemm.fp16"), arch, dims={"M": 130, "N": 48, "K": 80},
                      filename=path.name)
     assert res.ok and res.findings == [], res.summary()
+
+
+@pytest.mark.parametrize("name,arch", [("gemm.fp8", "sm_89"), ("softmax", "sm_89"),
+                                       ("flash_attention.causal", "sm_100a")])
+def test_installed_triton_ptx_matches_reference(name, arch, ref_cache):
+    # the newest Triton's PTX (sm_89 fp8 mma.sync e4m3; sm_100a three-input max.f32, TMEM P@V)
+    from harness import compile_reference
+
+    spec = kernels.get(name)
+    art = compile_reference(spec, arch, spec.configs()[0], cache_dir=ref_cache)
+    res = run_kernel(art.ptx, spec, arch, config=art.config, dynamic_smem=art.abi.dynamic_smem,
+                     global_scratch_size=art.abi.global_scratch_size, filename=f"{name}.ptx")
+    assert res.ok, res.summary()
+    assert all(c.ok for c in res.outputs.values())
