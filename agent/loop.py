@@ -278,7 +278,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             return rep.render("full") or "verifier: no findings"
         if name == "evaluate":
             if not gpu:
-                return "evaluate: no GPU on this host; " + _emulate(spec, arch, art, ptx, args).summary()
+                emu = _emulate(spec, arch, art, ptx, args)
+                return "evaluate: no GPU on this host; " + emu.summary()
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:
                 return a.summary(ptx)
@@ -341,7 +342,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             times["emulate"] = time.perf_counter() - t
             rec.emulation = emu.model_dump(mode="json")
             parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
-            if emu.status not in ("ok", "unsupported", "timeout") or not emu.ok and emu.status == "ok":
+            if emu.status not in ("ok", "unsupported", "timeout") or (
+                    emu.status == "ok" and not emu.ok):
                 rec.verdict = "rejected-evaluation"
         else:
             t = time.perf_counter()

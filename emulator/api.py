@@ -21,7 +21,7 @@ from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
 from harness.correctness import CompareResult, compare
 from harness.inputs import make_inputs, reference_outputs
-from kernels.spec import Config, KernelSpec
+from kernels.spec import Config, KernelSpec, SpecError
 from verifier.errors import PTXSyntaxError
 from verifier.findings import Finding
 from verifier.ptx.parser import parse_ptx
@@ -160,7 +160,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         unsupported instructions) are reported in it, never raised.
 
     Raises:
-        kernels.SpecError: ``size`` unknown or the spec cannot evaluate its grid.
+        kernels.SpecError: ``size`` is not a size of the spec (a grid the candidate's ``meta``
+            cannot evaluate is reported as status ``error``).
     """
     t_start = time.perf_counter()
     base: dict[str, Any] = {"kernel": spec.name, "arch": arch, "size": size if dims is None
@@ -185,7 +186,10 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     m = {**cfg.meta, **(meta or {})}
     cfg = Config(meta=m, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
                  num_ctas=cfg.num_ctas)
-    grid = spec.grid_dims(size, m)
+    try:
+        grid = spec.grid_dims(size, m)
+    except SpecError as exc:
+        return EmulationResult(**base, status="error", message=f"launch grid: {exc}")
     grid = (grid[0] * cfg.num_ctas, grid[1], grid[2])
     dims_now = spec.dims(size)
     base.update(dims=dims_now, grid=grid, threads=threads)

@@ -632,7 +632,8 @@ class Machine:
             return (f"the async proxy (tensor core) of CTA ({cta % gx},{(cta // gx) % gy},"
                     f"{cta // (gx * gy)})")
         cta, tid = divmod(glane, self.T)
-        return f"thread {tid} (warp {tid // 32}) of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
+        return (f"thread {tid} (warp {tid // 32}) of CTA "
+                f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})")
 
     def _race(self, space: str, pc1: int, lane1: int, k1: str, pc2: int, lane2: int, k2: str,
               count: int) -> None:

@@ -213,14 +213,16 @@ def test_softmax_reduction_barrier_removed_is_flagged_intact_is_not(arch):
     from emulator import run_kernel
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "verifier" / "fixtures" / "triton36" / f"softmax_{arch}.ptx"
+    fixtures = Path(__file__).parent.parent / "verifier" / "fixtures" / "triton36"
+    path = fixtures / f"softmax_{arch}.ptx"
     src = path.read_text().split("\n")
     spec = kernels.get("softmax")
     dims = {"M": 5, "N": 4000}
     ok = run_kernel("\n".join(src), spec, arch, dims=dims, filename=path.name)
     assert ok.status == "ok", ok.message
     assert ok.findings == []
-    first_bar = next(i for i, line in enumerate(src) if "bar.sync" in line or "barrier.sync" in line)
+    first_bar = next(i for i, line in enumerate(src)
+                     if "bar.sync" in line or "barrier.sync" in line)
     mut = src[:first_bar] + [""] + src[first_bar + 1:]
     bad = run_kernel("\n".join(mut), spec, arch, dims=dims, filename=path.name)
     races = [f for f in bad.findings if f.rule == "HB1"]

@@ -62,8 +62,8 @@ def _run(count=32, arrive=ARRIVE, wait=WAIT.format(parity=0)):
     gmem = GlobalMemory()
     out = gmem.add("out", np.zeros(32, np.uint32))
     ptx = PTX.format(count=count, arrive=arrive, wait=wait)
-    res = run_launch(ptx, Launch(grid=(1, 1, 1), threads=64,
-                                 params={"out": out.to_bytes(8, "little")}), gmem, filename="mb.ptx")
+    launch = Launch(grid=(1, 1, 1), threads=64, params={"out": out.to_bytes(8, "little")})
+    res = run_launch(ptx, launch, gmem, filename="mb.ptx")
     return res, gmem.buffer("out").view(np.uint32)
 
 
