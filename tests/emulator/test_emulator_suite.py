@@ -125,3 +125,10 @@ def test_installed_triton_ptx_matches_reference(name, arch, ref_cache):
                      global_scratch_size=art.abi.global_scratch_size, filename=f"{name}.ptx")
     assert res.ok, res.summary()
     assert all(c.ok for c in res.outputs.values())
+
+
+def test_grid_the_candidate_meta_cannot_evaluate_is_an_error_result():
+    path = FIX / "vector_add_sm_90a.ptx"
+    res = run_kernel(path.read_text(), kernels.get("vector_add"), "sm_90a", dims={"N": 5000},
+                     meta={"BLOCK_SIZE": 0}, filename=path.name)
+    assert res.status == "error" and "launch grid" in res.message and not res.ok
