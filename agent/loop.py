@@ -100,6 +100,7 @@ class IterationRecord(BaseModel):
     assembly: dict[str, Any] | None = None
     verifier: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
+    emulation: dict[str, Any] | None = None
     speedup: float | None = None
     feedback: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
@@ -190,6 +191,19 @@ def _eval_feedback(res: EvalResult) -> str:
     return "\n".join(lines)
 
 
+def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
+             launch: dict[str, Any]):
+    """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
+    the spec's ``verify`` size with the candidate's launch settings."""
+    from emulator import run_kernel
+
+    return run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
+                      threads=int(launch.get("threads") or art.abi.threads),
+                      dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
+                      global_scratch_size=art.abi.global_scratch_size, time_limit_s=60.0,
+                      filename="candidate.ptx")
+
+
 def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[ReferenceArtifacts],
              gpu: bool, max_tool_calls: int) -> ProposalContext:
     return ProposalContext(
@@ -271,7 +285,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             return rep.render("full") or "verifier: no findings"
         if name == "evaluate":
             if not gpu:
-                return "evaluate: no GPU on this host; GPU evaluation is skipped"
+                emu = _emulate(spec, arch, art, ptx, args)
+                return "evaluate: no GPU on this host; " + emu.summary()
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:
                 return a.summary(ptx)
@@ -331,7 +346,14 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             rec.verdict = "rejected-verifier"
         elif not gpu:
             rec.verdict = "static-only"
-            parts.append("GPU evaluation skipped: no GPU on this host")
+            t = time.perf_counter()
+            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump())
+            times["emulate"] = time.perf_counter() - t
+            rec.emulation = emu.model_dump(mode="json")
+            parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
+            if emu.status not in ("ok", "unsupported", "timeout") or (
+                    emu.status == "ok" and not emu.ok):
+                rec.verdict = "rejected-evaluation"
         else:
             t = time.perf_counter()
             res = evaluate_candidate(spec, art, cand, asm.cubin, evaluator,  # type: ignore[arg-type]

@@ -162,7 +162,8 @@ def lower(
     console.print(f"[bold]ailower lower[/] {escape(ks.name)} -> {target} with provider "
                   f"[cyan]{escape(prov_name)}[/] (up to {opts.iterations} iterations)")
     if gpu_note and evaluator is None:
-        console.print(f"[yellow]{escape(gpu_note)}[/]: static path only (compile, assemble, verify)")
+        console.print(f"[yellow]{escape(gpu_note)}[/]: static path (compile, assemble, verify) and "
+                      "emulated correctness on the CPU")
     elif gpu_note:
         console.print(escape(gpu_note))
     result, _report, _run_id, _folder = execute_run(
@@ -192,7 +193,8 @@ def _print_result(result: Any, console: Any = console) -> None:
             str(asm.get("registers") or "-"),
             "ok" if asm.get("ok") else ("-" if not asm else "FAIL"),
             "-" if not ver else ("ok" if n_err == 0 else f"{n_err} error(s)"),
-            "-" if cand is None else ("yes" if cand.get("status") == "ok" else cand.get("status")),
+            ("-" if not r.emulation else f"emulated: {r.emulation.get('status')}") if cand is None
+            else ("yes" if cand.get("status") == "ok" else cand.get("status")),
             f"{r.speedup:.3f}x" if r.speedup else "-")
     console.print(t)
     best = result.best

@@ -1,0 +1,93 @@
+"""Emulator coverage and speed: every checked-in Triton 3.6 suite PTX (sm_80, sm_90a, sm_100a).
+
+For each fixture ``tests/verifier/fixtures/triton36/<kernel>_<arch>.ptx`` it runs
+:func:`emulator.run_kernel` at the spec's ``verify`` size (or ``--dims`` scaled sizes) with race
+analysis on, and prints one row: status, seconds, instructions x threads executed, HB findings,
+and for unsupported entries the first instruction the emulator lacks (file:line:col).
+
+Usage::
+
+    python3 bench/emulate_speed.py [--arch sm_80 --arch sm_90a] [--kernel softmax] \\
+        [--time-limit 60] [--json out.json]
+
+Runs one entry at a time in this process (2-core machines: do not parallelise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIXTURES = ROOT / "tests" / "verifier" / "fixtures" / "triton36"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", action="append", default=None)
+    ap.add_argument("--kernel", action="append", default=None)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--no-race", action="store_true")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--local-triton", action="store_true",
+                    help="compile each entry with the installed Triton (first config) instead of "
+                         "reading the Triton 3.6 fixtures")
+    ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/ailower-emu-cache"))
+    args = ap.parse_args()
+
+    import kernels
+    from emulator import run_kernel
+
+    archs = args.arch or ["sm_80", "sm_90a", "sm_100a"]
+    names = args.kernel or kernels.names()
+    rows = []
+    for name in names:
+        spec = kernels.get(name)
+        for arch in archs:
+            extra: dict = {}
+            if args.local_triton:
+                from harness import ReferenceCompileError, compile_reference
+                try:
+                    art = compile_reference(spec, arch, spec.configs()[0],
+                                            cache_dir=args.cache_dir)
+                except ReferenceCompileError as exc:
+                    print(f"{name:28s} {arch:8s} no-reference {str(exc)[:100]}", flush=True)
+                    continue
+                text, fname = art.ptx, f"{name}_{arch}_triton{art.triton_version}.ptx"
+                extra = dict(config=art.config, dynamic_smem=art.abi.dynamic_smem,
+                             global_scratch_size=art.abi.global_scratch_size)
+            else:
+                path = FIXTURES / f"{name}_{arch}.ptx"
+                if not path.exists():
+                    continue
+                text, fname = path.read_text(), path.name
+            t0 = time.perf_counter()
+            res = run_kernel(text, spec, arch, filename=fname, race=not args.no_race,
+                             time_limit_s=args.time_limit, **extra)
+            wall = time.perf_counter() - t0
+            row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),
+                   "lane_insts": res.lane_insts, "findings": [f"{f.rule}@{f.line}" for f in
+                                                              res.findings],
+                   "errors": [f"{f.rule}@{f.line}" for f in res.findings
+                              if f.severity == "error"],
+                   "message": res.message if res.status != "ok" else "",
+                   "max_err": {k: c.max_abs_err for k, c in res.outputs.items()}}
+            rows.append(row)
+            print(f"{name:28s} {arch:8s} {res.status:12s} {wall:7.2f} s  "
+                  f"{res.lane_insts / 1e6:8.2f} M  {' '.join(row['findings']) or '-':10s} "
+                  f"{row['message'][:110]}", flush=True)
+    ok = sum(r["status"] == "ok" and not r["errors"] for r in rows)
+    warn = sum(r["status"] == "ok" and not r["errors"] and bool(r["findings"]) for r in rows)
+    print(f"\n{ok} of {len(rows)} entries match the float64 reference with no HB error "
+          f"({warn} of them with HB warnings)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

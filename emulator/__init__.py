@@ -1,0 +1,86 @@
+"""ailower's PTX emulator: functional CPU execution of a candidate plus happens-before analysis.
+
+Public API::
+
+    run_kernel(ptx, spec, arch, *, size="verify", dims=None, config=None, meta=None, ...)
+        -> EmulationResult        # outputs compared with the float64 reference by harness.compare
+    check_races(ptx, spec, arch, **kw) -> list[Finding]
+    run_launch(ptx, launch, gmem, ...) -> RunOutcome   # raw launch over your own buffers
+    EmulationUnsupported                               # "emulation unsupported: X at file:line:col"
+
+The PTX front end is the verifier's (:func:`verifier.parse_ptx`); findings use the verifier's
+:class:`verifier.Finding` format with the emulator's own rule ids (the verifier's registry does
+not list them; the verifier never imports the emulator):
+
+* ``HB1`` data race: two accesses to the same byte of shared or global memory, at least one a
+  write, by different threads, not ordered by a synchronisation the emulator models (CTA
+  barriers ``bar.sync``/``barrier.sync``/``bar.arrive`` with optional thread counts, named
+  barriers, ``bar.warp.sync``, mbarrier arrive (release) -> phase completion -> try_wait
+  (acquire), ``cp.async.wait_group``/``wait_all`` for the issuing thread's copies); stores of the
+  same value by the same instruction (Triton's replicated stores) are not races. Accesses by
+  different CTAs always conflict (no grid synchronisation is modelled). Atomics are not checked
+  against each other, and release/acquire flag protocols through memory (``st.release`` /
+  ``ld.acquire`` / fences) are not modelled yet: data they protect is reported as racy.
+* ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
+  mbarrier phase that never completes); the finding lists the blocked threads and the state.
+* ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
+* ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
+  are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
+  no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
+  cp.async-fed MMAs, which the verifier also keeps as a policy warning).
+
+Async proxy: the shared-memory operand reads of ``wgmma.mma_async`` and ``tcgen05.mma`` belong
+to the CTA's async unit (an extra vector-clock column); they are ordered for a thread only after
+the completion it observes: ``tcgen05.commit`` -> mbarrier phase -> ``try_wait``, or its
+warpgroup's ``wgmma.wait_group``. Reusing a pipeline stage (``cp.async`` into it) before that is
+HB1. TMEM accesses are not race-checked yet.
+
+Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mod:`emulator.ops`
+(integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
+space, shuffles, votes, redux, elect, atomics, barriers, ``ldmatrix``/``stmatrix``, ``mma.sync``
+m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgmma.mma_async``
+with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A, mbarrier
+(init/arrive/expect_tx/complete_tx/try_wait.parity), ``tcgen05`` alloc/dealloc/ld/st
+(32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
+Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``shift``,
+``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
+tensor-core operations compute their results at issue.
+
+Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
+4 M clock entries (all of a small grid); per byte only the last writer and the last reader are
+kept, so a write is checked against the most recent read only.
+
+Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-before), §9.7.13.1
+(bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).
+"""
+
+from emulator.api import MAX_DYNAMIC_SMEM, EmulationResult, check_races, run_kernel
+from emulator.machine import Launch, Machine, RunOutcome
+from emulator.memory import GlobalMemory
+from emulator.program import EmulationUnsupported, build_program
+
+#: the emulator's rule ids and one-line descriptions (same role as verifier.RULES)
+RULES = {
+    "HB1": "data race: conflicting accesses not ordered by a modelled synchronisation",
+    "HB2": "deadlock: every live thread is blocked (barrier count never reached)",
+    "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
+    "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
+}
+
+
+def run_launch(ptx: str, launch: Launch, gmem: GlobalMemory, *, filename: str = "<ptx>",
+               race: bool = True, time_limit_s: float = 60.0) -> RunOutcome:
+    """Emulate one launch of ``ptx`` over caller-provided global memory (no spec needed).
+
+    Raises:
+        verifier.PTXSyntaxError: the PTX does not parse.
+        EmulationUnsupported: an instruction the emulator does not model.
+    """
+    from verifier.ptx.parser import parse_ptx
+
+    prog = build_program(parse_ptx(ptx, filename))
+    return Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s).run()
+
+
+__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "Launch", "MAX_DYNAMIC_SMEM",
+           "RULES", "RunOutcome", "check_races", "run_kernel", "run_launch"]

@@ -1,0 +1,289 @@
+"""Running a candidate's PTX against a KernelSpec on the CPU emulator.
+
+Inputs are drawn exactly as the GPU harness draws them (:func:`harness.make_inputs`), outputs are
+pre-filled with the harness's even-seed sentinel byte (0xFF), the grid comes from the spec
+(:meth:`kernels.KernelSpec.grid_dims`), parameters are packed in the entry's order (spec pointers
+and scalars, then Triton's two scratch pointers), and every output is compared with the float64
+reference by the harness's own :func:`harness.compare` under the spec's tolerance.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from emulator.machine import Launch, Machine
+from emulator.memory import GlobalMemory
+from emulator.program import EmulationUnsupported, build_program
+from harness.correctness import CompareResult, compare
+from harness.inputs import make_inputs, reference_outputs
+from kernels.spec import Config, KernelSpec, SpecError
+from verifier.errors import PTXSyntaxError
+from verifier.findings import Finding
+from verifier.ptx.parser import parse_ptx
+
+__all__ = ["EmulationResult", "run_kernel", "check_races", "MAX_DYNAMIC_SMEM"]
+
+Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "unsupported", "error"]
+
+#: largest dynamic shared memory a CTA may opt in to, bytes (CUDA C Programming Guide, Table
+#: "Technical Specifications per Compute Capability": 8.0 -> 163 KB, 8.9 -> 99 KB, 9.0/10.0 ->
+#: 227 KB). Used when the launch's shared size is not known.
+MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
+                    "sm_90a": 232448, "sm_100": 232448, "sm_100a": 232448}
+
+
+class EmulationResult(BaseModel):
+    """The outcome of one emulated launch.
+
+    Attributes:
+        kernel, arch, size: what ran; ``dims`` the problem size, ``grid`` programs per axis,
+            ``threads`` per CTA.
+        status: ``ok`` (ran, outputs match), ``mismatch`` (ran, an output is wrong), ``fault``
+            (illegal or misaligned address, ``trap``), ``deadlock`` (HB2), ``timeout``,
+            ``unsupported`` (an instruction the emulator does not model; ``message`` names it
+            with file:line:col), ``error`` (the PTX does not parse or does not fit the spec).
+        message: one line for humans.
+        outputs: per output parameter, the harness comparison.
+        inputs_unchanged: per ``in`` parameter, whether the kernel left it intact.
+        findings: HB1 races, HB2 deadlocks, HB3 warp-collective divergence (verifier format).
+        seconds: wall time of the emulation (excluding the reference), s.
+        steps: instruction groups executed; lane_insts: instructions x threads.
+        race_checked_ctas: CTAs whose accesses went through the happens-before analysis.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kernel: str
+    arch: str
+    size: str
+    dims: dict[str, int] = Field(default_factory=dict)
+    grid: tuple[int, int, int] = (1, 1, 1)
+    threads: int = 0
+    status: Status
+    message: str = ""
+    outputs: dict[str, CompareResult] = Field(default_factory=dict)
+    inputs_unchanged: dict[str, bool] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list)
+    seconds: float = 0.0
+    steps: int = 0
+    lane_insts: int = 0
+    race_checked_ctas: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Ran to completion, every output matches, no HB error."""
+        return self.status == "ok" and not any(f.severity == "error" for f in self.findings)
+
+    def summary(self) -> str:
+        """One paragraph for the agent's feedback."""
+        head = f"emulated correctness ({self.arch}, size {self.size}): "
+        if self.status == "ok":
+            head += "PASS"
+        elif self.status == "unsupported":
+            return self.message
+        else:
+            head += f"FAIL ({self.status}: {self.message})"
+        lines = [head + f" [{self.seconds:.1f} s]"]
+        for name, c in self.outputs.items():
+            lines.append(f"  {name}: {'ok' if c.ok else c.reason} (max |err| {c.max_abs_err:.3g})")
+        for f in self.findings:
+            lines.append(f"  {f.file}:{f.line}:{f.col}: {f.severity}: [{f.rule}] {f.message}")
+        return "\n".join(lines)
+
+
+def _pack(ptx_type: str, value: float | int, dtype_name: str | None) -> bytes:
+    t = ptx_type
+    if t == "f32":
+        return struct.pack("<f", float(value))
+    if t == "f64":
+        return struct.pack("<d", float(value))
+    if t in ("b16", "u16", "s16", "f16", "bf16"):
+        if dtype_name in ("fp16", "bf16"):
+            import ml_dtypes
+            dt = np.float16 if dtype_name == "fp16" else ml_dtypes.bfloat16
+            return np.array(value, dtype=dt).view(np.uint16).tobytes()
+        return struct.pack("<H", int(value) & 0xFFFF)
+    width = {"b8": 1, "u8": 1, "s8": 1, "b32": 4, "u32": 4, "s32": 4, "b64": 8, "u64": 8,
+             "s64": 8, "pred": 4}.get(t)
+    if width is None:
+        raise ValueError(f"cannot pack a scalar into .{t}")
+    if dtype_name == "fp32" and width == 4:
+        return struct.pack("<f", float(value))
+    return (int(value) & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+
+
+def _pick_config(spec: KernelSpec, threads: int | None, config: Config | None) -> Config:
+    if config is not None:
+        return config
+    cfgs = spec.configs()
+    if threads is not None:
+        for c in cfgs:
+            if 32 * c.num_warps == threads:
+                return c
+    return cfgs[0]
+
+
+def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
+               dims: dict[str, int] | None = None, config: Config | None = None,
+               meta: dict[str, int] | None = None, threads: int | None = None,
+               dynamic_smem: int | None = None, global_scratch_size: int = 0, seed: int = 0,
+               race: bool = True, time_limit_s: float = 120.0, filename: str = "candidate.ptx",
+               entry: str | None = None) -> EmulationResult:
+    """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
+
+    Args:
+        ptx: the PTX module text (one ``.entry``, or name it with ``entry``).
+        spec: the kernel spec: parameters, sizes, grid, reference, tolerances.
+        arch: ``sm_80`` | ``sm_89`` | ``sm_90a`` | ``sm_100a`` (recorded; instructions the arch
+            lacks are the verifier's business).
+        size: a named size of the spec (``verify`` by default); ignored when ``dims`` is given.
+        dims: an explicit problem size (dim name -> int); scalars and the grid follow it.
+        config: the autotune config whose constexprs the PTX was compiled with (default: the
+            first config of the spec with ``threads`` threads); ``meta`` overrides its
+            meta-parameters in the grid expression.
+        threads: threads per CTA (default: the entry's ``.reqntid``, else 32 x num_warps).
+        dynamic_smem: bytes of dynamic shared memory (Triton's ``metadata.shared``); default the
+            arch's opt-in maximum (:data:`MAX_DYNAMIC_SMEM`).
+        global_scratch_size: bytes of Triton global scratch per CTA (0: NULL pointer).
+        seed: input seed (the harness's correctness seeds are 0, 1, 2).
+        race: run the happens-before analysis (HB1/HB2/HB3 findings).
+        time_limit_s: wall-clock limit of the emulation, s.
+        filename: the name used in findings.
+
+    Returns:
+        An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
+        unsupported instructions) are reported in it, never raised.
+
+    Raises:
+        kernels.SpecError: ``size`` is not a size of the spec (a grid the candidate's ``meta``
+            cannot evaluate is reported as status ``error``).
+    """
+    t_start = time.perf_counter()
+    base: dict[str, Any] = {"kernel": spec.name, "arch": arch, "size": size if dims is None
+                            else "custom"}
+    try:
+        module = parse_ptx(ptx, filename)
+        prog = build_program(module, entry)
+    except PTXSyntaxError as exc:
+        return EmulationResult(**base, status="error", message=str(exc))
+    except EmulationUnsupported as exc:
+        return EmulationResult(**base, status="unsupported", message=str(exc))
+    if dims is not None:
+        spec = spec.model_copy(update={"sizes": {**spec.sizes, "custom": dict(dims)}})
+        size = "custom"
+    fn = prog.entry
+    rq = fn.directive("reqntid")
+    if threads is None:
+        threads = int(rq.args[0]) if rq is not None and rq.args else None
+    cfg = _pick_config(spec, threads, config)
+    if threads is None:
+        threads = 32 * cfg.num_warps
+    m = {**cfg.meta, **(meta or {})}
+    cfg = Config(meta=m, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                 num_ctas=cfg.num_ctas)
+    try:
+        grid = spec.grid_dims(size, m)
+    except SpecError as exc:
+        return EmulationResult(**base, status="error", message=f"launch grid: {exc}")
+    grid = (grid[0] * cfg.num_ctas, grid[1], grid[2])
+    dims_now = spec.dims(size)
+    base.update(dims=dims_now, grid=grid, threads=threads)
+
+    inputs = make_inputs(spec, size, seed)
+    gmem = GlobalMemory()
+    addrs: dict[str, int] = {}
+    for p in spec.params:
+        if p.kind == "pointer":
+            if p.role in ("in", "inout"):
+                addrs[p.name] = gmem.add(p.name, inputs[p.name])
+            else:
+                from kernels.dtypes import dtype as kdtype
+                shape = spec.shape(p, size)
+                arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize, 0xFF, np.uint8)
+                addrs[p.name] = gmem.add(p.name, arr)
+        elif p.kind == "tensordesc":
+            return EmulationResult(**base, status="unsupported",
+                                   message=f"emulation unsupported: tensor-descriptor parameter "
+                                           f"'{p.name}' at {filename}:{fn.line}:{fn.col}")
+    n_ctas = grid[0] * grid[1] * grid[2]
+    scratch_addr = 0
+    if global_scratch_size:
+        scratch_addr = gmem.add("__global_scratch",
+                                np.zeros(n_ctas * global_scratch_size, np.uint8))
+    sources: list[tuple[str, Any]] = []
+    for p in spec.params:
+        if p.kind == "pointer":
+            sources.append(("pointer", p))
+        elif p.kind == "scalar":
+            sources.append(("scalar", p))
+    sources += [("global_scratch", None), ("profile_scratch", None)]
+    if len(sources) != len(fn.params):
+        return EmulationResult(
+            **base, status="error",
+            message=(f"{filename}:{fn.line}:{fn.col}: entry '{fn.name}' has {len(fn.params)} "
+                     f"parameters, the spec implies {len(sources)} (pointers and scalars in "
+                     f"order, then Triton's two scratch pointers)"))
+    params: dict[str, bytes] = {}
+    for pp, (kind, sp) in zip(fn.params, sources):
+        t = pp.type or "b64"
+        if kind == "pointer":
+            params[pp.name] = _pack("u64", addrs[sp.name], None)
+        elif kind == "scalar":
+            params[pp.name] = _pack(t, spec.scalar_value(sp, cfg, size), sp.dtype)
+        elif kind == "global_scratch":
+            params[pp.name] = _pack("u64", scratch_addr, None)
+        else:
+            params[pp.name] = _pack("u64", 0, None)
+    if dynamic_smem is None:
+        dynamic_smem = MAX_DYNAMIC_SMEM.get(arch, 232448)
+    launch = Launch(grid=grid, threads=threads, params=params, dynamic_smem=dynamic_smem,
+                    arch=arch)
+    lanes_budget = max(threads, min(1 << 16, (256 << 20) // max(1, dynamic_smem) * threads))
+    t0 = time.perf_counter()
+    try:
+        mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
+                       batch_lanes=lanes_budget)
+        out = mach.run()
+    except EmulationUnsupported as exc:
+        return EmulationResult(**base, status="unsupported", message=str(exc),
+                               seconds=time.perf_counter() - t0)
+    secs = time.perf_counter() - t0
+    common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
+                  lane_insts=out.lane_insts, race_checked_ctas=out.race_ctas)
+    if out.status != "ok":
+        return EmulationResult(**common, status=out.status, message=out.message)
+    from kernels.dtypes import dtype as kdtype
+    refs = reference_outputs(spec, size, inputs)
+    results: dict[str, CompareResult] = {}
+    unchanged: dict[str, bool] = {}
+    for p in spec.params:
+        if p.kind != "pointer":
+            continue
+        buf = gmem.buffer(p.name)
+        arr = buf.view(kdtype(p.dtype).np).reshape(spec.shape(p, size))
+        if p.role == "in":
+            unchanged[p.name] = bool(np.array_equal(buf, inputs[p.name].view(np.uint8).reshape(-1)))
+        elif refs is not None:
+            results[p.name] = compare(arr, refs[p.name], spec.tolerance(p.dtype))
+    bad = [n for n, c in results.items() if not c.ok] + [
+        f"input {n} modified" for n, ok in unchanged.items() if not ok]
+    status: Status = "mismatch" if bad else "ok"
+    msg = ("outputs match the float64 reference" if not bad else
+           "; ".join(f"{n}: {results[n].reason}" if n in results else n for n in bad))
+    if refs is None:
+        msg = "ran to completion (the spec has no reference)"
+    del t_start
+    return EmulationResult(**common, status=status, message=msg, outputs=results,
+                           inputs_unchanged=unchanged)
+
+
+def check_races(ptx: str, spec: KernelSpec, arch: str, **kwargs: Any) -> list[Finding]:
+    """Only the happens-before findings (HB1 races, HB2 deadlocks, HB3 divergent collectives)
+    of :func:`run_kernel` with the same arguments (``race`` is forced on)."""
+    kwargs["race"] = True
+    return run_kernel(ptx, spec, arch, **kwargs).findings

@@ -1,0 +1,917 @@
+"""The SIMT engine: every thread of a batch of CTAs is one lane of numpy arrays.
+
+Execution model (PTX ISA 9.1 §3, §9.7.13):
+
+* Each lane has its own program counter. At every step the scheduler picks the lowest program
+  counter among runnable lanes (min-PC scheduling) and executes that instruction for every lane
+  standing there; divergent paths therefore run one after the other and reconverge where their
+  program counters meet. Guard predicates (``@%p``) mask lanes inside one step.
+* Registers are stored as raw bits (unsigned integers of the declared width, ``bool`` for
+  predicates); an instruction reinterprets them through its type (``add.f32`` views ``uint32`` as
+  ``float32``), which is how PTX untyped ``.b32`` registers behave.
+* ``bar.sync``/``barrier.sync``/``bar.arrive`` (ids 0-15, optional thread count) block lanes until
+  the CTA's arrival count is reached; exited threads no longer count toward a barrier without a
+  thread count. When no lane is runnable but some are blocked the launch is deadlocked (HB2).
+* Warp collectives (``shfl.sync``, ``vote.sync``, ``redux.sync``, ``elect.sync``,
+  ``bar.warp.sync``) read the values of the lanes executing them in the same step; a member lane
+  of ``membermask`` that is not there is reported (HB3).
+* Happens-before: each tracked lane has a vector clock over the threads of its CTA; barrier
+  completion joins the clocks of all participants; memory accesses are checked against the
+  per-byte shadow (:mod:`emulator.memory`) and unordered conflicting pairs are HB1 findings.
+
+Numerics: integer ops wrap modulo 2**width; ``.f32`` arithmetic with ``.rn`` is numpy IEEE
+float32; directed rounding and ``fma`` go through float64 and :func:`round_f64_to`; ``.approx``
+transcendental functions are computed in float64 and rounded (the GPU's are within 2 ulp).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from emulator.memory import SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow
+from emulator.numerics import NP, UINT, imm_bits
+from emulator.program import Program
+from verifier.findings import Finding, Note
+from verifier.ptx import Instruction, Operand
+
+__all__ = ["Launch", "Machine", "RunOutcome"]
+
+_TYPES = set(NP)
+_ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
+_SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
+
+
+@dataclass
+class Launch:
+    """One launch: grid (programs per axis), threads per CTA, parameter bytes, shared memory.
+
+    ``params`` maps each ``.param`` name to its little-endian bytes. ``dynamic_smem`` is Triton's
+    ``metadata.shared`` (bytes of the extern ``global_smem`` window).
+    """
+
+    grid: tuple[int, int, int]
+    threads: int
+    params: dict[str, bytes]
+    dynamic_smem: int = 0
+    arch: str = "sm_90a"
+
+
+@dataclass
+class RunOutcome:
+    """What one emulated launch did: ``status`` ok | fault | deadlock | timeout, a message, the
+    HB findings, executed steps (instruction groups) and instructions x lanes."""
+
+    status: str = "ok"
+    message: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    steps: int = 0
+    lane_insts: int = 0
+    race_ctas: int = 0
+
+
+class _Fault(Exception):
+    def __init__(self, kind: str, message: str):
+        self.kind, self.message = kind, message
+        super().__init__(message)
+
+
+def _parts(ins: Instruction) -> tuple[list[str], list[str]]:
+    """(modifiers, types) of an opcode after the mnemonic."""
+    mods, types = [], []
+    for p in ins.parts[1:]:
+        (types if p in _TYPES else mods).append(p)
+    return mods, types
+
+
+class Machine:
+    """Runs one :class:`Program` for one :class:`Launch` over :class:`GlobalMemory`.
+
+    Args:
+        prog: the flattened entry.
+        launch: grid, block and parameters.
+        gmem: global memory holding every buffer (modified in place).
+        race: run the happens-before race and deadlock analysis.
+        race_budget: vector-clock entries allowed (CTAs x threads x threads); CTAs beyond it are
+            executed but not race-checked.
+        time_limit_s: wall-clock limit; the outcome is ``timeout`` when exceeded.
+        batch_lanes: lanes executed together (CTAs are batched up to this many threads).
+    """
+
+    def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
+                 race_budget: int = 1 << 22, time_limit_s: float = 120.0,
+                 batch_lanes: int = 1 << 16):
+        self.prog, self.launch, self.gmem = prog, launch, gmem
+        self.race = race
+        self.T = launch.threads
+        self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        self.race_ctas = 0
+        if race:
+            self.race_ctas = max(1, min(self.n_ctas, race_budget // max(1, self.T * self.T)))
+        self.time_limit = time_limit_s
+        self.batch_ctas = max(1, batch_lanes // self.T)
+        if race:
+            self.batch_ctas = max(self.batch_ctas, min(self.race_ctas, 1 << 20))
+        self.smem_bytes = max(prog.static_shared, 0)
+        ext = [o for o, s in prog.shared_vars.values() if s is None]
+        if ext:
+            self.smem_bytes = max(self.smem_bytes, ext[0] + launch.dynamic_smem)
+        self.findings: dict[tuple, Finding] = {}
+        self.outcome = RunOutcome(race_ctas=self.race_ctas)
+        self._gshadow = Shadow(gmem.total) if race else None
+        self._gstarts = np.cumsum([0] + [d.size for d in gmem.data[:-1]]).astype(np.int64)
+        self._handlers: dict[str, Callable] = {}
+        self._compiled: list[Callable | None] = [None] * len(prog.insts)
+        self._types: list[tuple[list[str], list[str]]] = [_parts(i) for i in prog.insts]
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> RunOutcome:
+        """Execute every CTA (in batches) and return the outcome (never raises for a candidate
+        bug: faults, deadlocks and the time limit become the status)."""
+        t0 = time.perf_counter()
+        self._deadline = t0 + self.time_limit
+        with np.errstate(all="ignore"):
+            try:
+                for first in range(0, self.n_ctas, self.batch_ctas):
+                    self._run_batch(first, min(self.n_ctas, first + self.batch_ctas))
+                    if self.outcome.status != "ok":
+                        break
+            except _Fault as f:
+                self.outcome.status, self.outcome.message = f.kind, f.message
+        self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
+        return self.outcome
+
+    def _run_batch(self, c0: int, c1: int) -> None:
+        T = self.T
+        n = (c1 - c0) * T
+        self.N = n
+        self.c0 = c0
+        lane = np.arange(n, dtype=np.int64)
+        self.cta_local = lane // T
+        cta = self.cta_local + c0
+        gx, gy, _ = self.launch.grid
+        self.ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
+        self.tid = lane % T
+        self.laneid = self.tid % 32
+        self.glane = cta * T + self.tid  # global lane id (for findings and the global shadow)
+        self.regs: dict[str, np.ndarray] = {}
+        self.pc = np.zeros(n, dtype=np.int64)
+        self.done = np.zeros(n, dtype=np.bool_)
+        self.blocked = np.zeros(n, dtype=np.bool_)
+        self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
+        self.block_id = np.zeros(n, dtype=np.int64)
+        ncta = c1 - c0
+        self.shared = np.zeros((ncta, max(self.smem_bytes, 1)), dtype=np.uint8)
+        self.local = (np.zeros((n, self.prog.local_bytes), dtype=np.uint8)
+                      if self.prog.local_bytes else None)
+        self.bar_count = np.zeros((ncta, 16), dtype=np.int64)
+        self.bar_expect = np.zeros((ncta, 16), dtype=np.int64)
+        # race tracking: lanes of the first race_ctas CTAs of the launch
+        tr_ctas = max(0, min(ncta, self.race_ctas - c0))
+        self.ntr = tr_ctas * T
+        if self.ntr:
+            # column T of a CTA's clocks is its async unit (tensor core / async proxy)
+            self.vc = np.zeros((self.ntr, T + 1), dtype=np.int32)
+            self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
+            self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
+            self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
+        self.mbar: dict[tuple[int, int], dict] = {}
+        self.mbar_ids: dict[tuple[int, int], int] = {}
+        self.tmem: np.ndarray | None = None
+        self.tmem_next = np.zeros(ncta, dtype=np.int64)
+        self.cp_entries: list[dict] = []
+        self.async_clk = np.zeros(ncta, dtype=np.int32)
+        self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
+        self.wg_groups: dict[tuple[int, int], list[int]] = {}
+        self.cp_committed = np.zeros(n, dtype=np.int64)
+        insts = self.prog.insts
+        steps = 0
+        while True:
+            live = ~self.done & ~self.blocked
+            if not live.any():
+                if self.blocked.any():
+                    self._deadlock()
+                return
+            p = int(self.pc[live].min())
+            active = live & (self.pc == p)
+            if p >= len(insts):
+                self.done |= active  # fell off the end: like ret
+                continue
+            steps += 1
+            if steps & 1023 == 0 and time.perf_counter() > self._deadline:
+                raise _Fault("timeout", f"emulation exceeded {self.time_limit:.0f} s "
+                                        f"(at {self.prog.where(p)})")
+            self.outcome.steps += 1
+            self.outcome.lane_insts += int(active.sum())
+            fn = self._compiled[p]
+            if fn is None:
+                fn = self._compile(p)
+            try:
+                fn(p, active)
+            except MemoryFault as e:
+                raise _Fault("fault", f"{e} at {self.prog.where(p)}") from None
+
+    # ------------------------------------------------------------------ compile
+    def _compile(self, p: int) -> Callable:
+        ins = self.prog.insts[p]
+        base = ins.base
+        h = _HANDLERS.get(base)
+        if h is None:
+            raise self.prog.unsupported(p)
+        guard = ins.predicate
+        neg = ins.negated
+
+        def run(pc: int, active: np.ndarray, h=h, ins=ins) -> None:
+            if guard is not None:
+                g = self.reg_bits(guard, pc)
+                exe = active & (~g if neg else g)
+            else:
+                exe = active
+            if h(self, ins, pc, exe, active) is not True:
+                self.pc[active] = pc + 1
+
+        self._compiled[p] = run
+        return run
+
+    # ------------------------------------------------------------------ registers
+    def _info(self, name: str, pc: int):
+        info = self.prog.envs[pc].lookup(name)
+        if info is None:
+            raise self.prog.unsupported(pc, f"undeclared register '{name}'")
+        return info
+
+    def reg_bits(self, name: str, pc: int) -> np.ndarray:
+        """Raw storage of register ``name`` (all lanes)."""
+        info = self._info(name, pc)
+        arr = self.regs.get(info.key)
+        if arr is None:
+            arr = np.zeros(self.N, dtype=info.storage)
+            self.regs[info.key] = arr
+        return arr
+
+    def _special(self, name: str, pc: int) -> np.ndarray | None:
+        n = name[1:]
+        T = self.T
+        g = self.launch.grid
+        axis = {"x": 0, "y": 1, "z": 2}
+        if "." in n:
+            head, ax = n.split(".", 1)
+            if ax in axis:
+                a = axis[ax]
+                if head == "tid":
+                    return (self.tid if a == 0 else np.zeros(self.N, np.int64)).astype(np.uint32)
+                if head == "ntid":
+                    return np.full(self.N, T if a == 0 else 1, dtype=np.uint32)
+                if head == "ctaid":
+                    return self.ctaid[a].astype(np.uint32)
+                if head == "nctaid":
+                    return np.full(self.N, g[a], dtype=np.uint32)
+                if head in ("clusterid", "cluster_ctaid"):
+                    return (self.ctaid[a] if head == "clusterid" else
+                            np.zeros(self.N, np.int64)).astype(np.uint32)
+                if head in ("nclusterid", "cluster_nctaid"):
+                    return np.full(self.N, g[a] if head == "nclusterid" else 1, dtype=np.uint32)
+        table = {
+            "laneid": lambda: self.laneid.astype(np.uint32),
+            "warpid": lambda: (self.tid // 32).astype(np.uint32),
+            "nwarpid": lambda: np.full(self.N, (T + 31) // 32, np.uint32),
+            "smid": lambda: np.zeros(self.N, np.uint32),
+            "nsmid": lambda: np.full(self.N, 132, np.uint32),
+            "gridid": lambda: np.zeros(self.N, np.uint64),
+            "clock": lambda: np.full(self.N, self.outcome.steps, np.uint32),
+            "clock64": lambda: np.full(self.N, self.outcome.steps, np.uint64),
+            "globaltimer": lambda: np.full(self.N, self.outcome.steps * 1000, np.uint64),
+            "cluster_ctarank": lambda: np.zeros(self.N, np.uint32),
+            "cluster_nctarank": lambda: np.ones(self.N, np.uint32),
+            "is_explicit_cluster": lambda: np.zeros(self.N, np.bool_),
+            "dynamic_smem_size": lambda: np.full(self.N, self.launch.dynamic_smem, np.uint32),
+            "total_smem_size": lambda: np.full(self.N, self.smem_bytes, np.uint32),
+            "lanemask_eq": lambda: (np.uint32(1) << self.laneid.astype(np.uint32)),
+            "lanemask_lt": lambda: ((np.uint64(1) << self.laneid.astype(np.uint64)) - np.uint64(1)
+                                    ).astype(np.uint32),
+            "lanemask_le": lambda: ((np.uint64(2) << self.laneid.astype(np.uint64)) - np.uint64(1)
+                                    ).astype(np.uint32),
+            "lanemask_gt": lambda: (~((np.uint64(2) << self.laneid.astype(np.uint64)) -
+                                      np.uint64(1))).astype(np.uint32),
+            "lanemask_ge": lambda: (~((np.uint64(1) << self.laneid.astype(np.uint64)) -
+                                      np.uint64(1))).astype(np.uint32),
+        }
+        f = table.get(n)
+        return f() if f else None
+
+    def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
+        """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
+        dt = NP[t]
+        if op.kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
+            op = Operand(kind="reg", text=op.text, line=op.line, col=op.col, name=op.name,
+                         negated=op.negated)
+        if op.kind == "reg":
+            name = op.name or op.text
+            if self.prog.envs[pc].lookup(name) is None and name.startswith("%"):
+                sp = self._special(name, pc)
+                if sp is None:
+                    raise self.prog.unsupported(pc, f"register '{name}'")
+                arr = sp
+            else:
+                arr = self.reg_bits(name, pc)
+            if dt == np.bool_:
+                v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
+                return ~v if op.negated else v
+            return _adapt(arr, dt)
+        if op.kind == "imm":
+            return imm_bits(op.text, op.value, t)
+        if op.kind == "symbol":
+            return np.array(self.symbol_addr(op.name or op.text, pc)).astype(np.uint64).astype(
+                UINT[dt.itemsize] if dt.itemsize in UINT else np.uint64).view(dt)
+        raise self.prog.unsupported(pc, f"operand '{op.text}'")
+
+    def symbol_addr(self, name: str, pc: int) -> int:
+        if name in self.prog.shared_vars:
+            return self.prog.shared_vars[name][0]
+        if name in self.prog.local_vars:
+            return self.prog.local_vars[name][0]
+        if name in self.launch.params:
+            return 0
+        raise self.prog.unsupported(pc, f"address of symbol '{name}'")
+
+    def write(self, op: Operand, value: np.ndarray, exe: np.ndarray, pc: int) -> None:
+        """Store ``value`` (any dtype of the register's width) into register ``op`` for ``exe``."""
+        if op.kind == "sink":
+            return
+        if op.kind != "reg" and not (op.kind == "symbol" and self.prog.envs[pc].lookup(
+                op.name or op.text) is not None):
+            raise self.prog.unsupported(pc, f"destination '{op.text}'")
+        info = self._info(op.name or op.text, pc)
+        st = info.storage
+        v = np.asarray(value)
+        if st == np.bool_:
+            bits = v.astype(np.bool_)
+        else:
+            if v.dtype == np.bool_:
+                v = v.astype(np.uint8)
+            bits = v.view(UINT[v.dtype.itemsize]) if v.dtype.itemsize in UINT else v
+            if bits.dtype != st:
+                bits = bits.astype(st)
+        old = self.regs.get(info.key)
+        if bits.shape != (self.N,):
+            bits = np.broadcast_to(bits, (self.N,))
+        if old is None or exe.all():
+            self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
+        else:
+            self.regs[info.key] = np.where(exe, bits, old)
+
+    # ------------------------------------------------------------------ addresses
+    def address(self, op: Operand, pc: int, t64: bool = True) -> np.ndarray:
+        """Byte address of an ``[base+off]`` operand, int64 over lanes."""
+        if op.kind != "address":
+            raise self.prog.unsupported(pc, f"address operand '{op.text}'")
+        b = op.base
+        off = int(op.value or 0)
+        if b is None:
+            return np.full(self.N, off, dtype=np.int64)
+        if b.kind == "symbol":
+            return np.full(self.N, self.symbol_addr(b.name or b.text, pc) + off, dtype=np.int64)
+        if b.kind == "imm":
+            return np.full(self.N, int(b.value or 0) + off, dtype=np.int64)
+        info = self.prog.envs[pc].lookup(b.name or b.text)
+        raw = self.reg_bits(b.name or b.text, pc) if info else self.read(b, "u32", pc)
+        return raw.astype(np.uint64).view(np.int64) + off if raw.dtype == np.uint64 else \
+            raw.astype(np.int64) + off
+
+    # ------------------------------------------------------------------ memory access
+    def mem_access(self, space: str, addr: np.ndarray, nbytes: int, exe: np.ndarray, pc: int,
+                   data: np.ndarray | None = None, kind: str = "plain") -> np.ndarray | None:
+        """Load (``data`` None) or store ``nbytes`` per executing lane; returns (k, nbytes) uint8
+        for loads, in the order of ``np.flatnonzero(exe)``."""
+        lanes = np.flatnonzero(exe)
+        a = addr[lanes]
+        if space == "generic":
+            sh = (a >= SHARED_WINDOW) & (a < SHARED_WINDOW + (1 << 32))
+            if sh.any() and not sh.all():
+                out = np.empty((lanes.size, nbytes), dtype=np.uint8)
+                for m, sp in ((sh, "shared"), (~sh, "global")):
+                    e2 = np.zeros(self.N, np.bool_)
+                    e2[lanes[m]] = True
+                    ad = addr.copy()
+                    if sp == "shared":
+                        ad[lanes[m]] -= SHARED_WINDOW
+                    r = self.mem_access(sp, ad, nbytes, e2, pc,
+                                        None if data is None else data[m], kind)
+                    if r is not None:
+                        out[m] = r
+                return out if data is None else None
+            if sh.all() and lanes.size:
+                space, addr = "shared", addr - SHARED_WINDOW
+                a = addr[lanes]
+            else:
+                space = "global"
+        if lanes.size and (a % min(nbytes, 16)).any():
+            bad = int(a[(a % min(nbytes, 16)) != 0][0])
+            raise _Fault("fault", f"misaligned {nbytes} B {space} access at 0x{bad:x} "
+                                  f"({self.prog.where(pc)})")
+        if space in ("shared", "shared::cta", "shared::cluster"):
+            idx = self._shared_idx(a, lanes, nbytes, pc)
+            view = self.shared.reshape(-1)
+            if self.ntr:
+                self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, kind)
+            if data is None:
+                return view[idx]
+            view[idx] = data
+            return None
+        if space == "local":
+            if self.local is None or ((a < 0) | (a + nbytes > self.local.shape[1])).any():
+                raise _Fault("fault", f"local address outside the thread's local memory "
+                                      f"({self.prog.where(pc)})")
+            idx = a[:, None] + np.arange(nbytes)
+            if data is None:
+                return self.local[lanes[:, None], idx]
+            self.local[lanes[:, None], idx] = data
+            return None
+        if space in ("global", "const"):
+            if self.ntr and self._gshadow is not None and lanes.size:
+                reg, off = self.gmem.translate(a.astype(np.uint64), nbytes)
+                gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
+                self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
+            if data is None:
+                return self.gmem.read(a.astype(np.uint64), nbytes) if lanes.size else \
+                    np.zeros((0, nbytes), np.uint8)
+            if lanes.size:
+                self.gmem.write(a.astype(np.uint64), data)
+            return None
+        raise self.prog.unsupported(pc, f"state space '.{space}'")
+
+    def _shared_idx(self, a: np.ndarray, lanes: np.ndarray, nbytes: int, pc: int) -> np.ndarray:
+        S = self.shared.shape[1]
+        if lanes.size and ((a < 0) | (a + nbytes > self.smem_bytes)).any():
+            bad = int(a[(a < 0) | (a + nbytes > self.smem_bytes)][0])
+            raise _Fault("fault", f"shared address 0x{bad:x} outside the CTA's "
+                                  f"{self.smem_bytes} B of shared memory "
+                                  f"({self.prog.where(pc)})")
+        return (self.cta_local[lanes] * S + a)[:, None] + np.arange(nbytes)
+
+    # ------------------------------------------------------------------ cp.async (per thread)
+    def async_issue(self, dst: np.ndarray, data: np.ndarray, lanes: np.ndarray, pc: int) -> None:
+        """Record a non-bulk ``cp.async`` of ``lanes``: the shared bytes are written when the
+        issuing thread's ``cp.async.wait_group``/``wait_all`` covers its group (PTX ISA 9.1
+        §9.7.9.25.3); until then any access to them races with the copy."""
+        if not lanes.size:
+            return
+        a = dst[lanes]
+        if (a % data.shape[1]).any():
+            raise _Fault("fault", f"misaligned cp.async destination ({self.prog.where(pc)})")
+        idx = self._shared_idx(a, lanes, data.shape[1], pc)
+        if self.ntr:
+            self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, "async_issue")
+        self.cp_entries.append({"lanes": lanes, "idx": idx, "data": data, "pc": pc,
+                                "grp": self.cp_committed[lanes].copy(),
+                                "open": np.ones(lanes.size, np.bool_)})
+
+    def async_commit(self, exe: np.ndarray) -> None:
+        self.cp_committed[exe] += 1
+
+    def async_wait(self, exe: np.ndarray, n: int, pc: int) -> None:
+        view = self.shared.reshape(-1)
+        keep = []
+        for e in self.cp_entries:
+            ln = e["lanes"]
+            due = e["open"] & exe[ln] & (e["grp"] < self.cp_committed[ln] - n)
+            if due.any():
+                view[e["idx"][due]] = e["data"][due]
+                if self.ntr:
+                    self._hb_check(self.sshadow, "shared", ln[due], e["idx"][due], e["pc"],
+                                   e["data"][due], "async_complete")
+                e["open"] &= ~due
+            if e["open"].any():
+                keep.append(e)
+        self.cp_entries = keep
+
+    # ------------------------------------------------------------------ happens-before
+    def _split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(global CTA, clock column) of shadow lane ids; async units are ``NT + cta``."""
+        T, NT = self.T, self.n_ctas * self.T
+        asy = ids >= NT
+        cta = np.where(asy, ids - NT, ids // T)
+        col = np.where(asy, T, ids % T)
+        return cta, col.astype(np.int64)
+
+    def async_read(self, lane: int, flat_idx: np.ndarray, pc: int) -> None:
+        """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand) issued by ``lane``:
+        checked against earlier writes with the issuer's clocks, recorded as a read by the CTA's
+        async unit at the epoch its next completion (commit) publishes."""
+        if not (self.ntr and lane < self.ntr):
+            return
+        c = int(self.cta_local[lane])
+        self._proxy_check(lane, flat_idx.reshape(-1), pc)
+        self._hb_check(self.sshadow, "shared", np.array([lane]), flat_idx.reshape(1, -1), pc,
+                       None, "plain", rec_lane=self.n_ctas * self.T + c + self.c0,
+                       rec_clk=int(self.async_clk[c]) + 1)
+
+    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
+        """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
+        read by the async proxy while their writer has executed no ``fence.proxy.async`` since
+        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
+        sh = self.sshadow
+        wl = sh.w_lane[idx]
+        NT = self.n_ctas * self.T
+        real = (wl >= 0) & (wl < NT)
+        if not real.any():
+            return
+        loc = wl[real] - self.c0 * self.T  # batch-local lane of each writer
+        ok_local = (loc >= 0) & (loc < self.N)
+        stale = np.zeros(loc.shape, np.bool_)
+        stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
+        if not stale.any():
+            return
+        j = int(np.flatnonzero(stale)[0])
+        wpc = int(sh.w_pc[idx[real]][j])
+        key = ("HB4", wpc)
+        if key in self.findings:
+            return
+        i1, i2 = self.prog.insts[wpc], self.prog.insts[pc]
+        self.findings[key] = Finding(
+            rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
+            message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
+                     f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                     f"without a 'fence.proxy.async' after the write"),
+            notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
+                   Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
+                                "the writing threads after the write, before the hand-off")])
+
+    def async_complete_epoch(self, c: int) -> int:
+        """Close the CTA's current async epoch (a commit); returns it."""
+        self.async_clk[c] += 1
+        return int(self.async_clk[c])
+
+    def _hb_check(self, sh: Shadow, space: str, lanes: np.ndarray, idx: np.ndarray, pc: int,
+                  data: np.ndarray | None, kind: str, rec_lane: int | None = None,
+                  rec_clk: int | None = None) -> None:
+        """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes);
+        ``rec_lane``/``rec_clk`` record the access under another identity (an async unit)."""
+        T = self.T
+        tr = lanes < self.ntr
+        if space == "global":
+            # global lanes outside the tracked CTAs are not recorded
+            pass
+        if not tr.any():
+            return
+        lanes, idx = lanes[tr], idx[tr]
+        gl = self.glane[lanes]  # global lane ids of the accessors
+        k, nb = idx.shape
+        L = np.repeat(lanes, nb)
+        G = np.repeat(gl, nb)
+        I = idx.reshape(-1)
+        me_tid = self.tid[L]
+        my_clk = self.vc[L, me_tid]
+        write = data is not None
+        if kind == "atomic":
+            return
+        if kind == "async_complete":
+            sh.w_clk[I] = my_clk
+            sh.w_async[I] = False
+            sh.w_pf[I] = self.pfence[L]
+            return
+        # conflict with the last writer
+        wl = sh.w_lane[I]
+        has_w = wl >= 0
+        my_cta = G // T
+        if has_w.any():
+            other = has_w & ((wl != G) | sh.w_async[I])
+            w_cta, w_col = self._split(np.maximum(wl, 0))
+            same_cta = w_cta == my_cta
+            known = np.where(same_cta, self.vc[L, w_col], 0)
+            unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
+            if write:
+                # replicated stores: same instruction, same value -> not a race
+                same = (sh.w_pc[I] == pc) & (sh.w_val[I] == data[tr].reshape(-1))
+                unordered &= ~same
+            if unordered.any():
+                j = int(np.flatnonzero(unordered)[0])
+                self._race(space, int(sh.w_pc[I[j]]), int(wl[j]), "write", pc, int(G[j]),
+                           "write" if write else "read", int(unordered.sum()))
+        if write:
+            rl = sh.r_lane[I]
+            has_r = (rl >= 0) & (rl != G)
+            if has_r.any():
+                r_cta, r_col = self._split(np.maximum(rl, 0))
+                same_cta = r_cta == my_cta
+                known = np.where(same_cta, self.vc[L, r_col], 0)
+                unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
+                if unordered.any():
+                    j = int(np.flatnonzero(unordered)[0])
+                    self._race(space, int(sh.r_pc[I[j]]), int(rl[j]), "read", pc, int(G[j]),
+                               "write", int(unordered.sum()))
+            # two lanes of this instruction storing different values to one byte
+            vals = data[tr].reshape(-1)
+            order = np.argsort(I, kind="stable")
+            Is, Vs = I[order], vals[order]
+            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1])
+            if dup.any():
+                j = int(np.flatnonzero(dup)[0])
+                self._race(space, pc, int(G[order][j]), "write", pc, int(G[order][j + 1]),
+                           "write", int(dup.sum()))
+            sh.w_lane[I] = G
+            sh.w_clk[I] = my_clk
+            sh.w_pc[I] = pc
+            sh.w_val[I] = vals
+            sh.w_async[I] = kind == "async_issue"
+            sh.w_pf[I] = self.pfence[L]
+            sh.r_lane[I] = -1
+        else:
+            sh.r_lane[I] = G if rec_lane is None else rec_lane
+            sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
+            sh.r_pc[I] = pc
+
+    def _who(self, glane: int) -> str:
+        gx, gy, _ = self.launch.grid
+        NT = self.n_ctas * self.T
+        if glane >= NT:
+            cta = glane - NT
+            return (f"the async proxy (tensor core) of CTA ({cta % gx},{(cta // gx) % gy},"
+                    f"{cta // (gx * gy)})")
+        cta, tid = divmod(glane, self.T)
+        return (f"thread {tid} (warp {tid // 32}) of CTA "
+                f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})")
+
+    def _race(self, space: str, pc1: int, lane1: int, k1: str, pc2: int, lane2: int, k2: str,
+              count: int) -> None:
+        key = ("HB1", space, pc1, pc2)
+        if key in self.findings:
+            return
+        i1, i2 = self.prog.insts[pc1], self.prog.insts[pc2]
+        same_cta = int(self._split(np.array([lane1]))[0][0]) == int(
+            self._split(np.array([lane2]))[0][0])
+        missing = ("a CTA barrier (bar.sync/barrier.sync) or an mbarrier release/acquire between "
+                   "them" if same_cta else
+                   "none exists between CTAs of one grid: the accesses must not overlap")
+        if lane1 >= self.n_ctas * self.T:
+            missing = ("completion of the asynchronous operation observed before this access: "
+                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group")
+        if i1.base == "cp" and "async" in i1.parts and k1 == "write":
+            missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
+                       "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
+        self.findings[key] = Finding(
+            rule="HB1", severity="error", file=self.prog.filename, line=i2.line, col=i2.col,
+            message=(f"data race on {space} memory: '{i2.opcode}' ({k2}) by {self._who(lane2)} is "
+                     f"not ordered after '{i1.opcode}' ({k1}) by {self._who(lane1)}"),
+            notes=[Note(message=f"conflicting {k1} '{i1.opcode}' by {self._who(lane1)}",
+                        line=i1.line, col=i1.col),
+                   Note(message=f"missing synchronisation: {missing}"),
+                   Note(message=f"{count} conflicting byte accesses at this step")])
+
+    def _hb_join(self, lanes: np.ndarray, vc_row: np.ndarray) -> None:
+        """lanes (tracked, of one CTA) acquire ``vc_row``: VC = max(VC, vc_row)."""
+        if lanes.size:
+            self.vc[lanes] = np.maximum(self.vc[lanes], vc_row)
+
+    def _tick(self, lanes: np.ndarray) -> None:
+        lanes = lanes[lanes < self.ntr]
+        if lanes.size:
+            self.vc[lanes, self.tid[lanes]] += 1
+
+    # ------------------------------------------------------------------ barriers
+    def barrier(self, pc: int, exe: np.ndarray, bar_id: np.ndarray, count: np.ndarray | None,
+                wait: bool) -> None:
+        """Arrive at CTA barrier ``bar_id`` (per lane); block the lanes when ``wait``."""
+        lanes = np.flatnonzero(exe)
+        if not lanes.size:
+            return
+        ids = bar_id[lanes].astype(np.int64)
+        if (ids < 0).any() or (ids > 15).any():
+            raise _Fault("fault", f"barrier id {int(ids[(ids < 0) | (ids > 15)][0])} outside 0..15 "
+                                  f"({self.prog.where(pc)})")
+        ctas = self.cta_local[lanes]
+        np.add.at(self.bar_count, (ctas, ids), 1)
+        if count is not None:
+            cnt = count[lanes].astype(np.int64)
+            self.bar_expect[ctas, ids] = cnt
+        else:
+            self.bar_expect[ctas, ids] = -1  # all non-exited threads of the CTA
+        if self.ntr:
+            tl = lanes < self.ntr
+            if tl.any():
+                tlanes = lanes[tl]
+                rows = self.vc[tlanes]
+                np.maximum.at(self.bar_vc, (ctas[tl], ids[tl]), rows)
+                self._tick(tlanes)
+        if wait:
+            self.blocked[lanes] = True
+            self.block_kind[lanes] = 1
+            self.block_id[lanes] = ids
+            self.pc[lanes] = pc  # re-checked on release
+        self._release_barriers(pc, np.unique(ctas))
+
+    def _release_barriers(self, pc: int, ctas: np.ndarray) -> None:
+        T = self.T
+        for c in ctas:
+            c = int(c)
+            alive = int((~self.done[c * T:(c + 1) * T]).sum())
+            for b in np.flatnonzero(self.bar_count[c]):
+                exp = self.bar_expect[c, b]
+                exp = alive if exp < 0 else exp
+                if self.bar_count[c, b] >= exp:
+                    sl = slice(c * T, (c + 1) * T)
+                    rel = np.flatnonzero(self.blocked[sl] & (self.block_kind[sl] == 1) &
+                                         (self.block_id[sl] == b)) + c * T
+                    self.blocked[rel] = False
+                    self.block_kind[rel] = 0
+                    self.pc[rel] += 1
+                    if self.ntr and c * T < self.ntr:
+                        self._hb_join(rel[rel < self.ntr], self.bar_vc[c, b])
+                        self.bar_vc[c, b] = 0
+                    self.bar_count[c, b] = 0
+
+    # ------------------------------------------------------------------ mbarrier
+    def mbar_key(self, lane: int, addr: int) -> tuple[int, int]:
+        return int(self.cta_local[lane]), int(addr)
+
+    def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
+        key = self.mbar_key(lane, addr)
+        self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
+                          "vc": np.zeros(self.T + 1, np.int32),
+                          "phase_vc": np.zeros(self.T + 1, np.int32)}
+        self.mbar_ids.setdefault(key, len(self.mbar_ids) + 1)
+
+    def mbar_get(self, lane: int, addr: int, pc: int) -> dict:
+        st = self.mbar.get(self.mbar_key(lane, addr))
+        if st is None:
+            raise _Fault("fault", f"mbarrier operation on shared address 0x{addr:x}, which holds "
+                                  f"no initialised mbarrier ({self.prog.where(pc)})")
+        return st
+
+    def mbar_arrive(self, lane: int, addr: int, count: int, tx: int, pc: int) -> int:
+        """One arrive(-on) of ``count`` with ``tx`` expected bytes; returns the phase before it.
+        Completes the phase when pending arrivals and tx-count both reach 0 (PTX ISA 9.1
+        §9.7.13.15.5-7); arrive has release semantics, the completing phase carries the joined
+        clocks to the waiters."""
+        st = self.mbar_get(lane, addr, pc)
+        before = st["phase"]
+        if self.ntr and lane < self.ntr:
+            st["vc"] = np.maximum(st["vc"], self.vc[lane])
+            self._tick(np.array([lane]))
+        st["tx"] += tx
+        st["pending"] -= count
+        if st["pending"] <= 0 and st["tx"] <= 0:
+            self._mbar_complete(lane, addr, st)
+        return before
+
+    def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int) -> None:
+        st = self.mbar_get(lane, addr, pc)
+        st["tx"] -= nbytes
+        if st["pending"] <= 0 and st["tx"] <= 0:
+            self._mbar_complete(lane, addr, st)
+
+    def _mbar_complete(self, lane: int, addr: int, st: dict) -> None:
+        st["phase"] += 1
+        st["pending"] = st["count"]
+        st["tx"] = 0
+        st["phase_vc"] = st["vc"].copy()
+        key = self.mbar_key(lane, addr)
+        mid = self.mbar_ids[key]
+        c = key[0]
+        sl = slice(c * self.T, (c + 1) * self.T)
+        rel = np.flatnonzero(self.blocked[sl] & (self.block_kind[sl] == 2) &
+                             (self.block_id[sl] == mid)) + c * self.T
+        self.blocked[rel] = False  # they re-execute the wait, which now succeeds
+        self.block_kind[rel] = 0
+
+    def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray
+                  ) -> np.ndarray:
+        """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
+        other lanes block until the mbarrier's phase changes (a spin loop is equivalent)."""
+        ok = np.zeros(self.N, np.bool_)
+        for lane in np.flatnonzero(exe):
+            st = self.mbar_get(int(lane), int(addr[lane]), pc)
+            if (st["phase"] & 1) != (int(parity[lane]) & 1):
+                ok[lane] = True
+                if self.ntr and lane < self.ntr:
+                    self.vc[lane] = np.maximum(self.vc[lane], st["phase_vc"])
+            else:
+                self.blocked[lane] = True
+                self.block_kind[lane] = 2
+                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]))]
+        return ok
+
+    def on_exit(self, exe: np.ndarray) -> None:
+        self.done |= exe
+        ctas = np.unique(self.cta_local[exe])
+        if ctas.size and self.bar_count[ctas].any():
+            self._release_barriers(-1, ctas)
+
+    def _deadlock(self) -> None:
+        T = self.T
+        blocked = np.flatnonzero(self.blocked)
+        by: dict[tuple[int, int], list[int]] = {}
+        for l in blocked:
+            by.setdefault((int(self.pc[l]), int(self.block_kind[l])), []).append(int(l))
+        notes = []
+        first = None
+        for (p, kind), ls in sorted(by.items()):
+            ins = self.prog.insts[p]
+            first = first or ins
+            c = int(self.cta_local[ls[0]])
+            alive = int((~self.done[c * T:(c + 1) * T]).sum())
+            if kind == 1:
+                b = int(self.block_id[ls[0]])
+                exp = int(self.bar_expect[c, b])
+                what = (f"barrier {b}: {int(self.bar_count[c, b])} of "
+                        f"{exp if exp >= 0 else alive} threads arrived")
+            else:
+                key = next((k for k, v in self.mbar_ids.items() if v == int(self.block_id[ls[0]])),
+                           None)
+                st = self.mbar.get(key) if key else None
+                what = ("mbarrier phase never completes" if st is None else
+                        f"mbarrier at shared 0x{key[1]:x}: phase {st['phase']}, "
+                        f"{st['pending']} of {st['count']} arrivals pending, tx-count {st['tx']}")
+            tids = sorted({int(self.tid[l]) for l in ls if self.cta_local[l] == c})
+            notes.append(Note(message=f"{len(ls)} threads blocked here ({what}); in CTA "
+                                      f"{c + self.c0}: threads {_ranges(tids)}",
+                              line=ins.line, col=ins.col))
+        exited = int(self.done.sum())
+        if exited:
+            notes.append(Note(message=f"{exited} threads already exited"))
+        assert first is not None
+        self.findings[("HB2", first.line, first.col)] = Finding(
+            rule="HB2", severity="error", file=self.prog.filename, line=first.line,
+            col=first.col, message=f"deadlock: all {len(blocked)} live threads are blocked and "
+                                   f"no thread can make progress", notes=notes)
+        raise _Fault("deadlock", f"deadlock: {len(blocked)} threads blocked at "
+                                 f"{self.prog.filename}:{first.line}:{first.col}")
+
+    def warp_members(self, pc: int, exe: np.ndarray, mask: np.ndarray | None) -> None:
+        """HB3: a lane named in ``membermask`` that does not execute this warp collective."""
+        if mask is None:
+            return
+        W = exe.reshape(-1, 32) if self.N % 32 == 0 else None
+        if W is None:
+            return
+        m = mask.reshape(-1, 32)[:, 0].astype(np.uint64) if mask.ndim else np.full(
+            W.shape[0], int(mask), dtype=np.uint64)
+        bits = (m[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)
+        members = bits.astype(np.bool_)
+        # only warps where at least one lane executes
+        runs = W.any(axis=1)
+        alive = ~self.done.reshape(-1, 32)
+        missing = members & ~W & runs[:, None] & (alive | True)
+        exists = (np.arange(self.N).reshape(-1, 32) % self.T) < self.T
+        missing &= exists
+        if missing.any():
+            w = int(np.flatnonzero(missing.any(axis=1))[0])
+            ins = self.prog.insts[pc]
+            lanes = np.flatnonzero(missing[w])
+            key = ("HB3", pc)
+            if key not in self.findings:
+                self.findings[key] = Finding(
+                    rule="HB3", severity="error", file=self.prog.filename, line=ins.line,
+                    col=ins.col,
+                    message=(f"'{ins.opcode}': lanes {_ranges(lanes.tolist())} of warp "
+                             f"{(w * 32 % self.T) // 32} are in membermask but do not execute it "
+                             f"(diverged or exited)"))
+
+
+def _ranges(xs: list[int]) -> str:
+    if not xs:
+        return "none"
+    out, s, prev = [], xs[0], xs[0]
+    for x in xs[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(f"{s}" if s == prev else f"{s}-{prev}")
+        if x is not None:
+            s = prev = x
+    return ",".join(out)
+
+
+def _adapt(arr: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Reinterpret register bits ``arr`` as dtype ``dt`` (truncating or extending the width)."""
+    w = dt.itemsize
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8)
+    if arr.dtype.itemsize != w:
+        if arr.dtype.itemsize > w:
+            arr = arr.astype(UINT[w])
+        elif dt.kind == "i":
+            arr = arr.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[arr.dtype.itemsize]
+                           ).astype(dt)
+            return arr
+        else:
+            arr = arr.astype(UINT[w])
+    return arr.view(dt) if arr.dtype != dt else arr
+
+
+# ====================================================================== handlers
+_HANDLERS: dict[str, Callable] = {}
+
+
+def handler(*names: str):
+    def deco(fn):
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+from emulator import ops as _ops  # noqa: E402,F401  (registers the instruction handlers)

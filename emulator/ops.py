@@ -1,0 +1,1535 @@
+"""Instruction semantics (PTX ISA 9.1 §9.7), registered into :data:`emulator.machine._HANDLERS`.
+
+Each handler is ``h(m, ins, pc, exe, active)``: ``exe`` are the lanes that execute (guard
+predicate applied), ``active`` the lanes standing at ``pc``. A handler returns ``True`` when it
+moved the program counters itself (branches, barriers, blocking waits).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from emulator.machine import _Fault, _adapt, _parts, handler
+from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_PACKED = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "f32x2": np.dtype(np.float32)}
+
+
+def _typ(m, pc) -> str:
+    mods, types = m._types[pc]
+    if not types:
+        raise m.prog.unsupported(pc, f"'{m.prog.insts[pc].opcode}' without a type")
+    return types[-1]
+
+
+def _mods(m, pc) -> list[str]:
+    return m._types[pc][0]
+
+
+def _rnd(mods: list[str]) -> str:
+    for r in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"):
+        if r in mods:
+            return r
+    return "rn"
+
+
+# ----------------------------------------------------------------------------- float helpers
+def _fin(m, op, t, pc):
+    """Float operand as float64 array (N,) or (N, 2) for packed types."""
+    if t in _PACKED:
+        raw = m.read(op, t, pc)
+        el = _PACKED[t]
+        arr = np.atleast_1d(raw).view(el).reshape(-1, 2) if raw.ndim else \
+            np.array(raw).reshape(1).view(el).reshape(1, 2)
+        return arr.astype(np.float64)
+    return m.read(op, t, pc).astype(np.float64)
+
+
+def _fout(x64: np.ndarray, t: str, mods: list[str]) -> np.ndarray:
+    """Round float64 results to type ``t`` (packing pairs for packed types) -> bits array."""
+    if t in _PACKED:
+        el = _PACKED[t]
+        r = round_f64_to(x64, el, _rnd(mods))
+        if "sat" in mods:
+            r = sat01(r)
+        if "relu" in mods:
+            r = np.where(r < 0, np.zeros_like(r), r)
+        r = np.ascontiguousarray(np.broadcast_to(r, np.broadcast_shapes(r.shape, (1, 2))))
+        return r.reshape(-1).view(UINT[2 * el.itemsize])
+    dt = NP[t]
+    r = round_f64_to(x64, dt, _rnd(mods))
+    if "ftz" in mods and dt == np.float32:
+        r = ftz32(r)
+    if "sat" in mods:
+        r = sat01(r)
+    if "relu" in mods:
+        r = np.where(r < 0, np.zeros_like(r), r)
+    return r
+
+
+def _ftz_in(x, t, mods):
+    if "ftz" in mods and t in ("f32", "f32x2"):
+        tiny = np.abs(x) < 1.1754943508222875e-38
+        return np.where(tiny, np.copysign(0.0, x), x)
+    return x
+
+
+def _is_float(t: str) -> bool:
+    return t in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "f32x2", "tf32")
+
+
+# ----------------------------------------------------------------------------- int helpers
+_SIGNED = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64}
+
+
+def _wide(t: str) -> str:
+    return {"u16": "u32", "s16": "s32", "u32": "u64", "s32": "s64", "b16": "u32",
+            "b32": "u64"}[t]
+
+
+# ============================================================================= data movement
+@handler("mov")
+def _mov(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    d, s = ins.operands[0], ins.operands[1]
+    if d.kind == "vector":  # unpack
+        raw = m.read(s, t, pc)
+        n = len(d.elems)
+        w = NP[t].itemsize // n
+        parts = np.ascontiguousarray(np.broadcast_to(raw, (m.N,))).view(UINT[w]).reshape(-1, n)
+        for i, e in enumerate(d.elems):
+            m.write(e, parts[:, i], exe, pc)
+        return
+    if s.kind == "vector":  # pack
+        n = len(s.elems)
+        w = NP[t].itemsize // n
+        cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * w), pc)), UINT[w]),
+                                (m.N,)) for e in s.elems]
+        packed = np.ascontiguousarray(np.stack(cols, axis=1)).view(UINT[w * n]).reshape(-1)
+        m.write(d, packed, exe, pc)
+        return
+    m.write(d, m.read(s, t, pc), exe, pc)
+
+
+def _ld_shape(m, pc):
+    mods, types = m._types[pc]
+    t = types[-1]
+    vec = 1
+    space = "generic"
+    for x in mods:
+        if x in ("v2", "v4", "v8"):
+            vec = int(x[1:])
+        elif x in ("global", "shared", "local", "param", "const", "shared::cta",
+                   "shared::cluster"):
+            space = x
+    return space, vec, t
+
+
+@handler("ld", "ldu")
+def _ld(m, ins, pc, exe, active):
+    space, vec, t = _ld_shape(m, pc)
+    d, a = ins.operands[0], ins.operands[1]
+    es = NP[t].itemsize if t != "b128" else 16
+    if space == "param":
+        name = a.base.name if a.base is not None else None
+        if name not in m.launch.params:
+            raise m.prog.unsupported(pc, f"ld.param of '{a.text}'")
+        raw = m.launch.params[name]
+        off = int(a.value or 0)
+        blob = np.frombuffer(raw[off:off + es * vec].ljust(es * vec, b"\0"), dtype=UINT[es])
+        vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
+    else:
+        addr = m.address(a, pc)
+        got = m.mem_access(space, addr, es * vec, exe, pc)
+        lanes = np.flatnonzero(exe)
+        words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
+        vals = []
+        for i in range(vec):
+            full = np.zeros(m.N, dtype=UINT[es])
+            full[lanes] = words[:, i]
+            vals.append(full)
+    dests = d.elems if d.kind == "vector" else (d,)
+    for dst, v in zip(dests, vals):
+        if t in _SIGNED:  # sign-extend into a wider register
+            v = v.view(NP[t])
+            info = m._info(dst.name or dst.text, pc) if dst.kind == "reg" else None
+            if info is not None and info.storage != np.bool_ and info.storage.itemsize > es:
+                v = v.astype({2: np.int16, 4: np.int32, 8: np.int64}[info.storage.itemsize])
+        m.write(dst, v, exe, pc)
+
+
+@handler("st")
+def _st(m, ins, pc, exe, active):
+    space, vec, t = _ld_shape(m, pc)
+    a, s = ins.operands[0], ins.operands[1]
+    es = NP[t].itemsize
+    srcs = s.elems if s.kind == "vector" else (s,)
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return
+    cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * es), pc)), UINT[es]),
+                            (m.N,))[lanes] for e in srcs]
+    data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
+    addr = m.address(a, pc)
+    m.mem_access(space, addr, es * vec, exe, pc, data=data)
+
+
+@handler("cvta")
+def _cvta(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    t = _typ(m, pc)
+    v = m.read(ins.operands[1], t, pc).astype(np.uint64)
+    if "shared" in mods or "shared::cta" in mods:
+        v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
+    elif not ({"global", "to"} & set(mods)):
+        raise m.prog.unsupported(pc)
+    m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
+
+
+# ============================================================================= arithmetic
+def _binary_int(op, a, b, t):
+    dt = NP[t]
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "and":
+        return a & b
+    if op == "or":
+        return a | b
+    if op == "xor":
+        return a ^ b
+    if op == "min":
+        return np.minimum(a, b)
+    if op == "max":
+        return np.maximum(a, b)
+    if op in ("div", "rem"):
+        a64 = a.astype(np.int64) if dt.kind == "i" else a.astype(np.uint64)
+        b64 = b.astype(np.int64) if dt.kind == "i" else b.astype(np.uint64)
+        z = b64 == 0
+        bs = np.where(z, 1, b64).astype(a64.dtype)
+        if dt.kind == "i":
+            q = np.abs(a64) // np.abs(bs)
+            q = np.where((a64 < 0) ^ (bs < 0), -q, q)
+            r = a64 - q * bs
+        else:
+            q = a64 // bs
+            r = a64 % bs
+        res = q if op == "div" else r
+        res = np.where(z, -1 if op == "div" else a64, res)
+        return res.astype(dt) if dt.kind == "i" else res.astype(dt)
+    raise KeyError(op)
+
+
+def _shift(op, a, s, t):
+    dt = NP[t]
+    w = 8 * dt.itemsize
+    s = np.asarray(s).astype(np.uint64)
+    big = s >= w
+    sc = np.minimum(s, w - 1).astype(dt if dt.kind == "u" else UINT[dt.itemsize])
+    if op == "shl":
+        ua = a.view(UINT[dt.itemsize]) if a.ndim else np.asarray(a).astype(dt).view(
+            UINT[dt.itemsize])
+        r = (ua << sc.astype(UINT[dt.itemsize]))
+        return np.where(big, 0, r).astype(UINT[dt.itemsize]).view(dt)
+    if dt.kind == "i":
+        return (a >> sc.astype(dt)).astype(dt)  # arithmetic; clamp gives sign fill
+    r = a >> sc.astype(dt)
+    return np.where(big, 0, r).astype(dt)
+
+
+@handler("add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "mad", "fma",
+         "mul24", "mad24")
+def _arith(m, ins, pc, exe, active):
+    op = ins.base
+    mods, types = m._types[pc]
+    t = types[-1]
+    ops = ins.operands
+    if t == "pred":
+        a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
+        r = {"and": a & b, "or": a | b, "xor": a ^ b}[op]
+        m.write(ops[0], r, exe, pc)
+        return
+    if _is_float(t):
+        a = _ftz_in(_fin(m, ops[1], t, pc), t, mods)
+        b = _ftz_in(_fin(m, ops[2], t, pc), t, mods) if len(ops) > 2 else None
+        if op in ("fma", "mad"):
+            c = _ftz_in(_fin(m, ops[3], t, pc), t, mods)
+            r = a * b + c
+        elif op == "add":
+            r = a + b
+        elif op == "sub":
+            r = a - b
+        elif op == "mul":
+            r = a * b
+        elif op == "div":
+            r = a / b
+        elif op in ("min", "max"):
+            nan = "NaN" in mods
+            f = (np.minimum if op == "min" else np.maximum) if nan else (
+                np.fmin if op == "min" else np.fmax)
+            r = f(a, b)
+            for extra in ops[3:]:  # three-input min/max (PTX ISA 8.8+)
+                r = f(r, _ftz_in(_fin(m, extra, t, pc), t, mods))
+            if "abs" in mods:
+                r = np.abs(r)
+        else:
+            raise m.prog.unsupported(pc)
+        if t in ("f32",) and op in ("add", "sub", "mul") and _rnd(mods) == "rn":
+            # exact IEEE float32 arithmetic
+            a32, b32 = a.astype(np.float32), b.astype(np.float32)
+            r32 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](a32, b32)
+            if "ftz" in mods:
+                r32 = ftz32(r32)
+            if "sat" in mods:
+                r32 = sat01(r32)
+            m.write(ops[0], r32, exe, pc)
+            return
+        m.write(ops[0], _fout(r, t, mods), exe, pc)
+        return
+    # integer
+    if op in ("mul", "mad", "mul24", "mad24"):
+        hi, lo, wide = "hi" in mods, "lo" in mods, "wide" in mods
+        a = m.read(ops[1], t, pc)
+        b = m.read(ops[2], t, pc)
+        if wide:
+            wt = _wide(t)
+            r = a.astype(NP[wt]) * b.astype(NP[wt])
+            if op == "mad":
+                r = r + m.read(ops[3], wt, pc)
+            m.write(ops[0], r.astype(NP[wt]), exe, pc)
+            return
+        dt = NP[t]
+        if hi:
+            w = 8 * dt.itemsize
+            if w <= 32:
+                big = np.int64 if dt.kind == "i" else np.uint64
+                r = ((a.astype(big) * b.astype(big)) >> w).astype(dt)
+            else:
+                r = _mulhi64(a, b, dt.kind == "i")
+        else:
+            r = (np.asarray(a) * np.asarray(b)).astype(dt)
+        if op in ("mad", "mad24"):
+            r = (r + m.read(ops[3], t, pc)).astype(dt)
+        m.write(ops[0], r, exe, pc)
+        return
+    a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
+    if op in ("min", "max") and len(ops) > 3:  # three-input integer min/max
+        f = np.minimum if op == "min" else np.maximum
+        r = f(f(a, b), m.read(ops[3], t, pc))
+        if "relu" in mods:
+            r = np.maximum(r, 0)
+        m.write(ops[0], np.asarray(r).astype(NP[t]), exe, pc)
+        return
+    if op in ("add", "sub") and "sat" in mods and t == "s32":
+        r = np.clip(_binary_int(op, a.astype(np.int64), b.astype(np.int64), "s64"),
+                    -2**31, 2**31 - 1).astype(np.int32)
+    else:
+        r = np.asarray(_binary_int(op, a, b, t)).astype(NP[t])
+    m.write(ops[0], r, exe, pc)
+
+
+def _mulhi64(a, b, signed):
+    """High 64 bits of a 64 x 64-bit product (exact, through Python integers)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    hi = [((int(x) * int(y)) >> 64) & ((1 << 64) - 1) for x, y in zip(a.reshape(-1), b.reshape(-1))]
+    out = np.array(hi, dtype=np.uint64).reshape(a.shape)
+    return out.view(np.int64) if signed else out
+
+
+@handler("shl", "shr")
+def _shl(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = m.read(ins.operands[1], t, pc)
+    s = m.read(ins.operands[2], "u32", pc)
+    m.write(ins.operands[0], _shift(ins.base, np.asarray(a), s, t), exe, pc)
+
+
+@handler("not", "neg", "abs", "popc", "clz", "brev", "cnot")
+def _unary(m, ins, pc, exe, active):
+    op = ins.base
+    mods, types = m._types[pc]
+    t = types[-1]
+    if _is_float(t):
+        a = _fin(m, ins.operands[1], t, pc)
+        r = -a if op == "neg" else np.abs(a)
+        m.write(ins.operands[0], _fout(_ftz_in(r, t, mods), t, mods), exe, pc)
+        return
+    a = np.asarray(m.read(ins.operands[1], t, pc))
+    if op == "not":
+        r = ~a
+    elif op == "cnot":
+        r = (a == 0).astype(a.dtype)
+    elif op == "neg":
+        r = (-a.astype(np.int64)).astype(a.dtype) if a.dtype.kind != "b" else ~a
+    elif op == "abs":
+        r = np.abs(a.astype(np.int64)).astype(a.dtype)
+    elif op == "popc":
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.zeros(u.shape, dtype=np.uint32)
+        for i in range(8 * a.dtype.itemsize):
+            r += ((u >> np.uint64(i)) & np.uint64(1)).astype(np.uint32)
+    elif op == "clz":
+        w = 8 * a.dtype.itemsize
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.full(u.shape, w, dtype=np.uint32)
+        for i in range(w):
+            r = np.where((u >> np.uint64(i)) & np.uint64(1), np.uint32(w - 1 - i), r)
+    else:  # brev
+        w = 8 * a.dtype.itemsize
+        u = a.view(UINT[a.dtype.itemsize]).astype(np.uint64)
+        r = np.zeros(u.shape, dtype=np.uint64)
+        for i in range(w):
+            r |= ((u >> np.uint64(i)) & np.uint64(1)) << np.uint64(w - 1 - i)
+        r = r.astype(UINT[a.dtype.itemsize])
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("bfe")
+def _bfe(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    dt = NP[t]
+    w = 8 * dt.itemsize
+    a = m.read(ins.operands[1], t, pc)
+    pos = m.read(ins.operands[2], "u32", pc).astype(np.int64) & 0xFF
+    ln = m.read(ins.operands[3], "u32", pc).astype(np.int64) & 0xFF
+    ua = np.asarray(a).view(UINT[dt.itemsize]).astype(np.uint64) if np.ndim(a) else \
+        np.array(a).view(UINT[dt.itemsize]).astype(np.uint64)
+    pos_c = np.minimum(pos, w - 1)
+    field = (ua >> pos_c.astype(np.uint64))
+    lc = np.minimum(ln, 64)
+    maskv = np.where(lc >= 64, np.uint64(0xFFFFFFFFFFFFFFFF),
+                     (np.uint64(1) << np.minimum(lc, 63).astype(np.uint64)) - np.uint64(1))
+    r = field & maskv
+    if dt.kind == "i":
+        sbit_pos = np.minimum(pos + ln - 1, w - 1)
+        sign = np.where(ln == 0, 0, (ua >> sbit_pos.astype(np.uint64)) & np.uint64(1))
+        ext = np.where((sign == 1) & (ln < w), ~maskv, np.uint64(0))
+        r = r | ext
+    r = np.where(ln == 0, np.uint64(0), r)
+    r = np.where((pos >= w) & (dt.kind == "u"), np.uint64(0), r)
+    m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
+
+
+@handler("bfi")
+def _bfi(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    dt = NP[t]
+    a = np.asarray(m.read(ins.operands[1], t, pc)).astype(np.uint64)
+    b = np.asarray(m.read(ins.operands[2], t, pc)).astype(np.uint64)
+    pos = m.read(ins.operands[3], "u32", pc).astype(np.uint64) & np.uint64(0xFF)
+    ln = m.read(ins.operands[4], "u32", pc).astype(np.uint64) & np.uint64(0xFF)
+    maskv = ((np.uint64(1) << np.minimum(ln, 63)) - np.uint64(1)) << np.minimum(pos, 63)
+    r = (b & ~maskv) | ((a << np.minimum(pos, 63)) & maskv)
+    m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
+
+
+@handler("prmt")
+def _prmt(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if any(x in mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")):
+        raise m.prog.unsupported(pc)
+    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,)).astype(np.uint64)
+    b = np.broadcast_to(m.read(ins.operands[2], "b32", pc), (m.N,)).astype(np.uint64)
+    c = np.broadcast_to(m.read(ins.operands[3], "b32", pc), (m.N,)).astype(np.uint64)
+    x = a | (b << np.uint64(32))
+    r = np.zeros(m.N, dtype=np.uint64)
+    for i in range(4):
+        sel = (c >> np.uint64(4 * i)) & np.uint64(0xF)
+        byte = (x >> ((sel & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        sgn = np.where(sel & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF),
+                                                    np.uint64(0)), byte)
+        r |= sgn << np.uint64(8 * i)
+    m.write(ins.operands[0], r.astype(np.uint32), exe, pc)
+
+
+@handler("lop3")
+def _lop3(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a, b, c = (np.asarray(m.read(ins.operands[i], t, pc)) for i in (1, 2, 3))
+    lut = int(ins.operands[4].value or 0)
+    r = np.zeros(np.broadcast_shapes(a.shape, b.shape, c.shape), dtype=NP[t])
+    for i in range(8):
+        if lut >> i & 1:
+            r |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("selp")
+def _selp(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = m.read(ins.operands[1], t, pc)
+    b = m.read(ins.operands[2], t, pc)
+    c = m.read(ins.operands[3], "pred", pc)
+    m.write(ins.operands[0], np.where(c, a, b).astype(NP[t]), exe, pc)
+
+
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+    "hs": np.greater_equal,
+}
+
+
+def _compare(cmp: str, a, b, fl: bool):
+    if fl:
+        nan = np.isnan(a) | np.isnan(b)
+        if cmp == "num":
+            return ~nan
+        if cmp == "nan":
+            return nan
+        if cmp.endswith("u") and cmp[:-1] in _CMP:
+            return _CMP[cmp[:-1]](a, b) | nan
+        r = _CMP[cmp](a, b)
+        return r & ~nan if cmp != "ne" else r & ~nan
+    return _CMP[cmp](a, b)
+
+
+@handler("setp")
+def _setp(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    cmp = mods[0]
+    boolop = next((x for x in mods[1:] if x in ("and", "or", "xor")), None)
+    fl = _is_float(t)
+    if fl:
+        a = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
+        b = _ftz_in(_fin(m, ins.operands[2], t, pc), t, mods)
+    else:
+        a, b = m.read(ins.operands[1], t, pc), m.read(ins.operands[2], t, pc)
+    if t in ("u8", "u16", "u32", "u64", "b16", "b32", "b64") or cmp in ("lo", "ls", "hi", "hs"):
+        ut = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[NP[t].itemsize]
+        if not fl:
+            a, b = np.asarray(a).view(ut) if np.ndim(a) else np.asarray(a).astype(ut), \
+                np.asarray(b).view(ut) if np.ndim(b) else np.asarray(b).astype(ut)
+    r = _compare(cmp, a, b, fl)
+    if t in _PACKED:
+        raise m.prog.unsupported(pc)
+    r = np.broadcast_to(r, (m.N,))
+    d = ins.operands[0]
+    q = None
+    if boolop:
+        c = m.read(ins.operands[3], "pred", pc)
+        f = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[boolop]
+        p_ = f(r, c)
+        q = f(~r, c)
+    else:
+        p_, q = r, ~r
+    if d.kind == "pair":
+        m.write(d.elems[0], p_, exe, pc)
+        m.write(d.elems[1], q, exe, pc)
+    else:
+        m.write(d, p_, exe, pc)
+
+
+@handler("testp")
+def _testp(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    a = _fin(m, ins.operands[1], types[-1], pc)
+    k = mods[0]
+    tiny = np.finfo(NP[types[-1]]).tiny
+    r = {"finite": np.isfinite(a), "infinite": np.isinf(a), "number": ~np.isnan(a),
+         "notanumber": np.isnan(a), "normal": np.isfinite(a) & (np.abs(a) >= tiny),
+         "subnormal": (np.abs(a) < tiny) & (a != 0)}[k]
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("copysign")
+def _copysign(m, ins, pc, exe, active):
+    t = _typ(m, pc)
+    a = _fin(m, ins.operands[1], t, pc)
+    b = _fin(m, ins.operands[2], t, pc)
+    m.write(ins.operands[0], np.copysign(b, a).astype(NP[t]), exe, pc)
+
+
+# ----------------------------------------------------------------------------- special functions
+def _special(op, x):
+    if op == "ex2":
+        return np.exp2(x)
+    if op == "lg2":
+        return np.log2(x)
+    if op == "rcp":
+        return 1.0 / x
+    if op == "rsqrt":
+        return 1.0 / np.sqrt(x)
+    if op == "sqrt":
+        return np.sqrt(x)
+    if op == "sin":
+        return np.sin(x)
+    if op == "cos":
+        return np.cos(x)
+    if op == "tanh":
+        return np.tanh(x)
+    raise KeyError(op)
+
+
+@handler("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh")
+def _sfu(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    x = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
+    r = _special(ins.base, x)
+    m.write(ins.operands[0], _fout(r, t, mods), exe, pc)
+
+
+# ----------------------------------------------------------------------------- cvt
+def _unpack_fp8x2(raw16: np.ndarray, t: str) -> np.ndarray:
+    el = NP["e4m3" if t.startswith("e4m3") else "e5m2"]
+    return np.ascontiguousarray(raw16).view(np.uint8).reshape(-1, 2).view(el).astype(np.float64)
+
+
+@handler("cvt")
+def _cvt(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    if len(types) != 2:
+        raise m.prog.unsupported(pc)
+    dt_, at = types
+    d = ins.operands[0]
+    if dt_ in ("f16x2", "bf16x2", "e4m3x2", "e5m2x2") and at == "f32":
+        hi = m.read(ins.operands[1], "f32", pc).astype(np.float64)
+        lo = m.read(ins.operands[2], "f32", pc).astype(np.float64)
+        if "relu" in mods:
+            hi, lo = np.maximum(hi, 0), np.maximum(lo, 0)
+        el = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "e4m3x2": NP["e4m3"],
+              "e5m2x2": NP["e5m2"]}[dt_]
+        pair = np.stack(np.broadcast_arrays(lo, hi), axis=-1)
+        if "satfinite" in mods:
+            mx = float(ml_dtypes.finfo(el).max)
+            pair = np.where(np.isnan(pair), pair, np.clip(pair, -mx, mx))
+        r = round_f64_to(pair, el, _rnd(mods)) if el in (np.float16,) else pair.astype(el)
+        r = np.ascontiguousarray(np.broadcast_to(r, (m.N, 2)))
+        m.write(d, r.view(UINT[2 * el.itemsize]).reshape(-1), exe, pc)
+        return
+    if at in ("e4m3x2", "e5m2x2") and dt_ in ("f16x2", "bf16x2"):
+        raw = np.broadcast_to(m.read(ins.operands[1], "b16", pc), (m.N,))
+        f = _unpack_fp8x2(raw, at)
+        el = np.dtype(np.float16) if dt_ == "f16x2" else BF16
+        m.write(d, np.ascontiguousarray(f.astype(el)).view(np.uint32).reshape(-1), exe, pc)
+        return
+    if dt_ in _PACKED or at in _PACKED:
+        raise m.prog.unsupported(pc)
+    src = m.read(ins.operands[1], at, pc)
+    rnd = _rnd(mods)
+    if _is_float(dt_) or dt_ in ("e4m3", "e5m2"):
+        x = np.asarray(src).astype(np.float64)
+        x = _ftz_in(x, at, mods)
+        if _is_float(at) and rnd in ("rni", "rzi", "rmi", "rpi"):
+            f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd]
+            r = f(x).astype(NP[dt_])
+        elif NP[dt_] in (np.float16, np.float32, np.float64):
+            r = round_f64_to(x, NP[dt_], rnd if rnd in ("rn", "rz", "rm", "rp") else "rn")
+        else:
+            r = x.astype(NP[dt_])
+        if "sat" in mods:
+            r = sat01(r)
+        if "ftz" in mods and NP[dt_] == np.float32:
+            r = ftz32(r)
+        m.write(d, r, exe, pc)
+        return
+    # destination integer
+    dd = NP[dt_]
+    if _is_float(at):
+        x = np.asarray(src).astype(np.float64)
+        f = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd, np.trunc)
+        y = f(x)
+        info = np.iinfo(dd)
+        y = np.where(np.isnan(y), 0, np.clip(y, info.min, info.max))
+        m.write(d, y.astype(dd), exe, pc)
+        return
+    x = np.asarray(src)
+    if "sat" in mods:
+        info = np.iinfo(dd)
+        x = np.clip(x.astype(np.float64) if x.dtype.itemsize == 8 else x.astype(np.int64),
+                    info.min, info.max)
+    r = x.astype(dd)
+    # cvt to a narrow type zero/sign-extends into the register (PTX ISA 9.1 §9.7.9.21)
+    m.write(d, r, exe, pc)
+
+
+# ============================================================================= control
+@handler("bra", "brx")
+def _bra(m, ins, pc, exe, active):
+    tgt = ins.operands[0]
+    if ins.base == "brx" or tgt.kind != "label":
+        raise m.prog.unsupported(pc)
+    dest = m.prog.envs[pc].label(tgt.name or tgt.text)
+    if dest is None:
+        raise m.prog.unsupported(pc, f"branch to unknown label '{tgt.text}'")
+    m.pc[exe] = dest
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+@handler("ret", "exit")
+def _exit(m, ins, pc, exe, active):
+    m.on_exit(exe)
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+@handler("trap")
+def _trap(m, ins, pc, exe, active):
+    if exe.any():
+        raise _Fault("fault", f"'trap' executed at {m.prog.where(pc)}")
+
+
+@handler("nanosleep", "prefetch", "prefetchu", "membar", "griddepcontrol",
+         "setmaxnreg", "pmevent", "discard", "applypriority", "brkpt")
+def _nop(m, ins, pc, exe, active):
+    return None
+
+
+@handler("createpolicy")
+def _createpolicy(m, ins, pc, exe, active):
+    m.write(ins.operands[0], np.zeros(m.N, np.uint64), exe, pc)
+
+
+# ============================================================================= barriers
+@handler("bar", "barrier")
+def _bar(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    ops = ins.operands
+    if "warp" in mods:  # bar.warp.sync membermask
+        _warp_join(m, pc, exe)
+        return None
+    if "cluster" in mods:
+        raise m.prog.unsupported(pc)
+    if "red" in mods:
+        raise m.prog.unsupported(pc)
+    wait = "arrive" not in mods
+    if ops:
+        bid = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
+    else:
+        bid = np.zeros(m.N, np.int64)
+    cnt = (np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,)).astype(np.int64)
+           if len(ops) > 1 else None)
+    m.pc[active & ~exe] = pc + 1
+    if not wait:
+        m.pc[exe] = pc + 1
+    m.barrier(pc, exe, bid, cnt, wait)
+    return True
+
+
+def _warp_join(m, pc, exe):
+    if not m.ntr:
+        return
+    lanes = np.flatnonzero(exe)
+    lanes = lanes[lanes < m.ntr]
+    if not lanes.size:
+        return
+    w = lanes // 32
+    for wid in np.unique(w):
+        ls = lanes[w == wid]
+        row = m.vc[ls].max(axis=0)
+        m.vc[ls] = np.maximum(m.vc[ls], row)
+        m._tick(ls)
+
+
+# ============================================================================= warp collectives
+def _warp_view(m, arr):
+    return np.broadcast_to(arr, (m.N,)).reshape(-1, 32)
+
+
+@handler("shfl")
+def _shfl(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    mode = next(x for x in mods if x in ("up", "down", "bfly", "idx"))
+    d = ins.operands[0]
+    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,))
+    b = np.broadcast_to(m.read(ins.operands[2], "u32", pc), (m.N,)).astype(np.int64) & 31
+    c = np.broadcast_to(m.read(ins.operands[3], "u32", pc), (m.N,)).astype(np.int64)
+    mask = m.read(ins.operands[4], "u32", pc) if len(ins.operands) > 4 else None
+    m.warp_members(pc, exe, mask)
+    lane = m.laneid
+    clamp = c & 31
+    seg = (c >> 8) & 31
+    maxl = (lane & seg) | (clamp & ~seg)
+    minl = lane & seg
+    if mode == "up":
+        j = lane - b
+        ok = j >= maxl
+    elif mode == "down":
+        j = lane + b
+        ok = j <= maxl
+    elif mode == "bfly":
+        j = lane ^ b
+        ok = j <= maxl
+    else:
+        j = minl | (b & ~seg)
+        ok = j <= maxl
+    j = np.where(ok, j, lane)
+    src = np.arange(m.N) - lane + j
+    src = np.clip(src, 0, m.N - 1)
+    m.write(d.elems[0] if d.kind == "pair" else d, a[src], exe, pc)
+    if d.kind == "pair":
+        m.write(d.elems[1], ok, exe, pc)
+
+
+@handler("vote")
+def _vote(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    mask = m.read(ins.operands[-1], "u32", pc) if len(ins.operands) > 2 else None
+    m.warp_members(pc, exe, mask)
+    p = np.broadcast_to(m.read(ins.operands[1], "pred", pc), (m.N,))
+    ex = exe.reshape(-1, 32)
+    pv = p.reshape(-1, 32) & ex
+    if "ballot" in mods:
+        bits = (pv.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1)
+        r = np.repeat(bits.astype(np.uint32), 32)
+    elif "any" in mods:
+        r = np.repeat(pv.any(axis=1), 32)
+    elif "all" in mods:
+        r = np.repeat((pv | ~ex).all(axis=1), 32)
+    elif "uni" in mods:
+        r = np.repeat(((pv | ~ex).all(axis=1)) | (~pv).all(axis=1), 32)
+    else:
+        raise m.prog.unsupported(pc)
+    m.write(ins.operands[0], r, exe, pc)
+
+
+@handler("activemask")
+def _activemask(m, ins, pc, exe, active):
+    ex = active.reshape(-1, 32)
+    bits = (ex.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=1)
+    m.write(ins.operands[0], np.repeat(bits.astype(np.uint32), 32), exe, pc)
+
+
+@handler("redux")
+def _redux(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    op = next(x for x in mods if x in ("add", "min", "max", "and", "or", "xor"))
+    mask = m.read(ins.operands[2], "u32", pc) if len(ins.operands) > 2 else None
+    m.warp_members(pc, exe, mask)
+    ex = exe.reshape(-1, 32)
+    if t == "f32":
+        a = _warp_view(m, m.read(ins.operands[1], "f32", pc)).astype(np.float64)
+        if "abs" in mods:
+            a = np.abs(a)
+        fill = np.inf if op == "min" else -np.inf
+        a = np.where(ex, a, fill)
+        if "NaN" in mods:
+            r = a.min(axis=1) if op == "min" else a.max(axis=1)
+        else:
+            r = np.nanmin(a, axis=1) if op == "min" else np.nanmax(a, axis=1)
+        m.write(ins.operands[0], np.repeat(r.astype(np.float32), 32), exe, pc)
+        return
+    a = _warp_view(m, m.read(ins.operands[1], t, pc)).astype(np.int64 if t.startswith("s")
+                                                               else np.uint64)
+    if op == "add":
+        r = np.where(ex, a, 0).sum(axis=1)
+    elif op == "min":
+        r = np.where(ex, a, np.iinfo(a.dtype).max).min(axis=1)
+    elif op == "max":
+        r = np.where(ex, a, np.iinfo(a.dtype).min).max(axis=1)
+    else:
+        f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        ident = np.iinfo(a.dtype).max if op == "and" else 0
+        r = f.reduce(np.where(ex, a, a.dtype.type(ident)), axis=1)
+    m.write(ins.operands[0], np.repeat(r.astype(NP[t]), 32), exe, pc)
+
+
+@handler("elect")
+def _elect(m, ins, pc, exe, active):
+    mask = m.read(ins.operands[1], "u32", pc) if len(ins.operands) > 1 else None
+    m.warp_members(pc, exe, mask)
+    ex = exe.reshape(-1, 32)
+    first = np.argmax(ex, axis=1)
+    leader = np.zeros_like(ex)
+    has = ex.any(axis=1)
+    leader[np.arange(ex.shape[0])[has], first[has]] = True
+    d = ins.operands[0]
+    lid = np.repeat(first.astype(np.uint32), 32)
+    if d.kind == "pair":
+        m.write(d.elems[0], lid, exe, pc)
+        m.write(d.elems[1], leader.reshape(-1), exe, pc)
+    else:
+        m.write(d, leader.reshape(-1), exe, pc)
+
+
+# ============================================================================= atomics
+@handler("atom", "red")
+def _atom(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    t = types[-1]
+    space = "global" if "global" in mods else ("shared" if any(
+        x.startswith("shared") for x in mods) else "generic")
+    op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
+                                        "or", "xor")), None)
+    if op is None or any(x in mods for x in ("v2", "v4", "v8", "noftz")) and op != "add":
+        raise m.prog.unsupported(pc)
+    ret = ins.base == "atom"
+    ops = ins.operands
+    aop = ops[1] if ret else ops[0]
+    addr = m.address(aop, pc)
+    b = np.broadcast_to(m.read(ops[2] if ret else ops[1], t, pc), (m.N,))
+    c = np.broadcast_to(m.read(ops[3], t, pc), (m.N,)) if op == "cas" else None
+    es = NP[t].itemsize
+    lanes = np.flatnonzero(exe)
+    olds = np.zeros(m.N, dtype=NP[t])
+    for ln in lanes:  # atomics are serialised in lane order
+        one = np.zeros(m.N, np.bool_)
+        one[ln] = True
+        raw = m.mem_access(space, addr, es, one, pc, kind="atomic")
+        old = raw.view(NP[t])[0, 0] if raw.ndim == 2 else raw.view(NP[t])[0]
+        bv = b[ln]
+        if op == "add":
+            new = old + bv
+        elif op == "min":
+            new = min(old, bv)
+        elif op == "max":
+            new = max(old, bv)
+        elif op == "exch":
+            new = bv
+        elif op == "cas":
+            new = c[ln] if old == bv else old
+        elif op == "and":
+            new = old & bv
+        elif op == "or":
+            new = old | bv
+        elif op == "xor":
+            new = old ^ bv
+        elif op == "inc":
+            new = 0 if old >= bv else old + 1
+        else:
+            new = bv if (old == 0 or old > bv) else old - 1
+        olds[ln] = old
+        m.mem_access(space, addr, es, one, pc,
+                     data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
+                     kind="atomic")
+    if ret:
+        m.write(ops[0], olds, exe, pc)
+
+
+
+# ============================================================================= sm_80 matrix ops
+def _nmat(mods) -> int:
+    for x in mods:
+        if x in ("x1", "x2", "x4"):
+            return int(x[1])
+    return 1
+
+
+def _warp_lanes(m, exe, pc, op):
+    """Executing lanes as whole warps (W, 32); .sync.aligned ops need every lane of the warp."""
+    if m.N % 32:
+        raise m.prog.unsupported(pc, f"'{op}' with a partial warp")
+    ex = exe.reshape(-1, 32)
+    full = ex.all(axis=1)
+    part = ex.any(axis=1) & ~full
+    if part.any():
+        m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+    return np.flatnonzero(full)
+
+
+@handler("ldmatrix")
+def _ldmatrix(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if "m8n8" not in mods or _typ(m, pc) != "b16":
+        raise m.prog.unsupported(pc)
+    nm = _nmat(mods)
+    trans = "trans" in mods
+    warps = _warp_lanes(m, exe, pc, "ldmatrix")
+    if not warps.size:
+        return
+    addr = m.address(ins.operands[1], pc)
+    lanes = (warps[:, None] * 32 + np.arange(8 * nm)).reshape(-1)
+    sel = np.zeros(m.N, np.bool_)
+    sel[lanes] = True
+    space = "shared" if any(x.startswith("shared") for x in mods) else "generic"
+    rows = m.mem_access(space, addr, 16, sel, pc)  # lanes in increasing order == `lanes` sorted
+    rows = np.ascontiguousarray(rows).view(np.uint16).reshape(warps.size, nm, 8, 8)
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    dests = ins.operands[0].elems if ins.operands[0].kind == "vector" else (ins.operands[0],)
+    wl = (warps[:, None] * 32 + L).reshape(-1)
+    for j, d in enumerate(dests):
+        if trans:
+            lo, hi = rows[:, j, 2 * t, g], rows[:, j, 2 * t + 1, g]
+        else:
+            lo, hi = rows[:, j, g, 2 * t], rows[:, j, g, 2 * t + 1]
+        val = lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16))
+        full = np.zeros(m.N, np.uint32)
+        full[wl] = val.reshape(-1)
+        e2 = np.zeros(m.N, np.bool_)
+        e2[wl] = True
+        m.write(d, full, e2 & exe, pc)
+
+
+@handler("stmatrix")
+def _stmatrix(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if "m8n8" not in mods or _typ(m, pc) != "b16":
+        raise m.prog.unsupported(pc)
+    nm = _nmat(mods)
+    trans = "trans" in mods
+    warps = _warp_lanes(m, exe, pc, "stmatrix")
+    if not warps.size:
+        return
+    addr = m.address(ins.operands[0], pc)
+    srcs = ins.operands[1].elems if ins.operands[1].kind == "vector" else (ins.operands[1],)
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    mats = np.zeros((warps.size, nm, 8, 8), np.uint16)
+    wl = (warps[:, None] * 32 + L)
+    for j, s in enumerate(srcs):
+        v = np.broadcast_to(m.read(s, "b32", pc), (m.N,))[wl]  # (W, 32)
+        lo, hi = (v & 0xFFFF).astype(np.uint16), (v >> 16).astype(np.uint16)
+        if trans:
+            mats[:, j, 2 * t, g], mats[:, j, 2 * t + 1, g] = lo, hi
+        else:
+            mats[:, j, g, 2 * t], mats[:, j, g, 2 * t + 1] = lo, hi
+    lanes = (warps[:, None] * 32 + np.arange(8 * nm)).reshape(-1)
+    sel = np.zeros(m.N, np.bool_)
+    sel[lanes] = True
+    data = np.ascontiguousarray(mats.reshape(warps.size * nm * 8, 8)).view(np.uint8)
+    space = "shared" if any(x.startswith("shared") for x in mods) else "generic"
+    m.mem_access(space, addr, 16, sel, pc, data=data)
+
+
+def _regs(m, op, pc, wl, t="b32"):
+    els = op.elems if op.kind == "vector" else (op,)
+    return [np.broadcast_to(m.read(e, t, pc), (m.N,))[wl] for e in els]
+
+
+@handler("mma")
+def _mma(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    shape = next((x for x in mods if x.startswith("m") and "n" in x and "k" in x), "")
+    if "sync" not in mods or shape not in ("m16n8k16", "m16n8k8", "m16n8k32") or \
+            "row" not in mods or "col" not in mods:
+        raise m.prog.unsupported(pc)
+    dt_, at, bt, ct = types if len(types) == 4 else (None,) * 4
+    warps = _warp_lanes(m, exe, pc, "mma.sync")
+    if not warps.size:
+        return
+    W = warps.size
+    L = np.arange(32)
+    g, t = L // 4, L % 4
+    wl = warps[:, None] * 32 + L  # (W, 32)
+    M, N = 16, 8
+    K = int(shape.split("k")[1])
+    A = np.zeros((W, M, K))
+    B = np.zeros((W, K, N))
+    ra = _regs(m, ins.operands[1], pc, wl)
+    rb = _regs(m, ins.operands[2], pc, wl)
+    rc = _regs(m, ins.operands[3], pc, wl, "b32")
+    if at in ("f16", "bf16"):
+        el = np.float16 if at == "f16" else BF16
+        def halves(r):
+            r = np.ascontiguousarray(r.astype(np.uint32))
+            h = r.view(np.uint16).reshape(W, 32, 2).view(el).astype(np.float64)
+            return h[..., 0], h[..., 1]
+        a_map = [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]
+        for i, (rr, cc) in enumerate(a_map[:len(ra)]):
+            lo, hi = halves(ra[i])
+            A[:, rr, cc], A[:, rr, cc + 1] = lo, hi
+        b_map = [2 * t, 2 * t + 8]
+        for i, kk in enumerate(b_map[:len(rb)]):
+            lo, hi = halves(rb[i])
+            B[:, kk, g], B[:, kk + 1, g] = lo, hi
+    elif at in ("s8", "u8", "e4m3", "e5m2") and K == 32 and bt == at:
+        el = {"s8": np.int8, "u8": np.uint8, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"]}[at]
+        def quads(r):
+            q = np.ascontiguousarray(r.astype(np.uint32)).view(np.uint8).reshape(W, 32, 4)
+            return q.view(el).astype(np.float64)
+        a_map = [(g, 4 * t), (g + 8, 4 * t), (g, 4 * t + 16), (g + 8, 4 * t + 16)]
+        for i, (rr, cc) in enumerate(a_map):
+            q = quads(ra[i])
+            for e in range(4):
+                A[:, rr, cc + e] = q[..., e]
+        for i, kk in enumerate([4 * t, 4 * t + 16]):
+            q = quads(rb[i])
+            for e in range(4):
+                B[:, kk + e, g] = q[..., e]
+    else:
+        raise m.prog.unsupported(pc)
+    C = np.zeros((W, M, N))
+    cdt = np.float32 if ct == "f32" else np.int32
+    c_map = [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]
+    for i, (rr, cc) in enumerate(c_map):
+        C[:, rr, cc] = np.ascontiguousarray(rc[i].astype(np.uint32)).view(cdt).astype(np.float64)
+    D = np.matmul(A, B) + C
+    dests = ins.operands[0].elems
+    e2 = np.zeros(m.N, np.bool_)
+    e2[wl.reshape(-1)] = True
+    for i, (rr, cc) in enumerate(c_map):
+        v = D[:, rr, cc]
+        if dt_ == "f32":
+            bits = v.astype(np.float32).view(np.uint32)
+        else:
+            bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32).view(np.uint32)
+        full = np.zeros(m.N, np.uint32)
+        full[wl.reshape(-1)] = bits.reshape(-1)
+        m.write(dests[i], full, e2 & exe, pc)
+
+
+# ============================================================================= cp.async
+@handler("cp")
+def _cp(m, ins, pc, exe, active):
+    mods = _mods(m, pc)
+    if not mods or mods[0] != "async" or any(x in mods for x in ("bulk", "tensor", "mbarrier")):
+        raise m.prog.unsupported(pc)
+    if "commit_group" in mods:
+        m.async_commit(exe)
+        return None
+    if "wait_group" in mods or "wait_all" in mods:
+        n = 0 if "wait_all" in mods else int(ins.operands[0].value or 0)
+        if "wait_all" in mods:
+            m.async_commit(exe)
+        m.async_wait(exe, n, pc)
+        return None
+    ops = ins.operands
+    size = int(ops[2].value or 0)
+    if size not in (4, 8, 16):
+        raise m.prog.unsupported(pc, f"cp.async size {ops[2].text}")
+    src_size = (np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,)).astype(np.int64)
+                if len(ops) > 3 and ops[3].kind in ("reg", "imm") else
+                np.full(m.N, size, np.int64))
+    dst = m.address(ops[0], pc)
+    src = m.address(ops[1], pc)
+    lanes = np.flatnonzero(exe)
+    data = np.zeros((lanes.size, size), np.uint8)
+    for s in np.unique(src_size[lanes]):
+        s = int(min(s, size))
+        if s <= 0:
+            continue
+        sel_l = lanes[src_size[lanes] == s]
+        e2 = np.zeros(m.N, np.bool_)
+        e2[sel_l] = True
+        got = m.mem_access("global", src, s, e2, pc)
+        data[np.isin(lanes, sel_l), :s] = got
+    m.async_issue(dst, data, lanes, pc)
+
+
+# ============================================================================= wgmma (sm_90a)
+def _async_read(m, lane: int, flat_idx: np.ndarray, pc: int) -> None:
+    """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand), see
+    :meth:`Machine.async_read`."""
+    m.async_read(lane, flat_idx, pc)
+def _desc_fields(desc: int):
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    swz = (desc >> 62) & 3
+    return start, lbo, sbo, swz
+
+
+def _kmajor_bytes(desc: int, rows: int, row_bytes: int) -> np.ndarray:
+    """Byte addresses (rows, row_bytes) of a K-major operand described by an sm_90 matrix
+    descriptor (PTX ISA 9.1 §9.7.15.5.1: start/LBO/SBO >> 4, swizzle in bits 62-63)."""
+    start, lbo, sbo, swz = _desc_fields(desc)
+    r = np.arange(rows)[:, None]
+    kb = np.arange(row_bytes)[None, :]
+    if swz == 0:  # interleaved 8x16 B core matrices
+        a = start + (r // 8) * sbo + (r % 8) * 16 + (kb // 16) * lbo + kb % 16
+        return a
+    width = {1: 128, 2: 64, 3: 32}[swz]
+    a = start + (r // 8) * sbo + (r % 8) * width + kb
+    mask = width // 16 - 1
+    return a ^ (((a >> 7) & mask) << 4)
+
+
+def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
+    """Byte addresses (mn, k * es) of an MN-major (transposed) operand with a swizzled layout:
+    rows of the swizzle width run along MN, 8-row groups along K are SBO apart, swizzle-width
+    blocks along MN are LBO apart (PTX ISA 9.1 §9.7.15.5.1, canonical MN-major layouts)."""
+    start, lbo, sbo, swz = _desc_fields(desc)
+    if swz == 0:
+        raise ValueError("MN-major interleaved layout")
+    width = {1: 128, 2: 64, 3: 32}[swz]
+    per = width // es
+    n = np.arange(mn)[:, None]
+    kk = np.arange(k)[None, :]
+    a = start + (kk // 8) * sbo + (kk % 8) * width + (n % per) * es + (n // per) * lbo
+    mask = width // 16 - 1
+    a = a ^ (((a >> 7) & mask) << 4)
+    # (mn, k) element addresses -> byte addresses (mn, k * es)
+    return (a[:, :, None] + np.arange(es)).reshape(mn, k * es)
+
+
+@handler("wgmma")
+def _wgmma(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    if "fence" in mods:
+        return None
+    if "commit_group" in mods or "wait_group" in mods:
+        # values are computed at issue; the happens-before analysis tracks the operand reads of
+        # each committed group and orders them for a thread only after its wait_group covers it
+        lanes = np.flatnonzero(exe)
+        if not m.ntr:
+            return None
+        n = int(ins.operands[0].value or 0) if "wait_group" in mods else 0
+        done = set()
+        for ln in lanes[lanes < m.ntr]:
+            c = int(m.cta_local[ln])
+            wg = int(m.tid[ln]) // 128
+            key = (c, wg)
+            if "commit_group" in mods:
+                if key not in done:
+                    m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
+                    done.add(key)
+            else:
+                groups = m.wg_groups.get(key, [])
+                covered = groups[:len(groups) - n] if n else groups
+                if covered:
+                    m.vc[ln, m.T] = max(int(m.vc[ln, m.T]), max(covered))
+        return None
+    if "mma_async" not in mods or "sp" in mods:
+        raise m.prog.unsupported(pc)
+    shape = next(x for x in mods if x.startswith("m64n"))
+    N = int(shape[4:shape.index("k")])
+    K = int(shape[shape.index("k") + 1:])
+    dt_, at, bt = types[0], types[1], types[2]
+    ops = ins.operands
+    a_reg = ops[1].kind == "vector"
+    rest = ops[3:]
+    trans_b = int(rest[-1].value or 0) if (at in ("f16", "bf16") and len(rest) >= 4) else 0
+    trans_a = int(rest[-2].value or 0) if (not a_reg and at in ("f16", "bf16")) else 0
+    if trans_a:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a transposed (MN-major) A operand")
+    if m.N % 128:
+        raise m.prog.unsupported(pc, "wgmma with a partial warpgroup")
+    ex = exe.reshape(-1, 128)
+    groups = np.flatnonzero(ex.any(axis=1))
+    if not groups.size:
+        return None
+    el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
+          "s8": np.int8, "u8": np.uint8}.get(at)
+    if el is None or bt != at:
+        raise m.prog.unsupported(pc)
+    es = np.dtype(el).itemsize
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    scale_d = np.broadcast_to(m.read(rest[0], "pred", pc), (m.N,))
+    dests = ops[0].elems
+    L = np.arange(128)
+    w, lane = L // 32, L % 32
+    g, t = lane // 4, lane % 4
+    bdesc_all = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
+    adesc_all = None if a_reg else np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    acc_dt = np.float32 if dt_ == "f32" else np.int32
+    for gi in groups:
+        if not ex[gi].all():
+            m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+        base = gi * 128
+        cta = int(m.cta_local[base])
+        bidx = (_mnmajor_bytes(int(bdesc_all[base]), N, K, es) if trans_b else
+                _kmajor_bytes(int(bdesc_all[base]), N, K * es))
+        if (bidx < 0).any() or (bidx >= m.smem_bytes).any():
+            raise _Fault("fault", f"wgmma B operand outside shared memory ({m.prog.where(pc)})")
+        B = np.ascontiguousarray(sh[cta * S + bidx]).view(el).astype(np.float64)  # (N, K)
+        _async_read(m, base, cta * S + bidx, pc)
+        if a_reg:
+            A = np.zeros((64, K))
+            ra = [np.broadcast_to(m.read(e, "b32", pc), (m.N,))[base:base + 128]
+                  for e in ops[1].elems]
+            rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
+            cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
+            for i in range(4):
+                h = np.ascontiguousarray(ra[i].astype(np.uint32)).view(np.uint16).reshape(
+                    128, 2).view(el).astype(np.float64)
+                A[rows_[i], cols_[i]] = h[:, 0]
+                A[rows_[i], cols_[i] + 1] = h[:, 1]
+        else:
+            aidx = _kmajor_bytes(int(adesc_all[base]), 64, K * es)
+            if (aidx < 0).any() or (aidx >= m.smem_bytes).any():
+                raise _Fault("fault", f"wgmma A operand outside shared memory "
+                                      f"({m.prog.where(pc)})")
+            A = np.ascontiguousarray(sh[cta * S + aidx]).view(el).astype(np.float64)
+            _async_read(m, base, cta * S + aidx, pc)
+        D = A @ B.T  # (64, N)
+        lanes = base + L
+        e2 = np.zeros(m.N, np.bool_)
+        e2[lanes] = True
+        e2 &= exe
+        sd = bool(scale_d[base])
+        for j in range(N // 8):
+            for q in range(4):
+                r = 16 * w + g + (8 if q >= 2 else 0)
+                c = 8 * j + 2 * t + (q & 1)
+                d = dests[4 * j + q]
+                old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
+                cur = old.view(acc_dt).astype(np.float64) if sd else 0.0
+                v = D[r, c] + cur
+                if acc_dt == np.float32:
+                    bits = v.astype(np.float32).view(np.uint32)
+                else:
+                    bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
+                        np.int32).view(np.uint32)
+                full = np.zeros(m.N, np.uint32)
+                full[lanes] = bits
+                m.write(d, full, e2, pc)
+    return None
+
+
+@handler("fence")
+def _fence(m, ins, pc, exe, active):
+    if "proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:]):
+        m.pfence[exe] += 1
+    return None
+
+
+# ============================================================================= mbarrier
+def _addr_u(m, op, pc):
+    if op.kind == "address":
+        return m.address(op, pc)
+    return np.broadcast_to(m.read(op, "u64", pc), (m.N,)).astype(np.int64)
+
+
+@handler("mbarrier")
+def _mbarrier(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    ops = ins.operands
+    kind = mods[0]
+    if any(x == "shared::cluster" for x in mods):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' on a cluster address")
+    if kind == "init":
+        addr = _addr_u(m, ops[0], pc)
+        cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        for ln in np.flatnonzero(exe):
+            m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
+        return None
+    if kind == "inval":
+        addr = _addr_u(m, ops[0], pc)
+        for ln in np.flatnonzero(exe):
+            m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+        return None
+    if kind in ("arrive", "arrive_drop", "expect_tx", "complete_tx"):
+        has_dst = kind in ("arrive", "arrive_drop") and ops[0].kind != "address"
+        aop = ops[1] if has_dst else ops[0]
+        addr = _addr_u(m, aop, pc)
+        rest = ops[2:] if has_dst else ops[1:]
+        val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        states = np.zeros(m.N, np.uint64)
+        for ln in np.flatnonzero(exe):
+            a = int(addr[ln])
+            if kind == "expect_tx":
+                st = m.mbar_get(int(ln), a, pc)
+                st["tx"] += int(val[ln])
+            elif kind == "complete_tx":
+                m.mbar_complete_tx(int(ln), a, int(val[ln]), pc)
+            elif "expect_tx" in mods:
+                states[ln] = m.mbar_arrive(int(ln), a, 1, int(val[ln]), pc)
+            else:
+                c = int(val[ln]) if val is not None else 1
+                if kind == "arrive_drop":
+                    st = m.mbar_get(int(ln), a, pc)
+                    st["count"] -= c
+                states[ln] = m.mbar_arrive(int(ln), a, c, 0, pc)
+        if has_dst:
+            m.write(ops[0], states << np.uint64(63), exe, pc)
+        return None
+    if kind in ("try_wait", "test_wait"):
+        if "parity" not in mods:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
+        addr = _addr_u(m, ops[1], pc)
+        par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        ok = m.mbar_wait(pc, exe, addr, par)
+        m.write(ops[0], ok, exe & ~m.blocked, pc)
+        m.pc[active & ~m.blocked] = pc + 1
+        return True
+    raise m.prog.unsupported(pc)
+
+
+# ============================================================================= tcgen05 (sm_100a)
+_SWZ100 = {0: 0, 2: 1, 4: 2, 6: 3}  # sm_100 layout code -> sm_90 swizzle code (128/64/32 B)
+
+
+def _desc100(desc: int) -> int:
+    """Re-express an sm_100 shared-memory descriptor (swizzle in bits 61-63, PTX ISA 9.1
+    §9.7.16.4.1) in the sm_90 field layout used by :func:`_kmajor_bytes`."""
+    code = (desc >> 61) & 7
+    if code not in _SWZ100:
+        raise ValueError(f"swizzle code {code}")
+    low = desc & ((1 << 46) - 1)
+    return low | (_SWZ100[code] << 62)
+
+
+def _tmem(m):
+    if m.tmem is None:
+        m.tmem = np.zeros((m.shared.shape[0], 128, 512), np.uint32)
+    return m.tmem
+
+
+@handler("tcgen05")
+def _tcgen05(m, ins, pc, exe, active):
+    mods, types = m._types[pc]
+    op = mods[0]
+    ops = ins.operands
+    if "cta_group::2" in mods:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
+    if op in ("relinquish_alloc_permit", "wait::ld", "wait::st", "fence::before_thread_sync",
+              "fence::after_thread_sync"):
+        return None
+    if op == "alloc":
+        addr = _addr_u(m, ops[0], pc)
+        ncol = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        tm = _tmem(m)
+        lanes = np.flatnonzero(exe)
+        done = set()
+        for ln in lanes:
+            c = int(m.cta_local[ln])
+            if c in done:
+                continue  # warp-collective: one allocation per warp
+            done.add(c)
+            n = int(ncol[ln])
+            base = int(m.tmem_next[c])
+            if base + n > 512:
+                raise _Fault("fault", f"tcgen05.alloc of {n} columns: only {512 - base} free "
+                                      f"({m.prog.where(pc)})")
+            m.tmem_next[c] = base + n
+            one = np.zeros(m.N, np.bool_)
+            one[ln] = True
+            m.mem_access("shared", addr, 4, one, pc,
+                         data=np.array([[base]], np.uint32).view(np.uint8).reshape(1, 4))
+        del tm
+        return None
+    if op == "dealloc":
+        return None
+    if op in ("ld", "st"):
+        shape = next(x for x in mods if "x" in x and ("32b" in x or "64b" in x or "128b" in x
+                                                         or "256b" in x))
+        num = int(next(x for x in mods if x.startswith("x") and x[1:].isdigit())[1:])
+        regs = next(o for o in ops if o.kind == "vector").elems
+        aop = next(o for o in ops if o.kind == "address")
+        imms = [o for o in ops if o.kind == "imm"]
+        taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
+                                aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
+            np.int64) + int(aop.value or 0)
+        tm = _tmem(m)
+        lanes = np.flatnonzero(exe)
+        t = m.laneid[lanes]
+        tl = (taddr[lanes] >> 16) & 0xFFFF
+        tc = taddr[lanes] & 0xFFFF
+        if shape == "32x32b":
+            row = tl + t
+            cols = [tc + j for j in range(num)]
+        elif shape == "16x32bx2":
+            half = int(imms[0].value or 0) if imms else 0
+            row = tl + (t % 16)
+            cols = [tc + j + np.where(t >= 16, half, 0) for j in range(num)]
+        else:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' shape {shape}")
+        if len(regs) != len(cols):
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with {len(regs)} registers")
+        cta = m.cta_local[lanes]
+        if (row > 127).any() or any((c > 511).any() for c in cols):
+            raise _Fault("fault", f"TMEM access outside 128 lanes x 512 columns "
+                                  f"({m.prog.where(pc)})")
+        if op == "ld":
+            for r, c in zip(regs, cols):
+                full = np.zeros(m.N, np.uint32)
+                full[lanes] = tm[cta, row, c]
+                m.write(r, full, exe, pc)
+        else:
+            for r, c in zip(regs, cols):
+                v = np.broadcast_to(m.read(r, "b32", pc), (m.N,))
+                tm[cta, row, c] = v[lanes]
+        return None
+    if op == "commit":
+        if "mbarrier::arrive::one" not in mods or "multicast::cluster" in mods:
+            raise m.prog.unsupported(pc)
+        addr = _addr_u(m, ops[0], pc)
+        for ln in np.flatnonzero(exe):  # mma completes at issue: the arrive is immediate
+            c = int(m.cta_local[ln])
+            epoch = m.async_complete_epoch(c)
+            st = m.mbar_get(int(ln), int(addr[ln]) & 0xFFFFFFFF, pc)
+            st["vc"][m.T] = max(int(st["vc"][m.T]), epoch)  # the async unit's release
+            m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
+        return None
+    if op == "mma":
+        return _tc_mma(m, ins, pc, exe, mods)
+    raise m.prog.unsupported(pc)
+
+
+_TC_TYPES = {"kind::f16": {0: np.float16, 1: BF16},
+             "kind::f8f6f4": {0: NP["e4m3"], 1: NP["e5m2"]},
+             "kind::tf32": {2: np.float32},
+             "kind::i8": {0: np.uint8, 1: np.int8}}
+
+
+def _tc_mma(m, ins, pc, exe, mods):
+    """tcgen05.mma cta_group::1, A and B from smem descriptors, D (f32) in TMEM; the instruction
+    descriptor gives M (bits 24-28, >>4), N (bits 17-22, >>3), types (7-9, 10-12), transposes
+    (15, 16) (PTX ISA 9.1 §9.7.16.4.2)."""
+    kind = next((x for x in mods if x.startswith("kind::")), None)
+    if kind not in _TC_TYPES or any(x in mods for x in ("ws", "sp", "block_scale")):
+        raise m.prog.unsupported(pc)
+    ops = ins.operands
+    a_tmem = ops[1].kind == "address"
+    tm = _tmem(m)
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    dt_ = np.broadcast_to(m.address(ops[0], pc), (m.N,))
+    ad = (np.broadcast_to(m.address(ops[1], pc), (m.N,)) if a_tmem else
+          np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,)))
+    bd = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
+    idv = np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,))
+    en = np.broadcast_to(m.read(ops[4], "pred", pc), (m.N,)) if len(ops) > 4 else None
+    for ln in np.flatnonzero(exe):
+        idesc = int(idv[ln])
+        Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
+        at, bt = (idesc >> 7) & 7, (idesc >> 10) & 7
+        ta, tb = (idesc >> 15) & 1, (idesc >> 16) & 1
+        dcode = (idesc >> 4) & 3
+        want = 2 if kind == "kind::i8" else 1  # s32 / f32 accumulator
+        if dcode != want or Mv not in (64, 128):
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (need an "
+                                         f"f32/s32 accumulator, M=64 or 128)")
+        acc = np.int32 if want == 2 else np.float32
+        types = _TC_TYPES[kind]
+        if at not in types or bt not in types:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' operand types {at}/{bt}")
+        ea, eb = np.dtype(types[at]), np.dtype(types[bt])
+        K = 32 // ea.itemsize  # bytes per K step: 32 (f16 K=16, fp8 K=32, tf32 K=8)
+        try:
+            db = _desc100(int(bd[ln]))
+            da = None if a_tmem else _desc100(int(ad[ln]))
+        except ValueError as e:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
+        aidx = None if a_tmem else (_mnmajor_bytes(da, Mv, K, ea.itemsize) if ta else
+                                    _kmajor_bytes(da, Mv, K * ea.itemsize))
+        bidx = (_mnmajor_bytes(db, Nv, K, eb.itemsize) if tb else
+                _kmajor_bytes(db, Nv, K * eb.itemsize))
+        for idx in ((bidx,) if a_tmem else (aidx, bidx)):
+            if (idx < 0).any() or (idx >= m.smem_bytes).any():
+                raise _Fault("fault", f"tcgen05.mma operand outside shared memory "
+                                      f"({m.prog.where(pc)})")
+        c = int(m.cta_local[ln])
+        if a_tmem:  # A (M x K) in TMEM: row r in lane r, K packed into 32-bit columns
+            ta_ = int(ad[ln])
+            al, ac = (ta_ >> 16) & 0xFFFF, ta_ & 0xFFFF
+            ncol = K * ea.itemsize // 4
+            if al + (Mv if Mv == 128 else 112) > 128 or ac + ncol > 512:
+                raise _Fault("fault", f"tcgen05.mma A outside TMEM ({m.prog.where(pc)})")
+            r = np.arange(Mv)
+            arows = al + (r if Mv == 128 else 32 * (r // 16) + r % 16)
+            A = np.ascontiguousarray(tm[c, arows, ac:ac + ncol]).view(ea).astype(
+                np.float64).reshape(Mv, K)
+        else:
+            A = np.ascontiguousarray(sh[c * S + aidx]).view(ea).astype(np.float64)
+        B = np.ascontiguousarray(sh[c * S + bidx]).view(eb).astype(np.float64)
+        _async_read(m, int(ln), c * S + bidx, pc)
+        if not a_tmem:
+            _async_read(m, int(ln), c * S + aidx, pc)
+        D = A @ B.T
+        taddr = int(dt_[ln])
+        lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
+        if col0 + Nv > 512 or lane0 + Mv > 128:
+            raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        # data-path layout (PTX ISA 9.1 §9.7.16.10.5): M=128 row r -> lane r; M=64 (layout F)
+        # rows 16q..16q+15 -> lanes 32q..32q+15 of lane quarter q
+        r = np.arange(Mv)
+        rows = lane0 + (r if Mv == 128 else 32 * (r // 16) + r % 16)
+        if rows.max() > 127:
+            raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        cur = tm[c, rows, col0:col0 + Nv]
+        if en is None or en[ln]:
+            D = D + cur.view(acc).astype(np.float64)
+        if acc == np.int32:
+            D = np.clip(D, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32)
+        tm[c, rows, col0:col0 + Nv] = np.ascontiguousarray(D.astype(acc)).view(np.uint32)
+    return None

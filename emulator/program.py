@@ -1,0 +1,223 @@
+"""Flattening a parsed PTX ``.entry`` into a linear instruction list the emulator executes.
+
+The verifier's front end (:func:`verifier.parse_ptx`) gives a tree of scopes; this module walks it
+once and produces:
+
+* ``insts``: every :class:`verifier.ptx.Instruction` in program order (index = program counter),
+* ``labels``: label name -> program counter of the next instruction,
+* per instruction, the register environment of its scope (Triton's inline-asm ``{ .reg ... }``
+  blocks may redeclare names such as ``%tmp``; each declaration gets its own storage key),
+* register storage widths (PTX ISA 9.1 §5.2.2 fundamental types; ``pred`` is a bool).
+
+Errors: :class:`EmulationUnsupported` for an instruction or construct the emulator cannot run,
+with ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from verifier.ptx import Function, Instruction, Label, Module, RegDecl, Scope, VarDecl, type_size
+
+__all__ = ["EmulationUnsupported", "Program", "RegInfo", "build_program"]
+
+
+class EmulationUnsupported(Exception):
+    """The PTX uses an instruction or construct the emulator does not model.
+
+    ``str(err)`` is ``emulation unsupported: <what> at file:line:col``.
+    """
+
+    def __init__(self, what: str, filename: str, line: int, col: int):
+        self.what, self.filename, self.line, self.col = what, filename, line, col
+        super().__init__(f"emulation unsupported: {what} at {filename}:{line}:{col}")
+
+    def __reduce__(self):
+        return (EmulationUnsupported, (self.what, self.filename, self.line, self.col))
+
+
+@dataclass(slots=True)
+class RegInfo:
+    """Storage of one register: unique ``key``, declared PTX ``type``, numpy storage dtype."""
+
+    key: str
+    type: str
+    storage: np.dtype
+
+
+def storage_dtype(ptx_type: str) -> np.dtype:
+    """Register storage for a declared type: ``pred`` -> bool, else an unsigned int of its width."""
+    if ptx_type == "pred":
+        return np.dtype(np.bool_)
+    size = type_size(ptx_type)
+    if size is None or size > 8:
+        return np.dtype(np.uint64) if size is None else np.dtype(np.uint64)
+    return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size])
+
+
+class _Env:
+    """Register names visible in one scope (parent chain flattened into one dict)."""
+
+    def __init__(self, parent: _Env | None):
+        self.parent = parent
+        self.labels: dict[str, int] = {}
+        self.singles: dict[str, RegInfo] = dict(parent.singles) if parent else {}
+        self.ranges: dict[str, tuple[int, RegInfo]] = dict(parent.ranges) if parent else {}
+        self.cache: dict[str, RegInfo | None] = {}
+
+    def label(self, name: str) -> int | None:
+        """Program counter of label ``name`` visible from this scope (innermost first)."""
+        env: _Env | None = self
+        while env is not None:
+            if name in env.labels:
+                return env.labels[name]
+            env = env.parent
+        return None
+
+    def lookup(self, name: str) -> RegInfo | None:
+        if name in self.cache:
+            return self.cache[name]
+        info = self.singles.get(name)
+        if info is None:
+            # %r<305> declares %r0..%r304: split the trailing digits
+            i = len(name)
+            while i > 0 and name[i - 1].isdigit():
+                i -= 1
+            if i < len(name):
+                rng = self.ranges.get(name[:i])
+                if rng is not None and int(name[i:]) < rng[0]:
+                    base = rng[1]
+                    info = RegInfo(key=base.key + name[i:], type=base.type, storage=base.storage)
+        self.cache[name] = info
+        return info
+
+
+@dataclass
+class Program:
+    """One entry, flattened.
+
+    Attributes:
+        module, entry: the parsed module and the ``.entry`` function.
+        filename: name used in findings and errors.
+        insts: instructions in program order.
+        envs: per instruction, the register environment of its scope.
+        labels: label -> index of the instruction that follows it (first definition; branches
+            resolve labels through their scope, :meth:`_Env.label`, since Triton's inline-asm
+            scopes reuse names such as ``waitLoop``).
+        shared_vars: shared variable name -> (byte offset in the CTA's shared window, size or None
+            for an unsized ``extern`` array).
+        static_shared: bytes of sized shared variables.
+        local_vars: ``.local`` variable name -> (offset, size) in per-thread local memory.
+        local_bytes: per-thread local memory size.
+    """
+
+    module: Module
+    entry: Function
+    filename: str
+    insts: list[Instruction] = field(default_factory=list)
+    envs: list[_Env] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    shared_vars: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    static_shared: int = 0
+    local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
+    local_bytes: int = 0
+
+    def where(self, pc: int) -> str:
+        """``file:line:col`` of instruction ``pc``."""
+        ins = self.insts[pc]
+        return f"{self.filename}:{ins.line}:{ins.col}"
+
+    def unsupported(self, pc: int, what: str | None = None) -> EmulationUnsupported:
+        """The error for instruction ``pc`` (default ``what``: its opcode in quotes)."""
+        ins = self.insts[pc]
+        return EmulationUnsupported(what or f"'{ins.opcode}'", self.filename, ins.line, ins.col)
+
+
+def _var_size(v: VarDecl) -> int | None:
+    es = type_size(v.type) or 1
+    es *= v.vec or 1
+    n = 1
+    for d in v.dims:
+        if d is None:
+            return None
+        n *= d
+    return es * n
+
+
+def build_program(module: Module, entry: str | None = None) -> Program:
+    """Flatten ``entry`` (default: the only ``.entry`` with a body) of ``module``.
+
+    Raises:
+        EmulationUnsupported: no entry with a body, several entries and none named, or a
+            ``.func`` call (calls are not modelled yet).
+    """
+    fname = module.filename
+    bodies = [f for f in module.entries if f.body is not None]
+    if entry is not None:
+        bodies = [f for f in bodies if f.name == entry]
+    if len(bodies) != 1:
+        raise EmulationUnsupported(
+            f"{len(bodies)} matching '.entry' definitions (need exactly one)", fname, 1, 1)
+    fn = bodies[0]
+    prog = Program(module=module, entry=fn, filename=fname)
+    off = 0
+    externs: list[VarDecl] = []
+    for v in module.variables:
+        if v.space == "shared":
+            size = _var_size(v)
+            if size is None:
+                externs.append(v)
+                continue
+            al = v.align or (type_size(v.type) or 1)
+            off = (off + al - 1) // al * al
+            prog.shared_vars[v.name] = (off, size)
+            off += size
+    ext_off = (off + 127) // 128 * 128 if externs else off
+    for v in externs:  # every unsized extern array aliases the dynamic shared memory
+        prog.shared_vars[v.name] = (ext_off, None)
+    prog.static_shared = off
+    counter = [0]
+
+    def walk(scope: Scope, parent: _Env | None) -> None:
+        env = _Env(parent)
+        counter[0] += 1
+        tag = "" if parent is None else f"@{counter[0]}"
+        for st in scope.stmts:
+            if isinstance(st, RegDecl):
+                info = RegInfo(key=st.name + tag, type=st.type, storage=storage_dtype(st.type))
+                if st.count is not None:
+                    env.ranges[st.name] = (st.count, info)
+                else:
+                    env.singles[st.name] = info
+                env.cache.clear()
+            elif isinstance(st, VarDecl):
+                size = _var_size(st) or 0
+                if st.space == "shared":
+                    al = st.align or 8
+                    o = (prog.static_shared + al - 1) // al * al
+                    prog.shared_vars[st.name] = (o, size)
+                    prog.static_shared = o + size
+                elif st.space == "local":
+                    al = st.align or 8
+                    o = (prog.local_bytes + al - 1) // al * al
+                    prog.local_vars[st.name] = (o, size)
+                    prog.local_bytes = o + size
+                else:
+                    raise EmulationUnsupported(f"'.{st.space}' variable in a function body",
+                                               fname, st.line, st.col)
+            elif isinstance(st, Label):
+                env.labels[st.name] = len(prog.insts)
+                prog.labels.setdefault(st.name, len(prog.insts))
+            elif isinstance(st, Scope):
+                walk(st, env)
+            elif isinstance(st, Instruction):
+                if st.base == "call":
+                    raise EmulationUnsupported("'call' (device functions)", fname, st.line, st.col)
+                prog.insts.append(st)
+                prog.envs.append(env)
+
+    assert fn.body is not None
+    walk(fn.body, None)
+    return prog
