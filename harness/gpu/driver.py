@@ -209,7 +209,41 @@ class Context:
         return float(check(self.cu.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
 
 
-class DeviceBuffer:
+class _DeviceBytes:
+    """Copy and fill operations shared by :class:`DeviceBuffer` and :class:`GuardedBuffer`: a
+    subclass sets ``ctx``, ``ptr`` (device address of the data) and ``nbytes`` (data size, bytes).
+    """
+
+    ctx: "Context"
+    ptr: int
+    nbytes: int
+
+    def download(self, arr: Any) -> Any:
+        """Copy the buffer into NumPy array ``arr`` (synchronous) and return it.
+
+        Raises:
+            ValueError: ``arr`` is not exactly ``nbytes`` bytes.
+        """
+        if arr.nbytes != self.nbytes:
+            raise ValueError(f"download of {self.nbytes} B into a {arr.nbytes} B array")
+        check(self.ctx.cu.cuMemcpyDtoH(arr.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+        return arr
+
+    def fill_byte(self, value: int, stream: Any = None) -> None:
+        """Set every data byte to ``value`` (asynchronous on ``stream`` when given)."""
+        cu = self.ctx.cu
+        if stream is None:
+            check(cu.cuMemsetD8(self.ptr, value, self.nbytes), "cuMemsetD8")
+        else:
+            check(cu.cuMemsetD8Async(self.ptr, value, self.nbytes, stream), "cuMemsetD8Async")
+
+    def copy_from(self, other: "_DeviceBytes") -> None:
+        """Device-to-device copy of ``other`` (same size) on the harness stream."""
+        check(self.ctx.cu.cuMemcpyDtoDAsync(self.ptr, other.ptr, self.nbytes, self.ctx.stream),
+              "cuMemcpyDtoDAsync")
+
+
+class DeviceBuffer(_DeviceBytes):
     """A ``cuMemAlloc`` buffer with guard bands on both sides for out-of-bounds write detection.
 
     The usable region starts ``guard`` bytes into the allocation (256-byte aligned, like the
@@ -234,26 +268,6 @@ class DeviceBuffer:
             raise ValueError(f"upload of {arr.nbytes} B into a {self.nbytes} B buffer")
         check(self.ctx.cu.cuMemcpyHtoD(self.ptr, arr.ctypes.data, self.nbytes), "cuMemcpyHtoD")
 
-    def download(self, arr: Any) -> Any:
-        """Copy the buffer into NumPy array ``arr`` (synchronous) and return it."""
-        if arr.nbytes != self.nbytes:
-            raise ValueError(f"download of {self.nbytes} B into a {arr.nbytes} B array")
-        check(self.ctx.cu.cuMemcpyDtoH(arr.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
-        return arr
-
-    def fill_byte(self, value: int, stream: Any = None) -> None:
-        """Set every byte to ``value`` (asynchronous on ``stream`` when given)."""
-        cu = self.ctx.cu
-        if stream is None:
-            check(cu.cuMemsetD8(self.ptr, value, self.nbytes), "cuMemsetD8")
-        else:
-            check(cu.cuMemsetD8Async(self.ptr, value, self.nbytes, stream), "cuMemsetD8Async")
-
-    def copy_from(self, other: "DeviceBuffer") -> None:
-        """Device-to-device copy of ``other`` (same size) on the harness stream."""
-        check(self.ctx.cu.cuMemcpyDtoDAsync(self.ptr, other.ptr, self.nbytes, self.ctx.stream),
-              "cuMemcpyDtoDAsync")
-
     def guards_intact(self) -> bool:
         """True when neither guard band was written."""
         if not self.guard:
@@ -273,7 +287,7 @@ class DeviceBuffer:
             self._base = None
 
 
-class GuardedBuffer:
+class GuardedBuffer(_DeviceBytes):
     """A buffer mapped through the CUDA virtual memory management API, between unmapped guard pages.
 
     Layout of the reserved range (``g`` = allocation granularity, 2 MiB on an H200)::
@@ -355,26 +369,6 @@ class GuardedBuffer:
         # before the pages turn read-only and before a kernel on a non-blocking stream reads them
         check(self.ctx.cu.cuCtxSynchronize(), "cuCtxSynchronize")
         self.set_read_only(ro)
-
-    def download(self, arr: Any) -> Any:
-        """Copy the buffer into NumPy array ``arr`` (synchronous) and return it."""
-        if arr.nbytes != self.nbytes:
-            raise ValueError(f"download of {self.nbytes} B into a {arr.nbytes} B array")
-        check(self.ctx.cu.cuMemcpyDtoH(arr.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
-        return arr
-
-    def fill_byte(self, value: int, stream: Any = None) -> None:
-        """Set every data byte to ``value`` (asynchronous on ``stream`` when given)."""
-        cu = self.ctx.cu
-        if stream is None:
-            check(cu.cuMemsetD8(self.ptr, value, self.nbytes), "cuMemsetD8")
-        else:
-            check(cu.cuMemsetD8Async(self.ptr, value, self.nbytes, stream), "cuMemsetD8Async")
-
-    def copy_from(self, other: Any) -> None:
-        """Device-to-device copy of ``other`` (same size) on the harness stream."""
-        check(self.ctx.cu.cuMemcpyDtoDAsync(self.ptr, other.ptr, self.nbytes, self.ctx.stream),
-              "cuMemcpyDtoDAsync")
 
     def guards_intact(self) -> bool:
         """True when the canary slack around the data was not written."""
