@@ -23,14 +23,23 @@ RESEARCH = DATA / "research_kernels.py"
 
 def test_extraction_never_runs_the_module_and_keeps_only_what_the_kernel_needs():
     ext = extract_kernel(RESEARCH.read_text(), "FusedOps.scale_kernel", str(RESEARCH))
-    assert ext.qualname == "scale_kernel"  # the PTX entry keeps the kernel's own name
+    assert ext.qualname == "FusedOps.scale_kernel"
     assert "torch" not in ext.text and "research_lib" not in ext.text
     assert "RuntimeError" not in ext.text and "WORKSPACE" not in ext.text
     assert ext.globals == ["SCALE"]
     assert set(ext.functions) == {"FusedOps.scale_kernel", "FusedOps._inner", "_scaled", "_twice"}
     assert ext.wrapped == ["_twice"]  # the undecorated helper is wrapped
-    assert "FusedOps.__inner" not in ext.text and "FusedOps___inner(x)" in ext.text
-    assert "autotune" not in ext.text and ext.text.count("@triton.jit") == 4
+    assert "_twice = triton.jit(_twice)" in ext.text
+    assert "y = FusedOps._inner(x)" in ext.text  # copied verbatim, not rewritten
+    assert "autotune" not in ext.text
+    assert [ln.strip() for ln in ext.text.splitlines()].count("@triton.jit") == 3
+    # every copied line keeps its line number in the user's file
+    user = RESEARCH.read_text().splitlines()
+    got = ext.text.splitlines()
+    for probe in ("def _scaled(x):", "def scale_kernel(", "def _inner(x):", "return x + x",
+                  "SCALE: tl.constexpr = tl.constexpr(2.0)"):
+        i = next(n for n, line in enumerate(user) if probe in line)
+        assert probe in got[i], (probe, i, got[i])
     compile(ext.text, "extracted", "exec")  # valid Python
 
 
