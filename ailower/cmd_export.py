@@ -41,6 +41,13 @@ def export_command(
     if row.best_ptx is None:
         raise CliFailure(f"run #{row.id} has no PTX to export: it found no valid candidate "
                          f"({row.stop_reason})")
+    if kernel is None and spec is None:
+        from kernels import names
+
+        if row.kernel not in names():
+            raise CliFailure(f"run #{row.id} is of {row.kernel!r}, which is not a suite kernel: "
+                             "give the spec it was lowered from (--kernel SPEC.yaml, or --kernel "
+                             "FILE.py::fn --spec SPEC.yaml)")
     ks = _load_spec(kernel or row.kernel, spec)
     if ks.identity() != row.spec_id:
         raise CliFailure(f"run #{row.id} was made with spec {row.spec_id} of {row.kernel!r}, but "

@@ -487,6 +487,8 @@ def test_export_of_a_kernel_from_a_user_file_matches_the_unmodified_program(monk
     r = ailower("lower", str(tmp_path / "spec.yaml"), "--iterations", "1", "--out",
                 str(tmp_path / "out"), env_extra=env)
     assert r.returncode == 0, r.stdout + r.stderr
+    r = ailower("export", "latest", "--triton-override", str(tmp_path / "ovr"), env_extra=env)
+    assert r.returncode == 2 and "not a suite kernel: give the spec" in r.stderr, r.stderr
     r = ailower("export", "latest", "--kernel", str(tmp_path / "spec.yaml"), "--triton-override",
                 str(tmp_path / "ovr"), env_extra=env)
     assert r.returncode == 0, r.stdout + r.stderr
