@@ -532,3 +532,48 @@ def test_export_of_a_kernel_from_a_user_file_matches_the_unmodified_program(monk
     finally:
         driver._active = saved
         fn.device_caches.clear()
+
+
+def test_symlinked_out_prev_and_failed_are_never_followed_into_a_deletion(tmp_path):
+    from ailower._outdir import OutputError, StagedOutput
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine")
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "report.json").write_text("old")
+    (tmp_path / "res").symlink_to(real)  # --out is a link: the result goes where it points
+    (tmp_path / "real.prev").symlink_to(precious)  # an old .prev that is a link
+    (tmp_path / "real.failed").symlink_to(precious)
+    s = StagedOutput(tmp_path / "res")
+    s.path("report.json").write_text("new")
+    assert s.commit() == tmp_path / "real.prev"
+    assert (real / "report.json").read_text() == "new"
+    assert (tmp_path / "real.prev" / "report.json").read_text() == "old"
+    assert (tmp_path / "res").is_symlink() and (precious / "notes.txt").read_text() == "mine"
+    f = StagedOutput(tmp_path / "res")
+    f.path("transcript.jsonl").write_text("partial")
+    assert f.abandon() == tmp_path / "real.failed"
+    assert (precious / "notes.txt").read_text() == "mine"
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(OutputError, match="dangling: a symbolic link to .*nowhere, which does not "
+                                          "exist"):
+        StagedOutput(tmp_path / "dangling")
+    assert not [p for p in tmp_path.iterdir() if ".staging-" in p.name]
+
+
+def test_export_to_symlinks(world, tmp_path):
+    _, env = world
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine")
+    (tmp_path / "ov").mkdir()
+    (tmp_path / "ov.prev").symlink_to(precious)
+    r = ailower("export", "1", "--triton-override", str(tmp_path / "ov"), env_extra=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (precious / "notes.txt").read_text() == "mine" and not (tmp_path / "ov.prev").is_symlink()
+    (tmp_path / "dl").symlink_to(tmp_path / "nowhere")
+    r = ailower("export", "1", "--triton-override", str(tmp_path / "dl"), env_extra=env)
+    assert r.returncode == 2 and "a symbolic link to" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "nowhere").exists()
