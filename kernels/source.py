@@ -123,7 +123,7 @@ def _find(tree: ast.Module, qualname: str, filename: str
     if len(parts) > 2 or not all(parts):
         raise SourceExtractError(filename, f"function {qualname!r}: use NAME or CLASS.NAME")
     have: list[str] = []
-    for node in tree.body:
+    for node in _module_statements(tree.body):
         if isinstance(node, ast.FunctionDef):
             have.append(node.name)
             if len(parts) == 1 and node.name == parts[0]:
@@ -430,6 +430,10 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
             block = src_lines[first - 1:node.end_lineno]
         body = textwrap.dedent("".join(block)).splitlines()
         n_dec = node.lineno - first
+        pad = body[n_dec][:len(body[n_dec]) - len(body[n_dec].lstrip())] if n_dec < len(body) else ""
+        if pad:  # a string in the body is less indented than the def: Triton's own dedent
+            # leaves the def indented (and cannot load it); keep the text loadable
+            body = [b[len(pad):] if b.startswith(pad) else b for b in body]
         if n_dec:
             body = ["@triton.jit"] + [""] * (n_dec - 1) + body[n_dec:]
         if cls is not None:

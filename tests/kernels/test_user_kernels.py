@@ -353,3 +353,53 @@ def k(x_ptr):
     ext = extract_kernel(text, "k")
     assert set(ext.globals) == {"C", "LOG2E", "B"}
     assert "import math" in ext.text
+
+
+_TL = "import triton\nimport triton.language as tl\n"
+_LAYOUTS = {
+    "inside_if": _TL + "if True:\n    @triton.jit\n    def k(x_ptr, B: tl.constexpr):\n"
+                       "        tl.store(x_ptr + tl.arange(0, B), 1.0)\n",
+    "crlf_tabs_class": (_TL + "class C:\n\t@staticmethod\n\t@triton.jit\n\tdef h(x):\n\t\treturn x\n"
+                        "\t@staticmethod\n\t@triton.jit\n\tdef k(x_ptr, B: tl.constexpr):\n"
+                        "\t\ttl.store(x_ptr + tl.arange(0, B), C.h(1.0))\n").replace("\n", "\r\n"),
+    "one_line_def": _TL + "\n\n@triton.jit\ndef k(x_ptr, B: tl.constexpr): "
+                          "tl.store(x_ptr + tl.arange(0, B), 1.0)\n",
+    "globals_on_one_line": _TL + "A = tl.constexpr(1); B2 = tl.constexpr(2)\n\n\n@triton.jit\n"
+                                 "def k(x_ptr, B: tl.constexpr):\n"
+                                 "    tl.store(x_ptr + tl.arange(0, B), A + B2)  # [x]\n",
+    "undecorated_after_autotune_helper": _TL + "\n@triton.jit\ndef h(x):\n    return x\n\n\n"
+                                               "def k(x_ptr, B: tl.constexpr):\n"
+                                               "    tl.store(x_ptr + tl.arange(0, B), h(1.0))\n"
+                                               "\n\nk = triton.jit(k)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LAYOUTS))
+def test_extracted_kernel_has_the_users_triton_cache_key(case, tmp_path, monkeypatch):
+    """Triton's ``cache_key`` (source of the kernel and its helpers, first line numbers, constexpr
+    globals) of the extracted kernel equals that of the user's own file, imported as it is: the
+    hash ``ailower export`` names its override folder by."""
+    import importlib.util
+
+    # the user's file: only triton imports here, so it can be imported for the comparison
+    text = _LAYOUTS[case]
+    user = tmp_path / f"user_{case}.py"
+    user.write_bytes(text.encode())
+    ispec = importlib.util.spec_from_file_location(f"user_{case}", user)
+    mod = importlib.util.module_from_spec(ispec)
+    ispec.loader.exec_module(mod)
+    qn = "C.k" if "class" in case else "k"
+    theirs = mod.C.k if "class" in case else mod.k
+    ext = extract_kernel(text, qn, str(user))
+    ref = kernels.SourceRef(path=str(user), function=qn)
+    ours = ref.load(tmp_path / "cache")
+    assert ours.starting_line_number == theirs.starting_line_number
+    assert ours.src == theirs.src
+    assert ours.cache_key == theirs.cache_key, ext.text
+
+
+def test_a_string_less_indented_than_the_method_still_loads(tmp_path):
+    text = (_TL + "class C:\n    @staticmethod\n    @triton.jit\n    def k(x_ptr, B: tl.constexpr):\n"
+            '        """doc\nat column 0"""\n        tl.store(x_ptr + tl.arange(0, B), 1.0)\n')
+    fn = kernels.SourceRef(text=text, function="C.k").load(tmp_path)
+    assert fn.__name__ == "k" and fn.src.startswith("def k(")
