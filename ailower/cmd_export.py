@@ -81,6 +81,10 @@ def export_command(
                   markup=False)
     for n in res.notes:
         console.print(f"note: {n}", markup=False)
+    if row.best_verdict != "accepted":
+        console.print(f"warning: run #{row.id}'s candidate was never checked on a GPU (verdict "
+                      f"{row.best_verdict}): compare its results with Triton's before relying on "
+                      "it", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -134,6 +134,8 @@ def test_eval_bad_input_is_exit_2(world, tmp_path):
     for args, msg in [
         ((str(ok), "--kernel", "softmax", "--meta", "BLOCK=64"), "has no such meta-parameter"),
         ((str(ok), "--kernel", "softmax", "--meta", "oops"), "expected NAME=INTEGER"),
+        ((str(ok), "--kernel", "softmax", "--meta", "BLOCK_N=99999999999999999999"),
+         "is out of range"),
         ((str(empty), "--kernel", "softmax"), "the file is empty"),
         ((str(ok), "--kernel", "softmx"), "did you mean softmax"),
     ]:
@@ -277,6 +279,7 @@ def test_export_writes_the_override_layout_and_triton_jit_uses_it(world, monkeyp
     r = ailower("export", "1", "--triton-override", str(ov), env_extra=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TRITON_KERNEL_OVERRIDE=1" in r.stdout and "num_warps=4" in r.stdout
+    assert "never checked on a GPU (verdict static-only)" in r.stdout
     man = read_manifest(ov)
     assert man["entry"] == "softmax_kernel" and man["constexprs"] == {"BLOCK_N": 4096}
     assert [e["divisible_by_16"] for e in man["entries"]] == [{"n_rows": True}, {"n_rows": False}]
