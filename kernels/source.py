@@ -239,36 +239,131 @@ _SAFE_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.U
                ast.Slice)
 
 
-def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
-                  filename: str) -> None:
-    """A module-level assignment the kernel reads is copied and so runs when the extracted module
-    is imported: allow only constant expressions over triton/math names, other such globals and
-    a few pure builtins (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never a call of
-    anything else (``__import__("os")``, ``open``...).
+def _import_path(stmt: ast.stmt, bound: str) -> str:
+    """The dotted path a name bound by an allowed import stands for (``tl`` ->
+    ``triton.language``, ``constexpr`` from ``from triton.language import constexpr`` ->
+    ``triton.language.constexpr``)."""
+    if isinstance(stmt, ast.Import):
+        alias = stmt.names[0]
+        return alias.name if alias.asname else alias.name.split(".")[0]
+    assert isinstance(stmt, ast.ImportFrom)
+    return f"{stmt.module}.{stmt.names[0].name}"
+
+
+def _dotted(node: ast.expr) -> tuple[str, list[str]] | None:
+    """``a.b.c`` -> (``a``, [``b``, ``c``]); None when the chain does not start at a name."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.insert(0, node.attr)
+        node = node.value
+    return (node.id, attrs) if isinstance(node, ast.Name) else None
+
+
+def _allowed_path(path: str) -> bool:
+    """Objects a def-time or global expression may name: ``triton``, ``triton.language``, one
+    member of ``triton.language`` (``tl.constexpr``, ``tl.float16``) or of ``math``. Deeper
+    chains are refused: they reach other modules (``triton.runtime.cache.os``)."""
+    parts = path.split(".")
+    if parts[:2] == ["triton", "language"]:
+        return len(parts) <= 3
+    if parts[0] == "math":
+        return len(parts) <= 2
+    return parts == ["triton"]
+
+
+def _check_expr(value: ast.AST, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                where: str, filename: str, line: int, col: int) -> None:
+    """``value`` runs when the extracted module is imported (a copied global's value or
+    annotation, a copied function's default values and annotations): allow only constant
+    expressions over other copied globals, a few pure builtins and members of
+    ``triton.language`` / ``math`` (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never
+    a call of anything else (``__import__("os")``, ``open``, ``triton.runtime.cache.os.system``).
 
     Raises:
-        SourceExtractError: the value is not such an expression (``file:line:col``).
+        SourceExtractError: the expression is not such an expression (``file:line:col``).
     """
-    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-    if value is None:
-        return
+    found: list[tuple[int, ast.AST, str]] = []  # the most telling first: name, attribute, call
     for sub in ast.walk(value):
         bad = None
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and where.startswith(
+                "the annotation"):
+            continue
         if not isinstance(sub, _SAFE_NODES):
             bad = f"a {type(sub).__name__} expression"
         elif isinstance(sub, ast.Name) and not (sub.id in imports_ok or sub.id in assigns
                                                 or sub.id in _SAFE_BUILTINS):
             bad = f"the name {sub.id!r}"
-        elif isinstance(sub, ast.Attribute) and sub.attr.startswith("__"):
-            bad = f"the attribute {sub.attr!r}"
+        elif isinstance(sub, ast.Attribute):
+            chain = _dotted(sub)
+            if sub.attr.startswith("__"):
+                bad = f"the attribute {sub.attr!r}"
+            elif chain is None or chain[0] not in imports_ok:
+                bad = f"the attribute {sub.attr!r} of a value"
+            else:
+                path = ".".join([_import_path(imports_ok[chain[0]], chain[0]), *chain[1]])
+                if not _allowed_path(path):
+                    bad = f"{path!r} (only members of triton.language and math)"
+        elif isinstance(sub, ast.Call):
+            f = sub.func
+            if isinstance(f, ast.Name) and f.id in imports_ok:
+                path = _import_path(imports_ok[f.id], f.id)
+                if not _allowed_path(path):
+                    bad = f"a call of {path!r}"
+            elif isinstance(f, ast.Name) and f.id in assigns and f.id not in _SAFE_BUILTINS:
+                bad = f"a call of the global {f.id!r}"
+            elif not isinstance(f, (ast.Name, ast.Attribute)):
+                bad = "a call of a computed value"
         if bad:
-            names = ", ".join(_assigned_names(node))
-            raise SourceExtractError(
-                f"{filename}:{getattr(sub, 'lineno', node.lineno)}:"
-                f"{getattr(sub, 'col_offset', node.col_offset) + 1}",
-                f"the kernel reads the global {names}, whose value uses {bad}; ailower copies "
-                "only constant expressions over triton/math names (such as "
-                "tl.constexpr(128)) so that no code of the file runs")
+            found.append((2 if isinstance(sub, ast.Call) else
+                          1 if isinstance(sub, ast.Attribute) else 0, sub, bad))
+    if found:
+        _, sub, bad = min(found, key=lambda x: x[0])
+        raise SourceExtractError(
+            f"{filename}:{getattr(sub, 'lineno', line)}:{getattr(sub, 'col_offset', col) + 1}",
+            f"{where} uses {bad}; ailower copies only constant expressions over "
+            "triton.language/math names (such as tl.constexpr(128)) so that no code of the "
+            "file runs")
+
+
+def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                  filename: str) -> None:
+    """A module-level assignment the kernel reads is copied and so runs when the extracted module
+    is imported: its value and annotation must pass :func:`_check_expr`.
+
+    Raises:
+        SourceExtractError: they do not (``file:line:col``).
+    """
+    names = ", ".join(_assigned_names(node))
+    if isinstance(node, ast.AnnAssign):
+        _check_expr(node.annotation, imports_ok, assigns, f"the annotation of the global {names}",
+                    filename, node.lineno, node.col_offset)
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is not None:
+        _check_expr(value, imports_ok, assigns,
+                    f"the kernel reads the global {names}, whose value", filename, node.lineno,
+                    node.col_offset)
+
+
+def _check_def_time(fn: ast.FunctionDef, imports_ok: dict[str, ast.stmt],
+                    assigns: dict[str, ast.stmt], filename: str) -> None:
+    """The parts of a copied ``def`` that Python evaluates when the module is imported (default
+    values, annotations; decorators are replaced) must pass :func:`_check_expr`.
+
+    Raises:
+        SourceExtractError: one does not (``file:line:col``).
+    """
+    a = fn.args
+    for d in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
+        _check_expr(d, imports_ok, assigns, f"a default value of {fn.name}()", filename,
+                    fn.lineno, fn.col_offset)
+    for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if p is not None and p.annotation is not None:
+            _check_expr(p.annotation, imports_ok, assigns,
+                        f"the annotation of {fn.name}()'s parameter {p.arg}", filename,
+                        fn.lineno, fn.col_offset)
+    if fn.returns is not None:
+        _check_expr(fn.returns, imports_ok, assigns, f"the annotation of {fn.name}()'s result",
+                    filename, fn.lineno, fn.col_offset)
 
 
 def _assigned_names(node: ast.stmt) -> list[str]:
@@ -361,6 +456,7 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
             if qn in want_funcs:
                 continue
             want_funcs[qn] = (node, cls)
+            _check_def_time(node, imports_ok, assigns, filename)
             params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
                                        *node.args.kwonlyargs]}
             r = _reads(node)

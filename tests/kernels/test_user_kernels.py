@@ -403,3 +403,47 @@ def test_a_string_less_indented_than_the_method_still_loads(tmp_path):
             '        """doc\nat column 0"""\n        tl.store(x_ptr + tl.arange(0, B), 1.0)\n')
     fn = kernels.SourceRef(text=text, function="C.k").load(tmp_path)
     assert fn.__name__ == "k" and fn.src.startswith("def k(")
+
+
+@pytest.mark.parametrize("head,bad", [
+    # a global reaching another module through triton's own attributes
+    ('G = tl.constexpr(triton.runtime.cache.os.system("echo pwned"))\n'
+     "def k(x_ptr):\n    tl.store(x_ptr, G)", "'triton.runtime.cache.os.system'"),
+    ("from triton.runtime import cache\nG = tl.constexpr(cache.os.getcwd())\n"
+     "def k(x_ptr):\n    tl.store(x_ptr, G)", "'triton.runtime.cache.os.getcwd'"),
+    # def-time parts of a copied function: defaults and annotations run at import
+    ('def k(x_ptr, B: tl.constexpr = print("pwned") or 4):\n    tl.store(x_ptr, B)',
+     "a default value of k() uses the name 'print'"),
+    ('def k(x_ptr: print("pwned"), B: tl.constexpr = 4):\n    tl.store(x_ptr, B)',
+     "the annotation of k()'s parameter x_ptr uses the name 'print'"),
+    ('def k(x_ptr) -> open("/etc/passwd"):\n    tl.store(x_ptr, 1)', "result uses the name 'open'"),
+    ('def h(x=__import__("os").getcwd()):\n    return x\n'
+     "def k(x_ptr):\n    tl.store(x_ptr, h(1))", "a default value of h() uses the name '__import__'"),
+    ('G: print("pwned") = tl.constexpr(1)\ndef k(x_ptr):\n    tl.store(x_ptr, G)',
+     "the annotation of the global G uses the name 'print'"),
+])
+def test_code_in_def_time_expressions_is_refused_not_run(head, bad, tmp_path, capfd):
+    text = "import triton\nimport triton.language as tl\n" + head.replace(
+        "def k(", "@triton.jit\ndef k(") + "\n"
+    with pytest.raises(SourceExtractError, match=re.escape(bad)):
+        extract_kernel(text, "k")
+    with pytest.raises(kernels.SpecError, match=re.escape(bad)):
+        kernels.SourceRef(text=text, function="k").load(tmp_path)
+    assert "pwned" not in capfd.readouterr().out
+
+
+def test_ordinary_def_time_expressions_still_load(tmp_path):
+    text = '''import math
+import triton
+import triton.language as tl
+from triton.language import constexpr
+BLOCK: tl.constexpr = tl.constexpr(2 ** 7)
+
+
+@triton.jit
+def k(x_ptr: tl.tensor, y_ptr: "tl.pointer_type(tl.float32)", B: constexpr = BLOCK,
+      F: tl.constexpr = int(math.log2(64)), D: tl.constexpr = tl.float16) -> None:
+    tl.store(y_ptr + tl.arange(0, B), tl.load(x_ptr + tl.arange(0, B)).to(D) * F)
+'''
+    fn = kernels.SourceRef(text=text, function="k").load(tmp_path)
+    assert fn.__name__ == "k"
