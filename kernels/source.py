@@ -233,6 +233,9 @@ def _reads(node: ast.AST, skip_decorators: bool = True) -> _Reads:
 
 _SAFE_BUILTINS = {"int", "float", "bool", "min", "max", "abs", "round", "len", "True", "False",
                   "None"}
+_BUILTIN_TYPES = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)}
+"""Builtin types (``dict``, ``str``, ...): an expression may name them (annotations such as
+``dict[str, int]``) but call only those in ``_SAFE_BUILTINS``."""
 _SAFE_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.UnaryOp,
                ast.BoolOp, ast.Compare, ast.Tuple, ast.List, ast.IfExp, ast.keyword,
                ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Subscript,
@@ -291,7 +294,8 @@ def _check_expr(value: ast.AST, imports_ok: dict[str, ast.stmt], assigns: dict[s
         if not isinstance(sub, _SAFE_NODES):
             bad = f"a {type(sub).__name__} expression"
         elif isinstance(sub, ast.Name) and not (sub.id in imports_ok or sub.id in assigns
-                                                or sub.id in _SAFE_BUILTINS):
+                                                or sub.id in _SAFE_BUILTINS
+                                                or sub.id in _BUILTIN_TYPES):
             bad = f"the name {sub.id!r}"
         elif isinstance(sub, ast.Attribute):
             chain = _dotted(sub)
@@ -309,6 +313,8 @@ def _check_expr(value: ast.AST, imports_ok: dict[str, ast.stmt], assigns: dict[s
                 path = _import_path(imports_ok[f.id], f.id)
                 if not _allowed_path(path):
                     bad = f"a call of {path!r}"
+            elif isinstance(f, ast.Name) and f.id in _BUILTIN_TYPES and f.id not in _SAFE_BUILTINS:
+                bad = f"a call of {f.id!r}"
             elif isinstance(f, ast.Name) and f.id in assigns and f.id not in _SAFE_BUILTINS:
                 bad = f"a call of the global {f.id!r}"
             elif not isinstance(f, (ast.Name, ast.Attribute)):
@@ -456,7 +462,6 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
             if qn in want_funcs:
                 continue
             want_funcs[qn] = (node, cls)
-            _check_def_time(node, imports_ok, assigns, filename)
             params = {a.arg for a in [*node.args.posonlyargs, *node.args.args,
                                        *node.args.kwonlyargs]}
             r = _reads(node)
@@ -476,6 +481,8 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
                 if q not in want_funcs:
                     queue.append((q, classes[base][attr], base))
 
+    for node, _cls in want_funcs.values():  # after the reads: an import from elsewhere is
+        _check_def_time(node, imports_ok, assigns, filename)  # reported as such first
     text_out = _layout(text, tree, want_funcs, want_globals, want_imports, imports_ok, assigns)
     wrapped = [qn for qn, (node, _) in want_funcs.items() if not _is_jit(node)]
     return ExtractedKernel(text=text_out, qualname=qualname, functions=list(want_funcs),
