@@ -230,7 +230,9 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
         "(or TRITON_ALWAYS_COMPILE=1), or an earlier compile is reused and the override skipped",
         f"launch with num_warps={num_warps} (the PTX's block size) and constexprs "
         + ", ".join(f"{k}={v}" for k, v in constexprs.items()),
-        "pointers must be 16-byte aligned; other launches compile normally"]
+        "pointers must be 16-byte aligned; other launches compile normally",
+        f"use this folder only on {arch} GPUs: the hash does not cover the target, so Triton "
+        "would take this PTX on any GPU (and fail to assemble it for another arch)"]
     result = OverrideExport(
         directory=str(directory), kernel=spec.name, entry=ref.abi.entry, arch=arch,
         triton_version=triton_version(), run_id=run_id, candidate_digest=candidate_digest,

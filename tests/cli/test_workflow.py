@@ -280,6 +280,7 @@ def test_export_writes_the_override_layout_and_triton_jit_uses_it(world, monkeyp
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TRITON_KERNEL_OVERRIDE=1" in r.stdout and "num_warps=4" in r.stdout
     assert "never checked on a GPU (verdict static-only)" in r.stdout
+    assert "use this folder only on sm_90a GPUs" in r.stdout
     man = read_manifest(ov)
     assert man["entry"] == "softmax_kernel" and man["constexprs"] == {"BLOCK_N": 4096}
     assert [e["divisible_by_16"] for e in man["entries"]] == [{"n_rows": True}, {"n_rows": False}]
