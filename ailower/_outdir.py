@@ -51,6 +51,14 @@ class StagedOutput:
 
     def __init__(self, final: Path):
         self.final = Path(final)
+        if self.final.is_symlink():
+            # results go where the link points (the link itself is never replaced or followed
+            # into a deletion); a dangling link names a folder that does not exist
+            target = Path(os.path.realpath(self.final))
+            if not target.exists():
+                raise OutputError(f"--out {self.final}: a symbolic link to {target}, which does "
+                                  "not exist; create it or give another folder")
+            self.final = target
         if self.final.exists() and not self.final.is_dir():
             raise OutputError(f"--out {self.final}: cannot create the folder: a file of that name "
                               "exists")
@@ -96,14 +104,18 @@ class StagedOutput:
                 both still exist under the names given in the message).
         """
         kept = None
-        if self.final.exists() and any(self.final.iterdir()):
-            if self.prev.exists():
-                shutil.rmtree(self.prev)
-            os.replace(self.final, self.prev)
-            kept = self.prev
-        elif self.final.exists():
-            self.final.rmdir()  # an empty folder (e.g. made by the user): nothing to keep
-        os.replace(self.staging, self.final)
+        try:
+            if self.final.exists() and any(self.final.iterdir()):
+                _discard(self.prev)
+                os.replace(self.final, self.prev)
+                kept = self.prev
+            elif self.final.exists():
+                self.final.rmdir()  # an empty folder (e.g. made by the user): nothing to keep
+            os.replace(self.staging, self.final)
+        except OSError as exc:
+            raise OutputError(f"--out {self.final}: cannot move this run's result into place "
+                              f"({exc.strerror or exc}: {exc.filename}); its files are in "
+                              f"{self.staging}") from None
         return kept
 
     def abandon(self) -> Path | None:
@@ -114,7 +126,20 @@ class StagedOutput:
         if not any(self.staging.iterdir()):
             self.staging.rmdir()
             return None
-        if self.failed.exists():
-            shutil.rmtree(self.failed)
-        os.replace(self.staging, self.failed)
+        try:
+            _discard(self.failed)
+            os.replace(self.staging, self.failed)
+        except OSError as exc:
+            raise OutputError(f"--out {self.final}: cannot keep this run's files in "
+                              f"{self.failed} ({exc.strerror or exc}); they are in "
+                              f"{self.staging}") from None
         return self.failed
+
+
+def _discard(path: Path) -> None:
+    """Remove an old ``.prev``/``.failed``: a symbolic link (or a file) of that name is unlinked,
+    never followed, so the folder it points to keeps its files."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)

@@ -64,7 +64,11 @@ def _load_spec(kernel: str, spec_file: Path | None) -> Any:
             _fail(f"KERNEL {kernel!r} is a path::function; give its spec with --spec FILE")
         return load_spec(spec_file, source=kernel)  # type: ignore[arg-type]
     if spec_file is not None:
-        return load_spec(spec_file)
+        ks = load_spec(spec_file)
+        if kernel not in (ks.name, str(spec_file)):  # never ignore the KERNEL given
+            _fail(f"KERNEL {kernel!r} is not the kernel of --spec {spec_file} (its name is "
+                  f"{ks.name!r}); give {ks.name!r}, FILE.py::function, or the spec file alone")
+        return ks
     if kernel.endswith((".yaml", ".yml", ".json")):
         return load_spec(kernel)
     from kernels import names

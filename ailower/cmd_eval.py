@@ -36,9 +36,13 @@ def parse_meta(items: list[str] | None) -> dict[str, int]:
             if not eq or not name.strip().isidentifier():
                 raise CliFailure(f"--meta {part!r}: expected NAME=INTEGER")
             try:
-                out[name.strip()] = int(value, 0)
+                v = int(value, 0)
             except ValueError:
                 raise CliFailure(f"--meta {part!r}: {value!r} is not an integer") from None
+            if not -2**31 <= v < 2**31:  # Triton types an int constexpr beyond i64 as an error
+                raise CliFailure(f"--meta {part!r}: {v} is out of range (a meta-parameter is a "
+                                 "32-bit integer)")
+            out[name.strip()] = v
     return out
 
 

@@ -41,6 +41,13 @@ def export_command(
     if row.best_ptx is None:
         raise CliFailure(f"run #{row.id} has no PTX to export: it found no valid candidate "
                          f"({row.stop_reason})")
+    if kernel is None and spec is None:
+        from kernels import names
+
+        if row.kernel not in names():
+            raise CliFailure(f"run #{row.id} is of {row.kernel!r}, which is not a suite kernel: "
+                             "give the spec it was lowered from (--kernel SPEC.yaml, or --kernel "
+                             "FILE.py::fn --spec SPEC.yaml)")
     ks = _load_spec(kernel or row.kernel, spec)
     if ks.identity() != row.spec_id:
         raise CliFailure(f"run #{row.id} was made with spec {row.spec_id} of {row.kernel!r}, but "
@@ -74,6 +81,10 @@ def export_command(
                   markup=False)
     for n in res.notes:
         console.print(f"note: {n}", markup=False)
+    if row.best_verdict != "accepted":
+        console.print(f"warning: run #{row.id}'s candidate was never checked on a GPU (verdict "
+                      f"{row.best_verdict}): compare its results with Triton's before relying on "
+                      "it", markup=False)
 
 
 def register(app: typer.Typer) -> None:

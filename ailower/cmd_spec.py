@@ -143,6 +143,9 @@ def register(app: Any) -> None:
             raise CliFailure(f"{file}: cannot read: {exc.strerror}") from None
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-        typer.echo(f"wrote {target}: edit the TODO lines, then run 'ailower lower {target}'")
+        import shlex
+
+        typer.echo(f"wrote {target}: edit the TODO lines, then run: ailower lower "
+                   f"{shlex.quote(str(target))}")
 
     app.add_typer(spec_app, name="spec")

@@ -230,7 +230,9 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
         "(or TRITON_ALWAYS_COMPILE=1), or an earlier compile is reused and the override skipped",
         f"launch with num_warps={num_warps} (the PTX's block size) and constexprs "
         + ", ".join(f"{k}={v}" for k, v in constexprs.items()),
-        "pointers must be 16-byte aligned; other launches compile normally"]
+        "pointers must be 16-byte aligned; other launches compile normally",
+        f"use this folder only on {arch} GPUs: the hash does not cover the target, so Triton "
+        "would take this PTX on any GPU (and fail to assemble it for another arch)"]
     result = OverrideExport(
         directory=str(directory), kernel=spec.name, entry=ref.abi.entry, arch=arch,
         triton_version=triton_version(), run_id=run_id, candidate_digest=candidate_digest,
@@ -242,6 +244,11 @@ def triton_override(spec: Any, ptx: str, directory: Path, *, arch: str, meta: di
 
 def _write(directory: Path, text: str, result: OverrideExport) -> None:
     """Write the folder beside ``directory`` and swap it in; an existing one becomes ``.prev``."""
+    if directory.is_symlink():  # write where the link points; never replace the link's target
+        target = Path(os.path.realpath(directory))
+        if not target.exists():
+            raise ExportError(f"{directory}: a symbolic link to {target}, which does not exist")
+        directory = target
     parent = directory.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -257,10 +264,16 @@ def _write(directory: Path, text: str, result: OverrideExport) -> None:
             if not directory.is_dir():
                 raise ExportError(f"{directory}: exists and is not a folder")
             prev = directory.with_name(directory.name + ".prev")
-            if prev.exists():
+            if prev.is_symlink() or prev.is_file():
+                prev.unlink()  # never follow a link into a deletion
+            elif prev.exists():
                 shutil.rmtree(prev)
             os.replace(directory, prev)
         os.replace(tmp, directory)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportError(f"{directory}: cannot write the export ({exc.strerror or exc}: "
+                          f"{exc.filename})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -12,13 +12,13 @@ parses the module with :mod:`ast` and writes a small, self-contained module hold
   these run when the extracted module is imported, so only constant expressions over
   triton/math names and a few pure builtins are accepted (no other calls, no dunder names);
 * the kernel and every function it calls, transitively (``helper(...)``, ``Class.helper(...)``),
-  each re-decorated with a plain ``@triton.jit`` (``@triton.autotune`` / ``@triton.heuristics``
-  dropped: ailower's spec carries the autotune space). Functions of a class become module-level
-  functions (the kernel keeps its own name, so its PTX entry name is unchanged; a helper
-  ``Class.helper`` becomes ``Class__helper`` and every ``Class.helper`` read is rewritten),
-  because Triton >= 3.7 refuses to read a class object from a jit function (only constexpr
-  globals, jit functions and modules);
-* an undecorated kernel function is wrapped with ``@triton.jit`` the same way.
+  each with a plain ``@triton.jit`` (``@triton.autotune`` / ``@triton.heuristics`` dropped:
+  ailower's spec carries the autotune space), copied verbatim and kept on the lines it has in the
+  user's file (see :func:`_layout`: Triton's kernel hash, and so ``ailower export``, depends on
+  the source text and the first line). Functions of a class stay in a ``class`` block of that
+  name, which is then turned into a plain module object, because Triton >= 3.7 refuses to read a
+  class object from a jit function (only constexpr globals, jit functions and modules);
+* an undecorated kernel function is wrapped with ``triton.jit`` the same way.
 
 The kernel is named ``function`` (``my_kernel``) or ``Class.function`` (``Ops.fwd_kernel``).
 A name the kernel reads that comes from an import of another module (``from .utils import
@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 from dataclasses import dataclass, field
 
 __all__ = ["SourceExtractError", "ExtractedKernel", "extract_kernel", "find_function",
-           "KernelSignature"]
+           "KernelSignature", "compact"]
 
 _ALLOWED_IMPORT_ROOTS = ("triton", "math")
 _DROP_DECORATORS = ("autotune", "heuristics", "jit", "staticmethod", "must_use_result")
@@ -62,8 +61,9 @@ class ExtractedKernel:
     """The result of :func:`extract_kernel`.
 
     Attributes:
-        text: the self-contained module source (imports, constexpr globals, stub classes, jit
-            functions).
+        text: the self-contained module source (imports, constexpr globals, class namespaces, jit
+            functions), every copied line at its line number in the user's file (so it has many
+            blank lines; :func:`compact` shortens them for display).
         qualname: where the kernel sits in ``text`` (``kernel`` or ``Class.kernel``).
         functions: qualified names of every function copied (the kernel first).
         globals: module-level names copied.
@@ -123,7 +123,7 @@ def _find(tree: ast.Module, qualname: str, filename: str
     if len(parts) > 2 or not all(parts):
         raise SourceExtractError(filename, f"function {qualname!r}: use NAME or CLASS.NAME")
     have: list[str] = []
-    for node in tree.body:
+    for node in _module_statements(tree.body):
         if isinstance(node, ast.FunctionDef):
             have.append(node.name)
             if len(parts) == 1 and node.name == parts[0]:
@@ -233,42 +233,143 @@ def _reads(node: ast.AST, skip_decorators: bool = True) -> _Reads:
 
 _SAFE_BUILTINS = {"int", "float", "bool", "min", "max", "abs", "round", "len", "True", "False",
                   "None"}
+_BUILTIN_TYPES = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)}
+"""Builtin types (``dict``, ``str``, ...): an expression may name them (annotations such as
+``dict[str, int]``) but call only those in ``_SAFE_BUILTINS``."""
 _SAFE_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.UnaryOp,
                ast.BoolOp, ast.Compare, ast.Tuple, ast.List, ast.IfExp, ast.keyword,
                ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Subscript,
                ast.Slice)
 
 
-def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
-                  filename: str) -> None:
-    """A module-level assignment the kernel reads is copied and so runs when the extracted module
-    is imported: allow only constant expressions over triton/math names, other such globals and
-    a few pure builtins (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never a call of
-    anything else (``__import__("os")``, ``open``...).
+def _import_path(stmt: ast.stmt, bound: str) -> str:
+    """The dotted path a name bound by an allowed import stands for (``tl`` ->
+    ``triton.language``, ``constexpr`` from ``from triton.language import constexpr`` ->
+    ``triton.language.constexpr``)."""
+    if isinstance(stmt, ast.Import):
+        alias = stmt.names[0]
+        return alias.name if alias.asname else alias.name.split(".")[0]
+    assert isinstance(stmt, ast.ImportFrom)
+    return f"{stmt.module}.{stmt.names[0].name}"
+
+
+def _dotted(node: ast.expr) -> tuple[str, list[str]] | None:
+    """``a.b.c`` -> (``a``, [``b``, ``c``]); None when the chain does not start at a name."""
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.insert(0, node.attr)
+        node = node.value
+    return (node.id, attrs) if isinstance(node, ast.Name) else None
+
+
+def _allowed_path(path: str) -> bool:
+    """Objects a def-time or global expression may name: ``triton``, ``triton.language``, one
+    member of ``triton.language`` (``tl.constexpr``, ``tl.float16``) or of ``math``. Deeper
+    chains are refused: they reach other modules (``triton.runtime.cache.os``)."""
+    parts = path.split(".")
+    if parts[:2] == ["triton", "language"]:
+        return len(parts) <= 3
+    if parts[0] == "math":
+        return len(parts) <= 2
+    return parts == ["triton"]
+
+
+def _check_expr(value: ast.AST, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                where: str, filename: str, line: int, col: int) -> None:
+    """``value`` runs when the extracted module is imported (a copied global's value or
+    annotation, a copied function's default values and annotations): allow only constant
+    expressions over other copied globals, a few pure builtins and members of
+    ``triton.language`` / ``math`` (``tl.constexpr(2.0)``, ``2 ** 10``, ``math.log2(e)``), never
+    a call of anything else (``__import__("os")``, ``open``, ``triton.runtime.cache.os.system``).
 
     Raises:
-        SourceExtractError: the value is not such an expression (``file:line:col``).
+        SourceExtractError: the expression is not such an expression (``file:line:col``).
     """
-    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-    if value is None:
-        return
+    found: list[tuple[int, ast.AST, str]] = []  # the most telling first: name, attribute, call
     for sub in ast.walk(value):
         bad = None
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and where.startswith(
+                "the annotation"):
+            continue
         if not isinstance(sub, _SAFE_NODES):
             bad = f"a {type(sub).__name__} expression"
         elif isinstance(sub, ast.Name) and not (sub.id in imports_ok or sub.id in assigns
-                                                or sub.id in _SAFE_BUILTINS):
+                                                or sub.id in _SAFE_BUILTINS
+                                                or sub.id in _BUILTIN_TYPES):
             bad = f"the name {sub.id!r}"
-        elif isinstance(sub, ast.Attribute) and sub.attr.startswith("__"):
-            bad = f"the attribute {sub.attr!r}"
+        elif isinstance(sub, ast.Attribute):
+            chain = _dotted(sub)
+            if sub.attr.startswith("__"):
+                bad = f"the attribute {sub.attr!r}"
+            elif chain is None or chain[0] not in imports_ok:
+                bad = f"the attribute {sub.attr!r} of a value"
+            else:
+                path = ".".join([_import_path(imports_ok[chain[0]], chain[0]), *chain[1]])
+                if not _allowed_path(path):
+                    bad = f"{path!r} (only members of triton.language and math)"
+        elif isinstance(sub, ast.Call):
+            f = sub.func
+            if isinstance(f, ast.Name) and f.id in imports_ok:
+                path = _import_path(imports_ok[f.id], f.id)
+                if not _allowed_path(path):
+                    bad = f"a call of {path!r}"
+            elif isinstance(f, ast.Name) and f.id in _BUILTIN_TYPES and f.id not in _SAFE_BUILTINS:
+                bad = f"a call of {f.id!r}"
+            elif isinstance(f, ast.Name) and f.id in assigns and f.id not in _SAFE_BUILTINS:
+                bad = f"a call of the global {f.id!r}"
+            elif not isinstance(f, (ast.Name, ast.Attribute)):
+                bad = "a call of a computed value"
         if bad:
-            names = ", ".join(_assigned_names(node))
-            raise SourceExtractError(
-                f"{filename}:{getattr(sub, 'lineno', node.lineno)}:"
-                f"{getattr(sub, 'col_offset', node.col_offset) + 1}",
-                f"the kernel reads the global {names}, whose value uses {bad}; ailower copies "
-                "only constant expressions over triton/math names (such as "
-                "tl.constexpr(128)) so that no code of the file runs")
+            found.append((2 if isinstance(sub, ast.Call) else
+                          1 if isinstance(sub, ast.Attribute) else 0, sub, bad))
+    if found:
+        _, sub, bad = min(found, key=lambda x: x[0])
+        raise SourceExtractError(
+            f"{filename}:{getattr(sub, 'lineno', line)}:{getattr(sub, 'col_offset', col) + 1}",
+            f"{where} uses {bad}; ailower copies only constant expressions over "
+            "triton.language/math names (such as tl.constexpr(128)) so that no code of the "
+            "file runs")
+
+
+def _check_global(node: ast.stmt, imports_ok: dict[str, ast.stmt], assigns: dict[str, ast.stmt],
+                  filename: str) -> None:
+    """A module-level assignment the kernel reads is copied and so runs when the extracted module
+    is imported: its value and annotation must pass :func:`_check_expr`.
+
+    Raises:
+        SourceExtractError: they do not (``file:line:col``).
+    """
+    names = ", ".join(_assigned_names(node))
+    if isinstance(node, ast.AnnAssign):
+        _check_expr(node.annotation, imports_ok, assigns, f"the annotation of the global {names}",
+                    filename, node.lineno, node.col_offset)
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if value is not None:
+        _check_expr(value, imports_ok, assigns,
+                    f"the kernel reads the global {names}, whose value", filename, node.lineno,
+                    node.col_offset)
+
+
+def _check_def_time(fn: ast.FunctionDef, imports_ok: dict[str, ast.stmt],
+                    assigns: dict[str, ast.stmt], filename: str) -> None:
+    """The parts of a copied ``def`` that Python evaluates when the module is imported (default
+    values, annotations; decorators are replaced) must pass :func:`_check_expr`.
+
+    Raises:
+        SourceExtractError: one does not (``file:line:col``).
+    """
+    a = fn.args
+    for d in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
+        _check_expr(d, imports_ok, assigns, f"a default value of {fn.name}()", filename,
+                    fn.lineno, fn.col_offset)
+    for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if p is not None and p.annotation is not None:
+            _check_expr(p.annotation, imports_ok, assigns,
+                        f"the annotation of {fn.name}()'s parameter {p.arg}", filename,
+                        fn.lineno, fn.col_offset)
+    if fn.returns is not None:
+        _check_expr(fn.returns, imports_ok, assigns, f"the annotation of {fn.name}()'s result",
+                    filename, fn.lineno, fn.col_offset)
 
 
 def _assigned_names(node: ast.stmt) -> list[str]:
@@ -380,70 +481,124 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
                 if q not in want_funcs:
                     queue.append((q, classes[base][attr], base))
 
-    # module-level names for class members: the kernel keeps its name unless it collides
-    taken = set(funcs) | set(assigns) | set(imports_ok) | set(classes)
-    rename: dict[tuple[str, str], str] = {}
+    for node, _cls in want_funcs.values():  # after the reads: an import from elsewhere is
+        _check_def_time(node, imports_ok, assigns, filename)  # reported as such first
+    text_out = _layout(text, tree, want_funcs, want_globals, want_imports, imports_ok, assigns)
+    wrapped = [qn for qn, (node, _) in want_funcs.items() if not _is_jit(node)]
+    return ExtractedKernel(text=text_out, qualname=qualname, functions=list(want_funcs),
+                           globals=want_globals, wrapped=wrapped)
+
+
+_NS_HELPER = "_ailower_namespace"
+
+
+def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.FunctionDef, str | None]],
+            want_globals: list[str], want_imports: list[str], imports_ok: dict[str, ast.stmt],
+            assigns: dict[str, ast.stmt]) -> str:
+    """The extracted module, laid out so that Triton sees each copied function exactly as in the
+    user's file: its source from ``def`` on is copied verbatim (dedented, as Triton dedents it)
+    and its first decorator stays on the same line (``inspect.getsourcelines``), because Triton's
+    ``JITFunction.cache_key`` hashes that source *and* that first line number
+    (``triton/runtime/jit.py``), and :mod:`export` writes override folders named by that hash.
+    Unused lines are blank. The decorators become a single ``@triton.jit`` on the first decorator
+    line; an undecorated function is wrapped after the module body (``f = triton.jit(f)``, its
+    first line stays the ``def``). Functions of a class are emitted inside a ``class`` block of
+    the same name, which after the module body is replaced by a plain module object holding them
+    (Triton >= 3.7 reads only constexprs, jit functions and modules from a kernel's globals; the
+    hash is the same: Triton does not hash a class or module it reads through). The imports go
+    on one line before the first copied statement; if the file has no free line there, they are
+    put first and the line numbers shift (the export hash then differs; compiling is unaffected).
+    """
+    import inspect
+    import textwrap
+
+    src_lines = text.splitlines(keepends=True)
+    lines: dict[int, str] = {}
+    owner: dict[int, str] = {}  # line -> "fn" | "global" | "class"
+    tail: list[str] = []
+
+    def put(lineno: int, line: str, kind: str) -> bool:
+        if lineno in lines:
+            return False
+        lines[lineno], owner[lineno] = line, kind
+        return True
+
+    classes_used: dict[str, ast.ClassDef] = {}
+    cls_nodes = {n.name: n for n in _module_statements(tree.body) if isinstance(n, ast.ClassDef)}
     for qn, (node, cls) in want_funcs.items():
-        if cls is None:
-            continue
-        new = node.name if (qn == qualname and node.name not in taken) else f"{cls}__{node.name}"
-        while new in taken:
-            new = "_" + new
-        taken.add(new)
-        rename[(cls, node.name)] = new
-    out: list[str] = []
-    seen_imp: set[str] = set()
-    for name in ["triton", *want_imports]:
-        stmt = imports_ok.get(name)
-        line = ast.unparse(stmt) if stmt is not None else "import triton"
-        if line not in seen_imp:
-            seen_imp.add(line)
-            out.append(line)
-    out.append("")
-    # globals in source order (a global may read an earlier one)
-    order = {id(n): i for i, n in enumerate(_module_statements(tree.body))}
+        first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        try:
+            block = inspect.getblock(src_lines[first - 1:])
+        except (SyntaxError, IndentationError, tokenize_error()):
+            block = src_lines[first - 1:node.end_lineno]
+        body = textwrap.dedent("".join(block)).splitlines()
+        n_dec = node.lineno - first
+        pad = body[n_dec][:len(body[n_dec]) - len(body[n_dec].lstrip())] if n_dec < len(body) else ""
+        if pad:  # a string in the body is less indented than the def: Triton's own dedent
+            # leaves the def indented (and cannot load it); keep the text loadable
+            body = [b[len(pad):] if b.startswith(pad) else b for b in body]
+        if n_dec:
+            body = ["@triton.jit"] + [""] * (n_dec - 1) + body[n_dec:]
+        if cls is not None:
+            body = [("    " + b) if b.strip() else "" for b in body]
+            classes_used.setdefault(cls, cls_nodes[cls])
+        for i, b in enumerate(body):
+            put(first + i, b, "fn")
+        if not n_dec:
+            target = f"{cls}.{node.name}" if cls else node.name
+            tail.append(f"{target} = triton.jit({target})")
+    for cls, cnode in classes_used.items():
+        put(cnode.lineno, f"class {cls}:", "class")  # a class line holds only the class
+        tail.append(f"{cls} = {_NS_HELPER}({cls})")
     emitted: set[int] = set()
-    for name in sorted(want_globals, key=lambda n: order[id(assigns[n])]):
+    for name in want_globals:
         node = assigns[name]
         if id(node) in emitted:
             continue
         emitted.add(id(node))
-        out.append(ast.unparse(node))
-    wrapped: list[str] = []
-    for qn, (node, cls) in sorted(want_funcs.items(), key=lambda x: x[1][0].lineno):
-        name = rename[(cls, node.name)] if cls else node.name
-        out += ["", "", _render_function(node, qn, wrapped, name, rename)]
-    text_out = "\n".join(out).strip() + "\n"
-    tcls = qualname.split(".")[0] if "." in qualname else None
-    top = rename[(tcls, target.name)] if tcls else target.name
-    return ExtractedKernel(text=text_out, qualname=top, functions=list(want_funcs),
-                           globals=want_globals, wrapped=wrapped)
+        stmt = ast.unparse(node)
+        if node.lineno in lines and owner[node.lineno] == "global":
+            lines[node.lineno] += "; " + stmt
+        elif not put(node.lineno, stmt, "global"):
+            tail.insert(0, stmt)
+    imp: list[str] = []
+    for name in ["triton", *want_imports]:
+        stmt = imports_ok.get(name)
+        line = ast.unparse(stmt) if stmt is not None else "import triton"
+        if line not in imp:
+            imp.append(line)
+    first_used = min(lines) if lines else 1
+    free = next((i for i in range(1, first_used) if i not in lines), None)
+    shift = 0
+    if free is None:
+        free, shift = 1, 1
+    ordered = [""] * (max(lines, default=0) + shift)
+    for ln, t in lines.items():
+        ordered[ln - 1 + shift] = t
+    ordered[free - 1] = "; ".join(imp)
+    if classes_used:
+        tail[:0] = ["", "", f"def {_NS_HELPER}(cls):",
+                    "    import types", "    ns = types.ModuleType(cls.__name__)",
+                    "    ns.__dict__.update({k: v for k, v in vars(cls).items()"
+                    " if not k.startswith('__')})",
+                    "    return ns"]
+    return "\n".join(ordered + [""] + tail).rstrip() + "\n"
 
 
-class _Rename(ast.NodeTransformer):
-    """``Class.member`` reads -> the member's module-level name."""
+def tokenize_error() -> type[Exception]:
+    """``tokenize.TokenError`` (raised by ``inspect.getblock`` on an unterminated block)."""
+    import tokenize
 
-    def __init__(self, rename: dict[tuple[str, str], str]):
-        self.rename = rename
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in self.rename:
-            return ast.copy_location(ast.Name(id=self.rename[(node.value.id, node.attr)],
-                                              ctx=node.ctx), node)
-        return self.generic_visit(node)
+    return tokenize.TokenError
 
 
-def _render_function(node: ast.FunctionDef, qn: str, wrapped: list[str], name: str,
-                     rename: dict[tuple[str, str], str]) -> str:
-    """``node`` as a module-level function named ``name`` with ``@triton.jit`` as its only
-    decorator, ``Class.member`` reads rewritten through ``rename``.
-
-    jit keyword options (``do_not_specialize``, ...) only affect Triton's JIT launcher, which
-    ailower does not use (the spec gives the signature), so they are dropped.
-    """
-    if not _is_jit(node):
-        wrapped.append(qn)
-    clone = _Rename(rename).visit(copy.deepcopy(node))
-    clone.decorator_list = []
-    clone.name = name
-    return "\n".join(["@triton.jit", ast.unparse(clone)])
+def compact(text: str) -> str:
+    """``text`` with runs of blank lines shortened to two (for prompts and display: the
+    extracted module keeps the user's line numbers, so it has many blank lines)."""
+    out: list[str] = []
+    blank = 0
+    for line in text.splitlines():
+        blank = blank + 1 if not line.strip() else 0
+        if blank <= 2:
+            out.append(line)
+    return "\n".join(out).strip() + "\n"

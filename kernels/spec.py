@@ -186,7 +186,9 @@ class SourceRef(BaseModel):
                     except BaseException:
                         sys.modules.pop(name, None)
                         raise
-                fn = getattr(mod, ext.qualname)
+                fn = mod
+                for part in ext.qualname.split("."):
+                    fn = getattr(fn, part)
         except SpecError:
             raise
         except Exception as exc:  # the user's module ran and raised: report it, naming the file
@@ -207,13 +209,13 @@ class SourceRef(BaseModel):
         Raises:
             SpecError: as :meth:`source_text`, or the kernel cannot be extracted.
         """
-        from kernels.source import SourceExtractError, extract_kernel
+        from kernels.source import SourceExtractError, compact, extract_kernel
 
         if self.module is not None:
             return self.source_text()
         try:
-            return extract_kernel(self.source_text(), self.function,
-                                  filename=self.path or "<inline text>").text
+            return compact(extract_kernel(self.source_text(), self.function,
+                                  filename=self.path or "<inline text>").text)
         except SourceExtractError as exc:
             raise SpecError(f"source {exc.where}", exc.reason) from None
 

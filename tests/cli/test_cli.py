@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,9 @@ def test_verify_command(data_dir, tmp_path):
     (("lower", "x.py::f"), "give its spec with --spec"),
     (("lower", "softmax", "--provider", "anthropic"), "needs a model"),
     (("verify", "/nonexistent.ptx"), "cannot read"),
+    (("lower", "relu[0]", "--spec", str(Path(__file__).parents[1] / "kernels" / "data" /
+                                       "research_spec.yaml")),
+     "KERNEL 'relu[0]' is not the kernel of --spec"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(data_dir, args, msg):
     r = ailower(*args)

@@ -134,6 +134,8 @@ def test_eval_bad_input_is_exit_2(world, tmp_path):
     for args, msg in [
         ((str(ok), "--kernel", "softmax", "--meta", "BLOCK=64"), "has no such meta-parameter"),
         ((str(ok), "--kernel", "softmax", "--meta", "oops"), "expected NAME=INTEGER"),
+        ((str(ok), "--kernel", "softmax", "--meta", "BLOCK_N=99999999999999999999"),
+         "is out of range"),
         ((str(empty), "--kernel", "softmax"), "the file is empty"),
         ((str(ok), "--kernel", "softmx"), "did you mean softmax"),
     ]:
@@ -277,6 +279,8 @@ def test_export_writes_the_override_layout_and_triton_jit_uses_it(world, monkeyp
     r = ailower("export", "1", "--triton-override", str(ov), env_extra=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TRITON_KERNEL_OVERRIDE=1" in r.stdout and "num_warps=4" in r.stdout
+    assert "never checked on a GPU (verdict static-only)" in r.stdout
+    assert "use this folder only on sm_90a GPUs" in r.stdout
     man = read_manifest(ov)
     assert man["entry"] == "softmax_kernel" and man["constexprs"] == {"BLOCK_N": 4096}
     assert [e["divisible_by_16"] for e in man["entries"]] == [{"n_rows": True}, {"n_rows": False}]
@@ -400,3 +404,180 @@ def test_cache_clear_never_follows_a_link_out_of_the_cache(data_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (elsewhere / "keep.npy").read_bytes() == b"x" * 100
     assert not (data_dir / "cache" / "inputs").exists()
+
+
+_USER_PROGRAM = '''"""A research module, as people write it: the kernel sits far down the file, inside a class,
+under @triton.autotune, next to torch code and an import of a package ailower never sees.
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+from research_lib.utils import launch_helper  # noqa: F401
+
+SCALE: tl.constexpr = tl.constexpr(2.0)
+WORKSPACE = None
+
+
+@triton.jit
+def _twice(x):
+    # a helper jit function: its source and line enter the kernel's hash too
+    return x * SCALE
+
+
+class FusedOps:
+    """Kernels [and brackets] of a research codebase."""
+
+    def __init__(self):
+        self.cache = {}
+
+    @staticmethod
+    @triton.jit
+    def _inner(x):
+        return _twice(x) + 1.0
+
+    @staticmethod
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4),
+                              triton.Config({"BLOCK": 256}, num_warps=4)],
+                     key=["n"])
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n,
+                     BLOCK: tl.constexpr):  # odd formatting, kept as it is
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m)
+        tl.store(y_ptr + offs, FusedOps._inner(x), mask=m)
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        FusedOps.scale_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel())
+        return y
+'''
+
+_USER_SPEC = """
+name: research_scale
+source: {path: my ops.py, function: FusedOps.scale_kernel}
+params:
+  - {name: x_ptr, kind: pointer, dtype: fp32, shape: [N], role: in}
+  - {name: y_ptr, kind: pointer, dtype: fp32, shape: [N], role: out}
+  - {name: n, kind: scalar, dtype: i32, value: N}
+  - {name: BLOCK, kind: constexpr}
+sizes: {verify: {N: 1000}, bench: {N: 1048576}}
+grid: ["cdiv(N, BLOCK)"]
+autotune: {meta: {BLOCK: [128]}, num_warps: [4], num_stages: [1]}
+bytes: "8 * N"
+"""
+
+
+def test_export_of_a_kernel_from_a_user_file_matches_the_unmodified_program(monkeypatch, tmp_path):
+    """Triton's override folder is named by the kernel's hash, which covers the source of the
+    kernel and its jit helpers *and their first line numbers*: the export of a kernel that ailower
+    extracted from a user's file (class member, autotune, helpers, imports of torch and of an
+    unknown package above it) must be the folder the user's own, unmodified file asks for."""
+    import importlib.util
+    import sys
+    import types
+
+    from export import read_manifest
+    from export._jit import FakeTensor, _StandInDriver, jit_source, override_folder_name
+
+    user = tmp_path / "my ops.py"  # a space in the path, too
+    user.write_text(_USER_PROGRAM)
+    assert _USER_PROGRAM.splitlines().index("    def scale_kernel(x_ptr, y_ptr, n,") + 1 == 37
+    (tmp_path / "spec.yaml").write_text(_USER_SPEC)
+    env = {"AILOWER_DATA_DIR": str(tmp_path / "data"), "AILOWER_DB_URL": "", "AILOWER_PTXAS": ""}
+    r = ailower("lower", str(tmp_path / "spec.yaml"), "--iterations", "1", "--out",
+                str(tmp_path / "out"), env_extra=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = ailower("export", "latest", "--triton-override", str(tmp_path / "ovr"), env_extra=env)
+    assert r.returncode == 2 and "not a suite kernel: give the spec" in r.stderr, r.stderr
+    r = ailower("export", "latest", "--kernel", str(tmp_path / "spec.yaml"), "--triton-override",
+                str(tmp_path / "ovr"), env_extra=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    man = read_manifest(tmp_path / "ovr")
+    folders = {e["folder"] for e in man["entries"]}
+    assert len(folders) == 2  # n divisible by 16 or not
+
+    # the user's program, run as it is (its imports stood in for: no torch here)
+    fake_torch = types.ModuleType("torch")
+    fake_torch.Tensor = type("Tensor", (), {})
+    utils = types.ModuleType("research_lib.utils")
+    utils.launch_helper = None
+    for name, mod in (("torch", fake_torch), ("research_lib", types.ModuleType("research_lib")),
+                      ("research_lib.utils", utils)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    ispec = importlib.util.spec_from_file_location("users_ops", user)
+    ops = importlib.util.module_from_spec(ispec)
+    ispec.loader.exec_module(ops)
+    fn = ops.FusedOps.scale_kernel.fn  # the Autotuner's JITFunction
+    assert fn.starting_line_number == 32  # Triton's first line: the @staticmethod line
+    for n in (1000, 1024):
+        src = jit_source(fn, [FakeTensor(1 << 40, "fp32"), FakeTensor(2 << 40, "fp32"), n],
+                         {"BLOCK": 128, "num_warps": 4}, 90)
+        assert override_folder_name(src) in folders, n
+
+    # and Triton's JIT, with the override variables, compiles it with the exported PTX
+    monkeypatch.setenv("TRITON_KERNEL_OVERRIDE", "1")
+    monkeypatch.setenv("TRITON_OVERRIDE_DIR", str(tmp_path / "ovr"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    # Triton >= 3.7 reads no class object from a kernel (the program's FusedOps._inner); the
+    # user's program needs this on such versions, ailower's extracted copy does not
+    monkeypatch.setenv("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "1")
+    from triton.runtime.driver import driver
+
+    saved = driver._active
+    driver.set_active(_StandInDriver(90))
+    try:
+        k = fn.warmup(FakeTensor(1 << 40, "fp32"), FakeTensor(2 << 40, "fp32"), 1000, BLOCK=128,
+                      grid=(1,), num_warps=4)
+        assert man["marker"] in k.asm["ptx"]
+    finally:
+        driver._active = saved
+        fn.device_caches.clear()
+
+
+def test_symlinked_out_prev_and_failed_are_never_followed_into_a_deletion(tmp_path):
+    from ailower._outdir import OutputError, StagedOutput
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine")
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "report.json").write_text("old")
+    (tmp_path / "res").symlink_to(real)  # --out is a link: the result goes where it points
+    (tmp_path / "real.prev").symlink_to(precious)  # an old .prev that is a link
+    (tmp_path / "real.failed").symlink_to(precious)
+    s = StagedOutput(tmp_path / "res")
+    s.path("report.json").write_text("new")
+    assert s.commit() == tmp_path / "real.prev"
+    assert (real / "report.json").read_text() == "new"
+    assert (tmp_path / "real.prev" / "report.json").read_text() == "old"
+    assert (tmp_path / "res").is_symlink() and (precious / "notes.txt").read_text() == "mine"
+    f = StagedOutput(tmp_path / "res")
+    f.path("transcript.jsonl").write_text("partial")
+    assert f.abandon() == tmp_path / "real.failed"
+    assert (precious / "notes.txt").read_text() == "mine"
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(OutputError, match="dangling: a symbolic link to .*nowhere, which does not "
+                                          "exist"):
+        StagedOutput(tmp_path / "dangling")
+    assert not [p for p in tmp_path.iterdir() if ".staging-" in p.name]
+
+
+def test_export_to_symlinks(world, tmp_path):
+    _, env = world
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine")
+    (tmp_path / "ov").mkdir()
+    (tmp_path / "ov.prev").symlink_to(precious)
+    r = ailower("export", "1", "--triton-override", str(tmp_path / "ov"), env_extra=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (precious / "notes.txt").read_text() == "mine" and not (tmp_path / "ov.prev").is_symlink()
+    (tmp_path / "dl").symlink_to(tmp_path / "nowhere")
+    r = ailower("export", "1", "--triton-override", str(tmp_path / "dl"), env_extra=env)
+    assert r.returncode == 2 and "a symbolic link to" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "nowhere").exists()

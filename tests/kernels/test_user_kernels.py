@@ -23,14 +23,23 @@ RESEARCH = DATA / "research_kernels.py"
 
 def test_extraction_never_runs_the_module_and_keeps_only_what_the_kernel_needs():
     ext = extract_kernel(RESEARCH.read_text(), "FusedOps.scale_kernel", str(RESEARCH))
-    assert ext.qualname == "scale_kernel"  # the PTX entry keeps the kernel's own name
+    assert ext.qualname == "FusedOps.scale_kernel"
     assert "torch" not in ext.text and "research_lib" not in ext.text
     assert "RuntimeError" not in ext.text and "WORKSPACE" not in ext.text
     assert ext.globals == ["SCALE"]
     assert set(ext.functions) == {"FusedOps.scale_kernel", "FusedOps._inner", "_scaled", "_twice"}
     assert ext.wrapped == ["_twice"]  # the undecorated helper is wrapped
-    assert "FusedOps.__inner" not in ext.text and "FusedOps___inner(x)" in ext.text
-    assert "autotune" not in ext.text and ext.text.count("@triton.jit") == 4
+    assert "_twice = triton.jit(_twice)" in ext.text
+    assert "y = FusedOps._inner(x)" in ext.text  # copied verbatim, not rewritten
+    assert "autotune" not in ext.text
+    assert [ln.strip() for ln in ext.text.splitlines()].count("@triton.jit") == 3
+    # every copied line keeps its line number in the user's file
+    user = RESEARCH.read_text().splitlines()
+    got = ext.text.splitlines()
+    for probe in ("def _scaled(x):", "def scale_kernel(", "def _inner(x):", "return x + x",
+                  "SCALE: tl.constexpr = tl.constexpr(2.0)"):
+        i = next(n for n, line in enumerate(user) if probe in line)
+        assert probe in got[i], (probe, i, got[i])
     compile(ext.text, "extracted", "exec")  # valid Python
 
 
@@ -344,3 +353,97 @@ def k(x_ptr):
     ext = extract_kernel(text, "k")
     assert set(ext.globals) == {"C", "LOG2E", "B"}
     assert "import math" in ext.text
+
+
+_TL = "import triton\nimport triton.language as tl\n"
+_LAYOUTS = {
+    "inside_if": _TL + "if True:\n    @triton.jit\n    def k(x_ptr, B: tl.constexpr):\n"
+                       "        tl.store(x_ptr + tl.arange(0, B), 1.0)\n",
+    "crlf_tabs_class": (_TL + "class C:\n\t@staticmethod\n\t@triton.jit\n\tdef h(x):\n\t\treturn x\n"
+                        "\t@staticmethod\n\t@triton.jit\n\tdef k(x_ptr, B: tl.constexpr):\n"
+                        "\t\ttl.store(x_ptr + tl.arange(0, B), C.h(1.0))\n").replace("\n", "\r\n"),
+    "one_line_def": _TL + "\n\n@triton.jit\ndef k(x_ptr, B: tl.constexpr): "
+                          "tl.store(x_ptr + tl.arange(0, B), 1.0)\n",
+    "globals_on_one_line": _TL + "A = tl.constexpr(1); B2 = tl.constexpr(2)\n\n\n@triton.jit\n"
+                                 "def k(x_ptr, B: tl.constexpr):\n"
+                                 "    tl.store(x_ptr + tl.arange(0, B), A + B2)  # [x]\n",
+    "undecorated_after_autotune_helper": _TL + "\n@triton.jit\ndef h(x):\n    return x\n\n\n"
+                                               "def k(x_ptr, B: tl.constexpr):\n"
+                                               "    tl.store(x_ptr + tl.arange(0, B), h(1.0))\n"
+                                               "\n\nk = triton.jit(k)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LAYOUTS))
+def test_extracted_kernel_has_the_users_triton_cache_key(case, tmp_path, monkeypatch):
+    """Triton's ``cache_key`` (source of the kernel and its helpers, first line numbers, constexpr
+    globals) of the extracted kernel equals that of the user's own file, imported as it is: the
+    hash ``ailower export`` names its override folder by."""
+    import importlib.util
+
+    # the user's file: only triton imports here, so it can be imported for the comparison
+    text = _LAYOUTS[case]
+    user = tmp_path / f"user_{case}.py"
+    user.write_bytes(text.encode())
+    ispec = importlib.util.spec_from_file_location(f"user_{case}", user)
+    mod = importlib.util.module_from_spec(ispec)
+    ispec.loader.exec_module(mod)
+    qn = "C.k" if "class" in case else "k"
+    theirs = mod.C.k if "class" in case else mod.k
+    ext = extract_kernel(text, qn, str(user))
+    ref = kernels.SourceRef(path=str(user), function=qn)
+    ours = ref.load(tmp_path / "cache")
+    assert ours.starting_line_number == theirs.starting_line_number
+    assert ours.src == theirs.src
+    assert ours.cache_key == theirs.cache_key, ext.text
+
+
+def test_a_string_less_indented_than_the_method_still_loads(tmp_path):
+    text = (_TL + "class C:\n    @staticmethod\n    @triton.jit\n    def k(x_ptr, B: tl.constexpr):\n"
+            '        """doc\nat column 0"""\n        tl.store(x_ptr + tl.arange(0, B), 1.0)\n')
+    fn = kernels.SourceRef(text=text, function="C.k").load(tmp_path)
+    assert fn.__name__ == "k" and fn.src.startswith("def k(")
+
+
+@pytest.mark.parametrize("head,bad", [
+    # a global reaching another module through triton's own attributes
+    ('G = tl.constexpr(triton.runtime.cache.os.system("echo pwned"))\n'
+     "def k(x_ptr):\n    tl.store(x_ptr, G)", "'triton.runtime.cache.os.system'"),
+    ("from triton.runtime import cache\nG = tl.constexpr(cache.os.getcwd())\n"
+     "def k(x_ptr):\n    tl.store(x_ptr, G)", "'triton.runtime.cache.os.getcwd'"),
+    # def-time parts of a copied function: defaults and annotations run at import
+    ('def k(x_ptr, B: tl.constexpr = print("pwned") or 4):\n    tl.store(x_ptr, B)',
+     "a default value of k() uses the name 'print'"),
+    ('def k(x_ptr: print("pwned"), B: tl.constexpr = 4):\n    tl.store(x_ptr, B)',
+     "the annotation of k()'s parameter x_ptr uses the name 'print'"),
+    ('def k(x_ptr) -> open("/etc/passwd"):\n    tl.store(x_ptr, 1)', "result uses the name 'open'"),
+    ('def h(x=__import__("os").getcwd()):\n    return x\n'
+     "def k(x_ptr):\n    tl.store(x_ptr, h(1))", "a default value of h() uses the name '__import__'"),
+    ('G: print("pwned") = tl.constexpr(1)\ndef k(x_ptr):\n    tl.store(x_ptr, G)',
+     "the annotation of the global G uses the name 'print'"),
+])
+def test_code_in_def_time_expressions_is_refused_not_run(head, bad, tmp_path, capfd):
+    text = "import triton\nimport triton.language as tl\n" + head.replace(
+        "def k(", "@triton.jit\ndef k(") + "\n"
+    with pytest.raises(SourceExtractError, match=re.escape(bad)):
+        extract_kernel(text, "k")
+    with pytest.raises(kernels.SpecError, match=re.escape(bad)):
+        kernels.SourceRef(text=text, function="k").load(tmp_path)
+    assert "pwned" not in capfd.readouterr().out
+
+
+def test_ordinary_def_time_expressions_still_load(tmp_path):
+    text = '''import math
+import triton
+import triton.language as tl
+from triton.language import constexpr
+BLOCK: tl.constexpr = tl.constexpr(2 ** 7)
+
+
+@triton.jit
+def k(x_ptr: tl.tensor, y_ptr: "tl.pointer_type(tl.float32)", B: constexpr = BLOCK,
+      F: tl.constexpr = int(math.log2(64)), D: tl.constexpr = tl.float16) -> None:
+    tl.store(y_ptr + tl.arange(0, B), tl.load(x_ptr + tl.arange(0, B)).to(D) * F)
+'''
+    fn = kernels.SourceRef(text=text, function="k").load(tmp_path)
+    assert fn.__name__ == "k"
