@@ -139,13 +139,17 @@ class CellKey:
 
 def _proc_start(pid: int) -> str | None:
     """Start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None
-    when there is no such process (or no ``/proc``)."""
+    when there is no such process (or no ``/proc``), or it has exited and is only a zombie
+    waiting to be reaped (state ``Z``/``X``: in a container whose init does not reap, a worker
+    killed with its batch stays one, and its claim must still count as dead; proc(5))."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may contain spaces: split after it
     rest = raw.rsplit(")", 1)[1].split()
+    if rest[0] in ("Z", "X"):
+        return None
     return rest[19]  # field 22 overall = index 19 after the state field (field 3)
 
 

@@ -1,7 +1,7 @@
 """A real browser (headless Chromium) loads the leaderboard page written by
 ``ailower leaderboard --html``: the tables have the expected rows, a header sort works, both plots
 render (plotly drew SVG marks), and a screenshot is saved as a test artifact under
-``test-artifacts/`` (git-ignored; ``AILOWER_TEST_ARTIFACTS`` overrides).
+``$TMPDIR/ailower-test-artifacts/`` (``AILOWER_TEST_ARTIFACTS`` overrides; ``.ci/run`` sets it).
 
 CI installs the Debian ``chromium`` package in ``.ci/run`` and sets ``AILOWER_REQUIRE_BROWSER=1``,
 so there a missing browser fails instead of skipping."""
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -155,7 +156,9 @@ def test_sorting_in_chromium(page):
 
 
 def test_screenshot_artifact(page):
-    art = Path(os.environ.get("AILOWER_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    # never the working directory (tests/_cwd_guard.py): a temp folder unless CI names one
+    art = Path(os.environ.get("AILOWER_TEST_ARTIFACTS",
+                              Path(tempfile.gettempdir()) / "ailower-test-artifacts"))
     art.mkdir(parents=True, exist_ok=True)
     shot = art / "leaderboard.png"
     shot.unlink(missing_ok=True)

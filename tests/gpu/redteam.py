@@ -341,8 +341,12 @@ ATTACKS: list[Attack] = [
            r"MS1.*ailower_last_ptr"),
     Attack("va_pointer_keyed_cache_unverified", "vector_add", lambda p: pointer_keyed_cache(p, 0),
            "#5", r"never written|different outputs|timed launch", verifier=False),
+    # the static verifier's B9 catches the removed barrier; with the verifier bypassed the
+    # harness's own race defences (perturbed second run, racecheck gate) must catch it too
     Attack("sm_removed_barrier", "softmax", remove_war_barrier, "K3 #15",
-           r"racecheck reports a hazard|different outputs", gate=True),
+           r"B9.*no barrier between"),
+    Attack("sm_removed_barrier_unverified", "softmax", remove_war_barrier, "K3 #15",
+           r"racecheck reports a hazard|different outputs", gate=True, verifier=False),
     Attack("va_write_input_and_restore", "vector_add", write_input_and_restore, "K4 #4",
            r"undoes before exiting"),
     Attack("va_zero_input", "vector_add", zero_input, "#4", _FAULT_IN),
