@@ -136,6 +136,11 @@ def parse_archs(archs: list[str]) -> list[str]:
     return out
 
 
+MODEL_PROVIDERS = ("anthropic", "openai", "replay")
+"""Providers that need a model (``replay``: the transcript path); ``triton`` and ``search`` run
+offline without one."""
+
+
 def parse_providers(providers: list[str], known: tuple[str, ...]) -> list[tuple[str, str]]:
     """``NAME`` / ``NAME:MODEL`` -> ``(name, model)`` (model ``""`` when none).
 
@@ -147,7 +152,7 @@ def parse_providers(providers: list[str], known: tuple[str, ...]) -> list[tuple[
         name, _, model = p.partition(":")
         if name not in known:
             raise PlanError(f"--provider {p!r}: unknown provider {name!r}; have: {', '.join(known)}")
-        if name != "triton" and not model:
+        if name in MODEL_PROVIDERS and not model:
             raise PlanError(f"--provider {p!r}: the {name} provider needs a model "
                             f"(--provider {name}:MODEL)")
         if (name, model) not in out:
