@@ -1,0 +1,106 @@
+"""Red-team findings against the source policy and the REST service (each was a hole; the tests
+fail on the code before its fix).
+
+1. *Late-bound builtins*: the policy treated every assigned name as a local everywhere in the
+   body, but Triton resolves a name that is not bound *yet* (used before its assignment, or
+   assigned only in a branch Triton folds away) through the module globals and then its code
+   generator's ``builtin_namespace`` (``getattr``, ``hasattr``, ``isinstance``, ``list``,
+   ``print`` ...). ``getattr(tl.load, "__globals__")`` then reaches ``exec``: the payload below
+   passed the policy and ran ``exec`` at compile time (verified with Triton 3.9 on 2026-12-01).
+2. *Policy checker recursion*: a chain of ~1500 ``@triton.jit`` helpers (66 KB, under the default
+   64 000-byte source limit... and under any limit near it) made the cycle check raise
+   ``RecursionError`` in the API process (a 500 instead of an answer).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+from server.source_check import SourceRejected, check_triton_source
+
+from .sandbox_payloads import softmax_with
+
+HEAD = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr):\n"
+
+# the exact escape: getattr is "a local" for the policy, Triton's builtin getattr at compile time
+GETATTR_EXEC = HEAD + (
+    "    g: tl.constexpr = getattr(tl.load, '__globals__')\n"
+    "    b: tl.constexpr = getattr(g, 'get')('__builtins__')\n"
+    "    e: tl.constexpr = getattr(b, 'get')('exec')\n"
+    "    e(\"open('/var/tmp/ailower-escape-marker', 'w')\")\n"
+    "    tl.store(x_ptr, 1.0)\n"
+    "    if 0:\n"
+    "        getattr = 0\n")
+
+LATE_BOUND = {
+    "getattr-dead-branch": GETATTR_EXEC,
+    "getattr-after-use": HEAD + "    x = getattr(x_ptr, 'dtype')\n    getattr = 1\n",
+    "hasattr": HEAD + "    x = hasattr(x_ptr, 'handle')\n    hasattr = 1\n",
+    "isinstance": HEAD + "    x = isinstance(x_ptr, int)\n    isinstance = 1\n",
+    "list": HEAD + "    x = list((1, 2))\n    list = 1\n",
+    "print": HEAD + "    print(x_ptr)\n    print = 1\n",
+    "for-target": HEAD + "    x = getattr(x_ptr, 'dtype')\n    for getattr in range(2):\n"
+                         "        pass\n",
+    "annassign": HEAD + "    x = getattr(x_ptr, 'dtype')\n    getattr: tl.constexpr = 1\n",
+    "exec": HEAD + "    exec('1')\n    exec = 1\n",
+    "type": HEAD + "    x = type(x_ptr)\n    type = 1\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATE_BOUND))
+def test_builtin_names_cannot_become_locals(name):
+    with pytest.raises(SourceRejected) as ei:
+        check_triton_source(LATE_BOUND[name], "k")
+    assert "shadows" in ei.value.reason and ei.value.line >= 6, str(ei.value)
+
+
+def test_every_name_triton_resolves_after_locals_is_refused_as_a_local():
+    """The kind, not the sample: every name of Triton's ``builtin_namespace`` (read from the
+    installed Triton, so a new Triton's additions are covered) and every Python builtin."""
+    from triton.compiler.code_generator import CodeGenerator
+
+    names = set(CodeGenerator.builtin_namespace) | {n for n in dir(builtins)
+                                                    if n.isidentifier() and not n.startswith("_")
+                                                    and n not in ("True", "False", "None")}
+    assert {"getattr", "hasattr", "isinstance", "list", "print"} <= names
+    accepted = []
+    for n in sorted(names):
+        try:
+            check_triton_source(HEAD + f"    x = {n}\n    {n} = 1\n", "k")
+            accepted.append(n)
+        except SourceRejected:
+            pass
+    assert accepted == []
+
+
+def _chain(n: int, cycle: bool) -> str:
+    parts = ["import triton", "import triton.language as tl"]
+    for i in range(n):
+        nxt = f"f{i + 1}" if i < n - 1 else ("f0" if cycle else "")
+        body = f"    return {nxt}(x)" if nxt else "    return x"
+        parts.append(f"@triton.jit\ndef f{i}(x):\n{body}")
+    return "\n".join(parts) + "\n"
+
+
+def test_long_call_chain_is_answered_not_a_recursion_error():
+    names = check_triton_source(_chain(1500, cycle=False), "f0")
+    assert len(names) == 1500
+    with pytest.raises(SourceRejected) as ei:
+        check_triton_source(_chain(1500, cycle=True), "f0")
+    assert "recursive @triton.jit call f0 -> f1" in ei.value.reason
+
+
+def test_getattr_escape_refused_over_http(server):
+    key = server.new_key("redteam", "--max-source-bytes", "200000", "--max-body-bytes", "290000")
+    c = server.client(key)
+    spec = softmax_with([])
+    spec["source"] = {"function": "k", "text": GETATTR_EXEC}
+    r = c.post("/v1/lowerings", json={"spec": spec, "budget": {"iterations": 1}})
+    assert r.status_code == 422, r.text
+    assert r.json()["type"] == "source-rejected" and "'getattr'" in r.json()["message"]
+    spec["source"] = {"function": "f0", "text": _chain(1500, cycle=True)}
+    r = c.post("/v1/lowerings", json={"spec": spec, "budget": {"iterations": 1}})
+    assert r.status_code == 422, r.text
+    assert "recursive @triton.jit call" in r.json()["message"]
