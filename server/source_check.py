@@ -439,6 +439,9 @@ def _check_node(node: ast.AST, mod: _Module, locals_: set[str], calls: set[str],
                 raise fail(f"{_expr(node)!r} is not in the documented triton.language API "
                            "(allowed: tl.<function or dtype>, tl.math.<function>, triton.jit, "
                            "triton.cdiv, triton.next_power_of_2)", node)
+            if chain == "triton.jit":
+                raise fail("triton.jit is a decorator only: in a body it would compile a library "
+                           "function's source with that module's globals", node)
             if chain == "triton.language.inline_asm_elementwise" and not allow_inline_asm:
                 raise fail("tl.inline_asm_elementwise is disabled on this server "
                            "(AILOWER_SERVER_ALLOW_INLINE_ASM)", node)
@@ -458,6 +461,9 @@ def _check_node(node: ast.AST, mod: _Module, locals_: set[str], calls: set[str],
             raise fail(f"the module {n!r} may only be used as 'tl.<documented name>', not as a "
                        "value", node)
         if n in mod.names:
+            if mod.names[n] == "triton.jit":
+                raise fail("triton.jit is a decorator only: in a body it would compile a library "
+                           "function's source with that module's globals", node)
             if mod.names[n] == "triton.language.inline_asm_elementwise" and not allow_inline_asm:
                 raise fail("tl.inline_asm_elementwise is disabled on this server "
                            "(AILOWER_SERVER_ALLOW_INLINE_ASM)", node)

@@ -104,3 +104,18 @@ def test_getattr_escape_refused_over_http(server):
     r = c.post("/v1/lowerings", json={"spec": spec, "budget": {"iterations": 1}})
     assert r.status_code == 422, r.text
     assert "recursive @triton.jit call" in r.json()["message"]
+
+
+@pytest.mark.parametrize("text", [
+    HEAD + "    f = triton.jit(tl.load)\n",
+    "from triton import jit\nimport triton.language as tl\n\n@jit\ndef k(x_ptr):\n"
+    "    f = jit(tl.load)\n",
+], ids=["attr", "imported-name"])
+def test_triton_jit_only_as_a_decorator(text):
+    """Defence in depth (no exploit shown): ``triton.jit(f)`` in a body would compile the source
+    of any reachable Python function ``f`` with *its* module's globals, which the policy never
+    saw. The decorator itself keeps working."""
+    with pytest.raises(SourceRejected, match="decorator only"):
+        check_triton_source(text, "k")
+    assert check_triton_source(text.replace("    f = jit(tl.load)\n", "    pass\n")
+                               .replace("    f = triton.jit(tl.load)\n", "    pass\n"), "k") == ["k"]
