@@ -46,6 +46,8 @@ class ServerSettings(BaseSettings):
         verify_wall_s / verify_max_lines / verify_concurrency / verify_memory_mb: bounds of
             ``POST /v1/verify`` (wall seconds, PTX lines, runs at once per process, child
             ``RLIMIT_AS`` MiB).
+        verify_per_key: verifications one key may run at once (so one key cannot hold the
+            whole ``verify_concurrency`` pool).
         max_stream_s: an SSE stream closes after this long (the client resumes with
             ``Last-Event-ID``).
         max_streams_per_key: SSE streams one key may hold open at once in this process (429
@@ -86,6 +88,7 @@ class ServerSettings(BaseSettings):
     verify_wall_s: float = Field(default=30.0, gt=0)
     verify_max_lines: int = Field(default=200_000, ge=10)
     verify_concurrency: int = Field(default=4, ge=1)
+    verify_per_key: int = Field(default=1, ge=1)
     verify_memory_mb: int = Field(default=4096, ge=256)
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None

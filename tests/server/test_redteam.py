@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import time
 
 import pytest
 
@@ -127,8 +128,6 @@ def test_open_streams_per_key_are_capped(tmp_path):
     went from 17 ms to 390 ms median (1.5 s max) on a 2-core host (measured 2026-12-01), and
     nothing bounded the number. Now a key holds at most ``max_streams_per_key`` open streams
     (429 ``too-many-streams`` with ``Retry-After``) and a closed stream frees its slot."""
-    import time
-
     from .conftest import ServerProc
 
     srv = ServerProc(tmp_path, cpu_workers=0, max_streams_per_key=3)
@@ -157,5 +156,43 @@ def test_open_streams_per_key_are_capped(tmp_path):
         assert code == 200
         for h in held:
             h.__exit__(None, None, None)
+    finally:
+        srv.stop()
+
+
+def test_one_key_cannot_hold_every_verify_slot(tmp_path):
+    """``/v1/verify`` had one server-wide pool (``verify_concurrency``) and no per-key bound:
+    one key sending ``verify_concurrency`` slow PTX files at a time kept every other tenant at
+    429 ``verify-busy``. Now a key runs at most ``verify_per_key`` verifications at once."""
+    import threading
+
+    from .conftest import ServerProc
+    from .test_hardening import slow_ptx
+
+    srv = ServerProc(tmp_path, cpu_workers=0, verify_wall_s=6, verify_concurrency=2,
+                     verify_per_key=1)
+    srv.start()
+    try:
+        hog = srv.new_key("hog")
+        ptx = slow_ptx()  # ~20 s of verifier work, stopped at verify_wall_s = 6 s
+        codes: list[int] = []
+
+        def slow() -> None:
+            r = srv.client(hog, timeout=30).post("/v1/verify", json={"ptx": ptx,
+                                                                     "arch": "sm_90a"})
+            codes.append(r.status_code)
+
+        ts = [threading.Thread(target=slow) for _ in range(2)]
+        for t in ts:
+            t.start()
+            time.sleep(0.5)
+        small = (".version 8.0\n.target sm_90a\n.address_size 64\n"
+                 ".visible .entry k()\n{\n ret;\n}\n")
+        r = srv.client(srv.new_key("bystander"), timeout=30).post(
+            "/v1/verify", json={"ptx": small, "arch": "sm_90a"})
+        for t in ts:
+            t.join(40)
+        assert r.status_code == 200, r.text
+        assert sorted(codes) == [422, 429], codes  # one ran to its wall limit, one was refused
     finally:
         srv.stop()
