@@ -196,3 +196,41 @@ def test_one_key_cannot_hold_every_verify_slot(tmp_path):
         assert sorted(codes) == [422, 429], codes  # one ran to its wall limit, one was refused
     finally:
         srv.stop()
+
+
+def test_fullwidth_builtin_name_is_normalised_and_refused():
+    """NFKC: Python folds ``ｇｅｔａｔｔｒ`` to ``getattr`` when it parses, and so does the policy
+    (it reads the same ``ast``), so the late-bound-builtin escape cannot hide in other glyphs."""
+    text = LATE_BOUND["getattr-after-use"].replace("getattr", "\uff47\uff45\uff54\uff41\uff54\uff54\uff52")
+    assert "getattr" not in text
+    with pytest.raises(SourceRejected, match="'getattr'"):
+        check_triton_source(text, "k")
+
+
+def test_sys_path_folders_outside_the_python_environment_are_not_shown(tmp_path, monkeypatch):
+    """The box showed every ``sys.path`` folder read-only, whole: a server started with
+    ``PYTHONPATH=/srv/tools`` (or a script run from ``/tmp``: ``sys.path[0]``) exposed that whole
+    folder, e.g. all of the host's ``/tmp``, to the sandbox uid (seen 2026-12-01: the box's
+    mountinfo had the host ``/tmp`` bound over its private tmpfs). Only the Python environment
+    (its prefixes and ``site-packages``/``dist-packages`` folders) may be shown."""
+    import subprocess
+    import sys
+
+    from server.sandbox import SandboxLimits, _python_dirs, isolation_status, run_isolated
+
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "secret.txt").write_text("host secret")
+    (loose / "secret.txt").chmod(0o644)
+    loose.chmod(0o755)
+    for p in [tmp_path, *tmp_path.parents]:
+        if p != p.parent:
+            subprocess.run(["chmod", "o+x", str(p)], check=False)
+    monkeypatch.setattr(sys, "path", [str(loose), *sys.path])
+    shown = _python_dirs([])
+    assert not any(loose == d or loose.is_relative_to(d) for d in shown), shown
+    ok, _ = isolation_status()
+    if ok:
+        r = run_isolated(["/bin/cat", str(loose / "secret.txt")], work=tmp_path / "w",
+                         limits=SandboxLimits(wall_s=20))
+        assert b"host secret" not in r.stdout and r.returncode != 0
