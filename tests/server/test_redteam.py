@@ -119,8 +119,9 @@ def test_triton_jit_only_as_a_decorator(text):
     saw. The decorator itself keeps working."""
     with pytest.raises(SourceRejected, match="decorator only"):
         check_triton_source(text, "k")
-    assert check_triton_source(text.replace("    f = jit(tl.load)\n", "    pass\n")
-                               .replace("    f = triton.jit(tl.load)\n", "    pass\n"), "k") == ["k"]
+    plain = text.replace("    f = jit(tl.load)\n", "    pass\n").replace(
+        "    f = triton.jit(tl.load)\n", "    pass\n")
+    assert check_triton_source(plain, "k") == ["k"]
 
 
 def test_open_streams_per_key_are_capped(tmp_path):
@@ -201,7 +202,8 @@ def test_one_key_cannot_hold_every_verify_slot(tmp_path):
 def test_fullwidth_builtin_name_is_normalised_and_refused():
     """NFKC: Python folds ``ｇｅｔａｔｔｒ`` to ``getattr`` when it parses, and so does the policy
     (it reads the same ``ast``), so the late-bound-builtin escape cannot hide in other glyphs."""
-    text = LATE_BOUND["getattr-after-use"].replace("getattr", "\uff47\uff45\uff54\uff41\uff54\uff54\uff52")
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) for c in "getattr")  # U+FF47 ...
+    text = LATE_BOUND["getattr-after-use"].replace("getattr", fullwidth)
     assert "getattr" not in text
     with pytest.raises(SourceRejected, match="'getattr'"):
         check_triton_source(text, "k")
