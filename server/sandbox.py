@@ -230,12 +230,24 @@ def _inside(p: Path, root: Path) -> bool:
 
 
 def _python_dirs(exclude: list[Path]) -> list[Path]:
-    """Folders of the Python environment to show read-only: prefixes and ``sys.path`` folders,
-    minus anything inside (or containing) the project, the data directory or ``exclude``, and
-    any folder that looks like a source checkout (``.git``, ``pyproject.toml``, ``.env``)."""
-    cand = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    cand.add(Path(os.path.realpath(sys.executable)).parent.parent)
-    cand |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
+    """Folders of the Python environment to show read-only: prefixes and those ``sys.path``
+    folders that are inside a prefix or named ``site-packages``/``dist-packages``, minus anything
+    inside (or containing) the project, the data directory or ``exclude``, and any folder that
+    looks like a source checkout (``.git``, ``pyproject.toml``, ``.env``)."""
+    prefixes = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                  sys.base_exec_prefix)}
+    prefixes.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    prefixes = {Path(os.path.realpath(p)) for p in prefixes}
+    cand = set(prefixes)
+    for p in sys.path:
+        if not p or not os.path.isdir(p):
+            continue
+        rp = Path(os.path.realpath(p))
+        # only the environment: a folder inside a prefix, or a site-packages/dist-packages folder
+        # (user site, a venv's); never a loose PYTHONPATH folder or a script's own folder (/tmp)
+        if any(_inside(rp, pre) for pre in prefixes) \
+                or rp.name in ("site-packages", "dist-packages"):
+            cand.add(rp)
     keep: list[Path] = []
     for p in sorted({Path(os.path.realpath(c)) for c in cand}, key=lambda x: len(x.parts)):
         if p == Path("/") or _inside(p, Path("/usr")) or _inside(p, Path("/proc")):

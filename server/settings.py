@@ -46,8 +46,13 @@ class ServerSettings(BaseSettings):
         verify_wall_s / verify_max_lines / verify_concurrency / verify_memory_mb: bounds of
             ``POST /v1/verify`` (wall seconds, PTX lines, runs at once per process, child
             ``RLIMIT_AS`` MiB).
+        verify_per_key: verifications one key may run at once (so one key cannot hold the
+            whole ``verify_concurrency`` pool).
         max_stream_s: an SSE stream closes after this long (the client resumes with
             ``Last-Event-ID``).
+        max_streams_per_key: SSE streams one key may hold open at once in this process (429
+            ``too-many-streams``): each open stream polls the database, so unbounded streams
+            from one key slow every tenant.
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
             provider without credentials is refused at submission.
         price_per_mtok: USD per million tokens by model, ``{"model": [input, output]}``; needed to
@@ -78,10 +83,12 @@ class ServerSettings(BaseSettings):
     sandbox_uid: int = Field(default=65534, ge=1)
     sandbox_gid: int = Field(default=65534, ge=1)
     max_stream_s: float = Field(default=600.0, gt=0)
+    max_streams_per_key: int = Field(default=8, ge=1)
     allow_inline_asm: bool = False
     verify_wall_s: float = Field(default=30.0, gt=0)
     verify_max_lines: int = Field(default=200_000, ge=10)
     verify_concurrency: int = Field(default=4, ge=1)
+    verify_per_key: int = Field(default=1, ge=1)
     verify_memory_mb: int = Field(default=4096, ge=256)
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None

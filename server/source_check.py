@@ -28,7 +28,8 @@ Inside a ``@triton.jit`` body:
   (``"id".value``);
 * a bare name must be a parameter, a local variable, another ``@triton.jit`` function of the
   module, an imported ``triton.language`` name, or one of :data:`BUILTINS`; locals may not shadow
-  those;
+  those nor take any Python builtin's name (:data:`RESERVED_LOCALS`: Triton looks a name that is
+  not bound *yet* up in its own builtins, ``getattr`` among them);
 * statements: assignment, augmented assignment, expression, ``if``, ``for``, ``while``,
   ``return``, ``pass``, ``break``, ``continue``, ``assert``; expressions: arithmetic, comparisons,
   boolean operators, calls, subscripts, slices, tuples, lists, conditional expressions and
@@ -47,10 +48,11 @@ its ``source:LINE:COL``.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 
 __all__ = ["SourceRejected", "check_triton_source", "TL_API", "ALLOWED_CHAINS", "VALUE_ATTRS",
-           "BUILTINS", "JIT_KWARGS", "MAX_STR", "MAX_NODES", "MAX_DEPTH"]
+           "BUILTINS", "RESERVED_LOCALS", "JIT_KWARGS", "MAX_STR", "MAX_NODES", "MAX_DEPTH"]
 
 # The documented triton.language functions, dtypes and constexpr helpers (triton-lang.org
 # python-api/triton.language: "Programming Model", "Creation Ops", "Shape Manipulation Ops",
@@ -96,6 +98,13 @@ is_fp32 is_fp64 is_bool is_block scalar advance
 # Python builtins the Triton code generator handles itself (code_generator.py ``builtin_namespace``
 # and the ones it folds at compile time); nothing that reaches the interpreter.
 BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs"})
+# Names a local may never take. Triton binds a local only when its assignment runs, and resolves a
+# name not bound *yet* (used before the assignment, or assigned only in a branch it folds away)
+# through the module globals and then ``CodeGenerator.builtin_namespace`` (Triton 3.9:
+# ``len list range float int isinstance getattr hasattr print min max``): the policy's "it is a
+# local" would otherwise let ``getattr(tl.load, '__globals__')`` through. Every Python builtin is
+# reserved, so a Triton that adds one to that namespace is covered too.
+RESERVED_LOCALS = frozenset(n for n in dir(builtins) if not n.startswith("__")) | BUILTINS
 JIT_KWARGS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "noinline",
                         "debug"})
 CONSTEXPR_ANNOTATIONS = frozenset({"triton.language.constexpr"})
@@ -290,21 +299,28 @@ def _chain(node: ast.AST, mod: _Module) -> str | None:
 
 
 def _check_no_recursion(calls: dict[str, set[str]], mod: _Module, fail) -> None:
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for callee in sorted(calls.get(name, ())):
+    """Refuse a cycle in the call graph. Iterative (an explicit stack): a chain of thousands of
+    ``@triton.jit`` functions must be a clean answer, not a ``RecursionError`` in the API."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in calls:
+        if root in state:
+            continue
+        path: list[str] = [root]
+        state[root] = 1
+        stack = [iter(sorted(calls.get(root, ())))]
+        while stack:
+            callee = next(stack[-1], None)
+            if callee is None:
+                stack.pop()
+                state[path.pop()] = 2
+                continue
             if state.get(callee) == 1:
                 cycle = " -> ".join([*path[path.index(callee):], callee])
-                raise fail(f"recursive @triton.jit call {cycle} is not allowed", mod.jit[name])
+                raise fail(f"recursive @triton.jit call {cycle} is not allowed", mod.jit[path[-1]])
             if callee not in state:
-                visit(callee, [*path, callee])
-        state[name] = 2
-
-    for n in calls:
-        if n not in state:
-            visit(n, [n])
+                state[callee] = 1
+                path.append(callee)
+                stack.append(iter(sorted(calls.get(callee, ()))))
 
 
 def _check_function(fn: ast.FunctionDef, mod: _Module, fail, allow_inline_asm: bool) -> set[str]:
@@ -362,9 +378,9 @@ def _check_function(fn: ast.FunctionDef, mod: _Module, fail, allow_inline_asm: b
             for n in ast.walk(t):
                 if isinstance(n, ast.Name):
                     if n.id.startswith("__") or n.id in mod.modules or n.id in mod.names \
-                            or n.id in mod.jit or n.id in BUILTINS:
+                            or n.id in mod.jit or n.id in RESERVED_LOCALS:
                         raise fail(f"assignment to {n.id!r} is not allowed (dunder, or shadows a "
-                                   "module, builtin or kernel name)", n)
+                                   "module, Python/Triton builtin or kernel name)", n)
                     locals_.add(n.id)
                 elif not isinstance(n, ast.Tuple | ast.List | ast.Subscript | ast.expr_context
                                     | ast.Attribute):
@@ -423,6 +439,9 @@ def _check_node(node: ast.AST, mod: _Module, locals_: set[str], calls: set[str],
                 raise fail(f"{_expr(node)!r} is not in the documented triton.language API "
                            "(allowed: tl.<function or dtype>, tl.math.<function>, triton.jit, "
                            "triton.cdiv, triton.next_power_of_2)", node)
+            if chain == "triton.jit":
+                raise fail("triton.jit is a decorator only: in a body it would compile a library "
+                           "function's source with that module's globals", node)
             if chain == "triton.language.inline_asm_elementwise" and not allow_inline_asm:
                 raise fail("tl.inline_asm_elementwise is disabled on this server "
                            "(AILOWER_SERVER_ALLOW_INLINE_ASM)", node)
@@ -442,6 +461,9 @@ def _check_node(node: ast.AST, mod: _Module, locals_: set[str], calls: set[str],
             raise fail(f"the module {n!r} may only be used as 'tl.<documented name>', not as a "
                        "value", node)
         if n in mod.names:
+            if mod.names[n] == "triton.jit":
+                raise fail("triton.jit is a decorator only: in a body it would compile a library "
+                           "function's source with that module's globals", node)
             if mod.names[n] == "triton.language.inline_asm_elementwise" and not allow_inline_asm:
                 raise fail("tl.inline_asm_elementwise is disabled on this server "
                            "(AILOWER_SERVER_ALLOW_INLINE_ASM)", node)

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
@@ -70,14 +70,42 @@ def own_job(id: str, session: SessionDep, key: ApiKeyDep) -> Job:
 OwnJobDep = Annotated[Job, Depends(own_job)]
 
 
+_open_streams: dict[str, int] = {}
+_open_streams_lock = threading.Lock()
+
+
 def stream_job(id: str, request: Request,
-               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
+               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+               ) -> Iterator[str]:
     """Dependency of the SSE route: authenticate and check ownership in a short session of its
     own, closed before the stream starts (a stream must not hold a pooled connection for its
-    whole life). Returns the job id."""
+    whole life), then hold one of the key's ``max_streams_per_key`` stream slots until the
+    response has ended (a yield dependency: its exit runs after the stream). Yields the job id.
+
+    Raises:
+        ApiError: 401/404 as for the other routes; 429 ``too-many-streams`` (``Retry-After``)
+            when the key already holds ``max_streams_per_key`` open streams.
+    """
     with request.app.state.sessionmaker() as s:
         key = get_api_key(s, creds)
-        return _own_job(s, key, id).id
+        job_id = _own_job(s, key, id).id
+    cap = request.app.state.server_settings.max_streams_per_key
+    with _open_streams_lock:
+        n = _open_streams.get(key.key_id, 0)
+        if n >= cap:
+            raise ApiError(429, "too-many-streams", f"this key already holds {n} open event "
+                           f"streams (limit {cap}); close one or resume later with "
+                           "Last-Event-ID", loc=["path", "id"], headers={"Retry-After": "5"})
+        _open_streams[key.key_id] = n + 1
+    try:
+        yield job_id
+    finally:
+        with _open_streams_lock:
+            left = _open_streams.get(key.key_id, 1) - 1
+            if left > 0:
+                _open_streams[key.key_id] = left
+            else:
+                _open_streams.pop(key.key_id, None)
 
 
 def last_event_id(last_event_id: Annotated[str | None, Header(max_length=20)] = None) -> int | None:

@@ -67,7 +67,8 @@ async def verify_ptx(body: VerifyRequest, request: Request,
 
     Bounds: ``413`` above the key's PTX byte limit or the server's ``verify_max_lines``; the
     verifier runs in a child process (``server._verify_child``) with CPU and memory rlimits,
-    at most ``verify_concurrency`` at once per server process (``429`` beyond), and is killed
+    at most ``verify_concurrency`` at once per server process and ``verify_per_key`` per key
+    (``429`` beyond), and is killed
     after ``verify_wall_s`` seconds (``422`` ``ptx-too-complex``) or as soon as the client
     disconnects.
     """
@@ -81,9 +82,31 @@ async def verify_ptx(body: VerifyRequest, request: Request,
         raise ApiError(413, "ptx-too-large", f"the PTX has {n_lines} lines; the limit is "
                        f"{ss.verify_max_lines}", loc=["body", "ptx"])
     sem: asyncio.Semaphore = request.app.state.verify_slots
+    mine = _verify_by_key.get(key.key_id, 0)
+    if mine >= ss.verify_per_key:  # one key must not hold every slot of the shared pool
+        raise ApiError(429, "verify-busy", f"this key already runs {mine} verification(s) "
+                       f"(limit {ss.verify_per_key}); retry when it has finished",
+                       headers={"Retry-After": "2"})
     if sem.locked():
         raise ApiError(429, "verify-busy", f"{ss.verify_concurrency} verifications are running "
                        "on this server; retry shortly", headers={"Retry-After": "2"})
+    _verify_by_key[key.key_id] = mine + 1  # the event loop is the only writer: no lock needed
+    try:
+        return await _verify_in_child(body, request, sem)
+    finally:
+        left = _verify_by_key.get(key.key_id, 1) - 1
+        if left > 0:
+            _verify_by_key[key.key_id] = left
+        else:
+            _verify_by_key.pop(key.key_id, None)
+
+
+_verify_by_key: dict[str, int] = {}
+
+
+async def _verify_in_child(body: VerifyRequest, request: Request,
+                           sem: asyncio.Semaphore) -> VerifyResponse | Response:
+    ss = request.app.state.server_settings
     async with sem:
         root = str(Path(__file__).resolve().parents[2])
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": root,

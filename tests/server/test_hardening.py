@@ -39,9 +39,9 @@ def slow_ptx(entries: int = 2, branches: int = 4000) -> str:
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    """No job slots (jobs stay queued), short verify limit, long SSE streams."""
+    """No job slots (jobs stay queued), short verify limit, long SSE streams (40 per key)."""
     s = ServerProc(tmp_path_factory.mktemp("hard"), cpu_workers=0, verify_wall_s=6,
-                   max_stream_s=120)
+                   max_stream_s=120, max_streams_per_key=40)  # 30 streams of one key below
     s.start()
     yield s
     s.stop()
