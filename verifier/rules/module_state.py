@@ -9,8 +9,9 @@ from verifier.ptx.ast import Instruction, Operand, VarDecl
 __all__ = ["module_global_write"]
 
 #: Base mnemonics whose first operand is a destination address (PTX ISA 9.1 §9.7.9: st, red,
-#: cp.* copies; multimem.st / multimem.red likewise).
-_DST_FIRST = frozenset({"st", "red", "cp", "multimem", "stmatrix"})
+#: cp.* copies; multimem.st / multimem.red likewise; ``tensormap.replace`` rewrites a field of
+#: the 128-byte tensor map at its address, PTX ISA 9.1 §9.7.9.28).
+_DST_FIRST = frozenset({"st", "red", "cp", "multimem", "stmatrix", "tensormap"})
 #: Base mnemonics whose second operand is the address (``atom d, [a], b``).
 _DST_SECOND = frozenset({"atom"})
 #: Instructions that only read their operands' addresses.
@@ -90,15 +91,18 @@ def module_global_write(ctx: Context) -> list[Finding]:
             for ins, _ in fi.instructions:
                 if ins.base in _DST_FIRST or ins.base in _DST_SECOND or ins.base in _READS:
                     continue
-                if not ins.operands or ins.operands[0].kind != "reg" or not ins.operands[0].name:
+                if not ins.operands or ins.operands[0].kind not in ("reg", "vector", "pair"):
                     continue
-                dst = ins.operands[0].name
-                if dst in taint:
+                # every destination register: ``mov.b64 {%r2, %r3}, %rd2`` splits a pointer
+                # into halves that each carry it
+                dsts = [d for d in _names(ins.operands[0]) if d not in taint]
+                if not dsts:
                     continue
                 for src in ins.operands[1:]:
                     hit = next((n for n in _names(src) if n in taint), None)
                     if hit is not None:
-                        taint[dst] = (taint[hit][0], ins)
+                        for dst in dsts:
+                            taint[dst] = (taint[hit][0], ins)
                         changed = True
                         break
         reported: set[str] = set()

@@ -1,0 +1,53 @@
+"""Red-team attacks on the static verifier: small adversarial edits that evade a rule. Each test
+is one attack kind; each must be flagged (and its honest twin must stay clean)."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier import verify
+
+MODULE = """.version 8.7
+.target sm_90a
+.address_size 64
+.global .align 128 .b8 cnt[128];
+.visible .entry k(.param .u64 out)
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [out];
+{body}
+ret;
+}}
+"""
+
+MS1_EVASIONS = {
+    # the pointer split into two 32-bit halves by a vector mov and put back together
+    "vector_split": ("mov.u64 %rd2, cnt;\nmov.b64 {%r2, %r3}, %rd2;\nmov.b64 %rd3, {%r2, %r3};\n"
+                     "atom.global.add.u32 %r1, [%rd3], 1;"),
+    # same, the halves moved through warp shuffles
+    "shfl_halves": ("mov.u64 %rd2, cnt;\nmov.b64 {%r2, %r3}, %rd2;\n"
+                    "shfl.sync.idx.b32 %r4, %r2, 0, 31, -1;\n"
+                    "shfl.sync.idx.b32 %r5, %r3, 0, 31, -1;\nmov.b64 %rd3, {%r4, %r5};\n"
+                    "st.global.u32 [%rd3], %r1;"),
+    # tensormap.replace writes 8 bytes of an in-global tensor map: a .global var used as one
+    "tensormap_replace_reg": ("mov.u64 %rd2, cnt;\n"
+                              "tensormap.replace.tile.global_address.global.b1024.b64 [%rd2], %rd1;"),
+    "tensormap_replace_sym": "tensormap.replace.tile.global_address.global.b1024.b64 [cnt], %rd1;",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MS1_EVASIONS))
+def test_ms1_evasion_is_flagged(name):
+    report = verify(MODULE.format(body=MS1_EVASIONS[name]), arch="sm_90a", filename="t.ptx",
+                    threads=128, select={"MS1"})
+    assert [f.rule for f in report.errors] == ["MS1"], report.render()
+
+
+def test_ms1_read_only_global_through_vector_mov_is_clean():
+    body = ("mov.u64 %rd2, cnt;\nmov.b64 {%r2, %r3}, %rd2;\nmov.b64 %rd3, {%r2, %r3};\n"
+            "ld.global.u32 %r1, [%rd3];\nst.global.u32 [%rd1], %r1;")
+    report = verify(MODULE.format(body=body), arch="sm_90a", filename="t.ptx", threads=128,
+                    select={"MS1"})
+    assert report.errors == [], report.render()
