@@ -51,3 +51,43 @@ def test_ms1_read_only_global_through_vector_mov_is_clean():
     report = verify(MODULE.format(body=body), arch="sm_90a", filename="t.ptx", threads=128,
                     select={"MS1"})
     assert report.errors == [], report.render()
+
+
+FIX = __import__("pathlib").Path(__file__).parent / "fixtures" / "triton36"
+
+
+def _softmax_first_barrier(arch: str, replacement: str) -> str:
+    lines = (FIX / f"softmax_{arch}.ptx").read_text().split("\n")
+    i = next(i for i, ln in enumerate(lines) if "bar.sync" in ln or "barrier.sync" in ln)
+    lines[i] = replacement
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_cta_wide_barrier_given_a_smaller_thread_count_is_flagged(arch):
+    # Triton's softmax reduction barrier rewritten as `bar.sync 0, 64` in a 128-thread CTA: all
+    # threads reach it, the hardware releases the first 64 arrivals, the reduction races
+    ptx = _softmax_first_barrier(arch, "\tbar.sync 0, 64;")
+    report = verify(ptx, arch=arch, filename="s.ptx", threads=128)
+    assert "B3" in [f.rule for f in report.errors], report.render()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_cta_wide_barrier_with_full_count_is_clean(arch):
+    ptx = _softmax_first_barrier(arch, "\tbar.sync 0, 128;")
+    report = verify(ptx, arch=arch, filename="s.ptx", threads=128)
+    assert report.errors == [], report.render()
+
+
+def test_warp_specialised_named_barrier_with_group_count_is_clean():
+    body = """mov.u32 %r1, %tid.x;
+setp.lt.u32 %p1, %r1, 64;
+@%p1 bra $L_a;
+bar.sync 1, 64;
+bra.uni $L_end;
+$L_a:
+bar.sync 2, 64;
+$L_end:"""
+    ptx = MODULE.replace(".global .align 128 .b8 cnt[128];\n", "").format(body=body)
+    report = verify(ptx, arch="sm_90a", filename="t.ptx", threads=128, select={"B3"})
+    assert report.errors == [], report.render()
