@@ -24,6 +24,9 @@ not list them; the verifier never imports the emulator):
 * ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
   mbarrier phase that never completes); the finding lists the blocked threads and the state.
 * ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
+* ``HB5`` more threads arrive at a barrier with a thread count (``bar.sync 1, 64``) than the
+  count before it completes: the hardware takes the first arrivals, in an order no program
+  controls, so the threads it orders are unspecified.
 * ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
   are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
   no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
@@ -65,6 +68,7 @@ RULES = {
     "HB2": "deadlock: every live thread is blocked (barrier count never reached)",
     "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
     "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
+    "HB5": "barrier thread count smaller than the threads arriving: synchronised set unspecified",
 }
 
 

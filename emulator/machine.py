@@ -164,9 +164,10 @@ class Machine:
         self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
         self.block_id = np.zeros(n, dtype=np.int64)
         ncta = c1 - c0
-        self.shared = np.zeros((ncta, max(self.smem_bytes, 1)), dtype=np.uint8)
-        self.local = (np.zeros((n, self.prog.local_bytes), dtype=np.uint8)
-                      if self.prog.local_bytes else None)
+        # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
+        # a kernel that reads them before writing (e.g. an accumulator never zeroed) fails here
+        self.shared = _garbage((ncta, max(self.smem_bytes, 1)))
+        self.local = (_garbage((n, self.prog.local_bytes)) if self.prog.local_bytes else None)
         self.bar_count = np.zeros((ncta, 16), dtype=np.int64)
         self.bar_expect = np.zeros((ncta, 16), dtype=np.int64)
         # race tracking: lanes of the first race_ctas CTAs of the launch
@@ -278,12 +279,18 @@ class Machine:
             "laneid": lambda: self.laneid.astype(np.uint32),
             "warpid": lambda: (self.tid // 32).astype(np.uint32),
             "nwarpid": lambda: np.full(self.N, (T + 31) // 32, np.uint32),
-            "smid": lambda: np.zeros(self.N, np.uint32),
+            # hardware- and timing-dependent values differ between CTAs and warps (and are
+            # not 0): a kernel that only works on one SM or at one time must not pass emulation
+            "smid": lambda: (self._scramble(1) % np.uint64(132)).astype(np.uint32),
             "nsmid": lambda: np.full(self.N, 132, np.uint32),
-            "gridid": lambda: np.zeros(self.N, np.uint64),
-            "clock": lambda: np.full(self.N, self.outcome.steps, np.uint32),
-            "clock64": lambda: np.full(self.N, self.outcome.steps, np.uint64),
-            "globaltimer": lambda: np.full(self.N, self.outcome.steps * 1000, np.uint64),
+            "gridid": lambda: np.full(self.N, 1, np.uint64),
+            "clock": lambda: self._clock().astype(np.uint32),
+            "clock_hi": lambda: (self._clock() >> np.uint64(32)).astype(np.uint32),
+            "clock64": lambda: self._clock(),
+            "globaltimer": lambda: self._clock() * np.uint64(1000),
+            "globaltimer_lo": lambda: (self._clock() * np.uint64(1000)).astype(np.uint32),
+            "globaltimer_hi": lambda: ((self._clock() * np.uint64(1000)) >> np.uint64(32)
+                                       ).astype(np.uint32),
             "cluster_ctarank": lambda: np.zeros(self.N, np.uint32),
             "cluster_nctarank": lambda: np.ones(self.N, np.uint32),
             "is_explicit_cluster": lambda: np.zeros(self.N, np.bool_),
@@ -301,6 +308,16 @@ class Machine:
         }
         f = table.get(n)
         return f() if f else None
+
+    def _scramble(self, salt: int) -> np.ndarray:
+        """A per-(CTA, warp) pseudo-random uint64 (multiplicative hash of the global warp id),
+        for values the hardware does not fix: %smid, %clock, %globaltimer."""
+        w = (self.glane // 32).astype(np.uint64) + np.uint64(salt)
+        return (w * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)
+
+    def _clock(self) -> np.ndarray:
+        """Cycle counter: a per-warp start offset plus the steps executed so far."""
+        return (self._scramble(2) & np.uint64((1 << 40) - 1)) + np.uint64(self.outcome.steps)
 
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
@@ -566,11 +583,13 @@ class Machine:
         me_tid = self.tid[L]
         my_clk = self.vc[L, me_tid]
         write = data is not None
-        if kind == "atomic":
-            return
+        # atomics and strong ld/st never race with each other, but they do race with weak
+        # (plain) accesses of another thread that are not ordered with them
+        strong = kind in ("atomic", "strong")
         if kind == "async_complete":
             sh.w_clk[I] = my_clk
             sh.w_async[I] = False
+            sh.w_atomic[I] = False
             sh.w_pf[I] = self.pfence[L]
             return
         # conflict with the last writer
@@ -579,6 +598,8 @@ class Machine:
         my_cta = G // T
         if has_w.any():
             other = has_w & ((wl != G) | sh.w_async[I])
+            if strong:
+                other &= ~sh.w_atomic[I]
             w_cta, w_col = self._split(np.maximum(wl, 0))
             same_cta = w_cta == my_cta
             known = np.where(same_cta, self.vc[L, w_col], 0)
@@ -594,6 +615,8 @@ class Machine:
         if write:
             rl = sh.r_lane[I]
             has_r = (rl >= 0) & (rl != G)
+            if strong:
+                has_r &= ~sh.r_atomic[I]
             if has_r.any():
                 r_cta, r_col = self._split(np.maximum(rl, 0))
                 same_cta = r_cta == my_cta
@@ -607,7 +630,7 @@ class Machine:
             vals = data[tr].reshape(-1)
             order = np.argsort(I, kind="stable")
             Is, Vs = I[order], vals[order]
-            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1])
+            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1]) & (not strong)
             if dup.any():
                 j = int(np.flatnonzero(dup)[0])
                 self._race(space, pc, int(G[order][j]), "write", pc, int(G[order][j + 1]),
@@ -617,12 +640,14 @@ class Machine:
             sh.w_pc[I] = pc
             sh.w_val[I] = vals
             sh.w_async[I] = kind == "async_issue"
+            sh.w_atomic[I] = strong
             sh.w_pf[I] = self.pfence[L]
             sh.r_lane[I] = -1
         else:
             sh.r_lane[I] = G if rec_lane is None else rec_lane
             sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
             sh.r_pc[I] = pc
+            sh.r_atomic[I] = strong
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid
@@ -710,6 +735,8 @@ class Machine:
             alive = int((~self.done[c * T:(c + 1) * T]).sum())
             for b in np.flatnonzero(self.bar_count[c]):
                 exp = self.bar_expect[c, b]
+                if exp >= 0 and self.bar_count[c, b] > exp:
+                    self._overshoot(pc, c, int(b), int(self.bar_count[c, b]), int(exp))
                 exp = alive if exp < 0 else exp
                 if self.bar_count[c, b] >= exp:
                     sl = slice(c * T, (c + 1) * T)
@@ -722,6 +749,25 @@ class Machine:
                         self._hb_join(rel[rel < self.ntr], self.bar_vc[c, b])
                         self.bar_vc[c, b] = 0
                     self.bar_count[c, b] = 0
+
+    def _overshoot(self, pc: int, c: int, b: int, arrived: int, expected: int) -> None:
+        """HB5: more threads arrived at barrier ``b`` than its thread count before it completed.
+        The hardware completes the barrier with the first ``expected`` arrivals (in an order no
+        program controls) and starts a new instance for the rest (PTX ISA 9.1 §9.7.13.1), so
+        which threads it orders is unspecified; the emulator's lockstep order is one of many."""
+        key = ("HB5", pc, b)
+        if key in self.findings:
+            return
+        ins = self.prog.insts[pc]
+        gx, gy, _ = self.launch.grid
+        cta = c + self.c0
+        self.findings[key] = Finding(
+            rule="HB5", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
+            message=(f"barrier {b} expects {expected} threads but {arrived} threads of CTA "
+                     f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)}) arrived before it "
+                     f"completed: which threads it synchronises depends on arrival order"),
+            notes=[Note(message="give the barrier the number of threads that execute it (a "
+                                "multiple of 32), or use a different barrier id per thread group")])
 
     # ------------------------------------------------------------------ mbarrier
     def mbar_key(self, lane: int, addr: int) -> tuple[int, int]:
@@ -869,6 +915,17 @@ class Machine:
                     message=(f"'{ins.opcode}': lanes {_ranges(lanes.tolist())} of warp "
                              f"{(w * 32 % self.T) // 32} are in membermask but do not execute it "
                              f"(diverged or exited)"))
+
+
+#: 4 KiB of fixed pseudo-random bytes tiled over uninitialised shared/local memory
+_GARBAGE = np.random.default_rng(0x5EED).integers(0, 256, 4096, dtype=np.uint8)
+
+
+def _garbage(shape: tuple[int, int]) -> np.ndarray:
+    """uint8 array of ``shape`` filled with :data:`_GARBAGE` (undefined initial contents)."""
+    n = shape[0] * shape[1]
+    reps = -(-n // _GARBAGE.size)
+    return np.tile(_GARBAGE, reps)[:n].reshape(shape)
 
 
 def _ranges(xs: list[int]) -> str:

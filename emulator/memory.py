@@ -118,3 +118,7 @@ class Shadow:
         self.r_lane = np.full(nbytes, -1, dtype=np.int64)
         self.r_clk = np.zeros(nbytes, dtype=np.int32)
         self.r_pc = np.full(nbytes, -1, dtype=np.int32)
+        # the last write / read was an atomic or a morally strong (relaxed/acquire/release/
+        # volatile) access: two such accesses never race (PTX ISA 9.1 §8.7, §8.10)
+        self.w_atomic = np.zeros(nbytes, dtype=np.bool_)
+        self.r_atomic = np.zeros(nbytes, dtype=np.bool_)

@@ -142,7 +142,7 @@ def _ld(m, ins, pc, exe, active):
         vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
     else:
         addr = m.address(a, pc)
-        got = m.mem_access(space, addr, es * vec, exe, pc)
+        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc))
         lanes = np.flatnonzero(exe)
         words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
         vals = []
@@ -173,7 +173,16 @@ def _st(m, ins, pc, exe, active):
                             (m.N,))[lanes] for e in srcs]
     data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
     addr = m.address(a, pc)
-    m.mem_access(space, addr, es * vec, exe, pc, data=data)
+    m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc))
+
+
+def _strength(m, pc) -> str:
+    """``strong`` for a morally strong ld/st (``.relaxed``/``.acquire``/``.release``/
+    ``.volatile``, PTX ISA 9.1 §8.7: it never races with atomics or other strong accesses),
+    else ``plain``."""
+    mods = m._types[pc][0]
+    return "strong" if any(x in mods for x in ("relaxed", "acquire", "release", "volatile")) \
+        else "plain"
 
 
 @handler("cvta")

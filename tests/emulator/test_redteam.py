@@ -1,0 +1,154 @@
+"""Red-team attacks on the emulator: adversarial PTX that behaves correctly under emulation but
+not on a GPU, or whose race the happens-before analysis would miss. Each test is one attack kind
+(and, where it matters, a correct twin that must stay clean)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_emulator_hb import HEAD, _run
+
+from emulator import GlobalMemory, Launch, run_launch
+
+SHIFT_READ = """
+add.u32 %r5, %r1, {shift};
+and.b32 %r5, %r5, 127;
+shl.b32 %r6, %r5, 2;
+add.u32 %r7, %r3, %r6;
+ld.shared.u32 %r8, [%r7];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r8;
+"""
+
+
+def _errors(res):
+    return [f.rule for f in res.findings if f.severity == "error"]
+
+
+def test_bar_sync_count_smaller_than_arriving_threads_is_flagged():
+    # all 128 threads execute `bar.sync 0, 64`: the hardware completes the barrier with the
+    # first 64 arrivals (any two warps) and starts a new one for the rest, so the writes of
+    # threads 0..63 are not ordered before the reads of threads 64..127
+    body = "st.shared.u32 [%r4], %r1;\nbar.sync 0, 64;\n" + SHIFT_READ.format(shift=64)
+    res, _ = _run(body)
+    assert _errors(res), res.findings
+
+
+def test_bar_sync_count_equal_to_block_is_clean():
+    body = "st.shared.u32 [%r4], %r1;\nbar.sync 0, 128;\n" + SHIFT_READ.format(shift=64)
+    res, out = _run(body)
+    assert res.status == "ok" and res.findings == []
+    assert out.tolist() == [(t + 64) % 128 for t in range(128)]
+
+
+def test_plain_store_racing_an_atomic_is_a_race():
+    # a plain st and an atom to the same word from different threads, no ordering: a data race
+    # (PTX ISA 9.1 §8.7: a weak store is not morally strong with respect to the atomic)
+    body = """
+setp.eq.u32 %p1, %r1, 0;
+@%p1 st.shared.u32 [buf], %r1;
+setp.eq.u32 %p2, %r1, 33;
+@%p2 atom.shared.add.u32 %r8, [buf], 1;
+"""
+    res, _ = _run(body)
+    assert "HB1" in _errors(res), res.findings
+
+
+def test_plain_global_load_racing_an_atomic_of_another_cta_is_a_race():
+    body = """
+mov.u32 %r9, %ctaid.x;
+setp.eq.u32 %p1, %r9, 0;
+setp.eq.u32 %p2, %r1, 0;
+and.pred %p3, %p1, %p2;
+@%p3 atom.global.add.u32 %r8, [%rd1], 1;
+setp.eq.u32 %p1, %r9, 1;
+and.pred %p3, %p1, %p2;
+@%p3 ld.global.u32 %r8, [%rd1];
+"""
+    res, _ = _run(body, threads=32, grid=(2, 1, 1))
+    assert "HB1" in _errors(res), res.findings
+
+
+def test_atomics_against_atomics_and_strong_loads_are_not_races():
+    body = """
+atom.shared.add.u32 %r8, [buf], 1;
+atom.global.add.u32 %r8, [%rd1], 1;
+ld.relaxed.gpu.global.u32 %r9, [%rd1];
+ld.volatile.shared.u32 %r9, [buf];
+"""
+    res, _ = _run(body, threads=64, grid=(2, 1, 1))
+    assert res.status == "ok" and res.findings == [], res.findings
+
+
+def test_reading_never_written_shared_memory_is_not_zero():
+    # shared memory starts undefined on a GPU; a kernel that skips zero-initialising an
+    # accumulator in shared memory must not pass emulation because the emulator zero-fills
+    body = """
+ld.shared.u32 %r8, [%r4+512];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r8;
+"""
+    res, out = _run(body)
+    assert res.status == "ok"
+    assert not (out == 0).all()
+
+
+@pytest.mark.parametrize("sreg", ["%smid", "%clock", "%globaltimer_lo"])
+def test_hardware_dependent_special_registers_vary_between_ctas(sreg):
+    # code whose result depends on which SM runs a CTA (or on timing) must not see one constant
+    # value under emulation: `if (%smid == 0) do the work` would pass with %smid == 0 everywhere
+    body = f"""
+mov.u32 %r8, {sreg};
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+mov.u32 %r9, %ctaid.x;
+mul.wide.u32 %rd4, %r9, 128;
+add.s64 %rd3, %rd3, %rd4;
+st.global.u32 [%rd3], %r8;
+"""
+    res, out = _run(body, threads=32, grid=(8, 1, 1))
+    assert res.status == "ok"
+    assert len(set(out.tolist())) > 1, f"{sreg} is one constant under emulation"
+
+
+def test_infinite_loop_times_out_and_is_never_ok():
+    ptx = HEAD.format(T=32, body="$L_spin:\nbra.uni $L_spin;\n")
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(32, np.uint32))
+    res = run_launch(ptx, Launch(grid=(1, 1, 1), threads=32,
+                                 params={"out": out.to_bytes(8, "little")}),
+                     gmem, time_limit_s=1.0)
+    assert res.status == "timeout"
+
+
+FIX = __import__("pathlib").Path(__file__).parent.parent / "verifier" / "fixtures" / "triton36"
+
+
+def _softmax_barrier_edit(arch: str, new: str, extra_regs: str = "") -> str:
+    lines = (FIX / f"softmax_{arch}.ptx").read_text().split("\n")
+    i = next(i for i, ln in enumerate(lines) if "bar.sync" in ln or "barrier.sync" in ln)
+    lines[i] = new
+    if extra_regs:
+        d = next(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg .b64"))
+        lines.insert(d + 1, extra_regs)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+@pytest.mark.parametrize("edit", ["count64", "late_ctas", "arrive"])
+def test_softmax_barrier_edits_are_caught_by_emulation(arch, edit):
+    import kernels
+    from emulator import run_kernel
+
+    new = {"count64": "\tbar.sync 0, 64;",
+           "arrive": "\tbar.arrive 0, 128;",
+           # CTAs 0-2 synchronise, later CTAs skip the reduction barrier
+           "late_ctas": "\tmov.u32 %rrt, %ctaid.x;\n\tsetp.lt.u32 %prt, %rrt, 3;\n"
+                        "\t@%prt bar.sync 0;"}[edit]
+    ptx = _softmax_barrier_edit(arch, new, "\t.reg .pred %prt;\n\t.reg .b32 %rrt;")
+    res = run_kernel(ptx, kernels.get("softmax"), arch, dims={"M": 5, "N": 4000},
+                     filename="s.ptx")
+    assert not res.ok
+    assert {"HB1", "HB5"} & set(_errors(res)), res.summary()
