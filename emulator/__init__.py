@@ -49,9 +49,9 @@ Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``
 ``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
 tensor-core operations compute their results at issue.
 
-Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
-4 M clock entries (all of a small grid); per byte only the last writer and the last reader are
-kept, so a write is checked against the most recent read only.
+Limits of the race analysis: every CTA is checked; CTAs run in batches whose vector clocks fit
+a budget of 4 M clock entries; per byte only the last writer and the last reader are kept, so a
+write is checked against the most recent read only.
 
 Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-before), §9.7.13.1
 (bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).

@@ -95,8 +95,8 @@ class Machine:
         launch: grid, block and parameters.
         gmem: global memory holding every buffer (modified in place).
         race: run the happens-before race and deadlock analysis.
-        race_budget: vector-clock entries allowed (CTAs x threads x threads); CTAs beyond it are
-            executed but not race-checked.
+        race_budget: vector-clock entries allowed per batch (CTAs x threads x threads); it
+            bounds the CTAs executed together, every CTA is race-checked.
         time_limit_s: wall-clock limit; the outcome is ``timeout`` when exceeded.
         batch_lanes: lanes executed together (CTAs are batched up to this many threads).
     """
@@ -109,12 +109,14 @@ class Machine:
         self.T = launch.threads
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
-        if race:
-            self.race_ctas = max(1, min(self.n_ctas, race_budget // max(1, self.T * self.T)))
         self.time_limit = time_limit_s
         self.batch_ctas = max(1, batch_lanes // self.T)
         if race:
-            self.batch_ctas = max(self.batch_ctas, min(self.race_ctas, 1 << 20))
+            # every CTA is race-checked: the vector-clock budget bounds the CTAs of one batch
+            # (a race placed only in CTAs beyond a launch-wide budget must not escape)
+            self.batch_ctas = max(1, min(self.batch_ctas,
+                                         race_budget // max(1, self.T * (self.T + 1))))
+            self.race_ctas = self.n_ctas
         self.smem_bytes = max(prog.static_shared, 0)
         ext = [o for o, s in prog.shared_vars.values() if s is None]
         if ext:
@@ -170,8 +172,8 @@ class Machine:
         self.local = (_garbage((n, self.prog.local_bytes)) if self.prog.local_bytes else None)
         self.bar_count = np.zeros((ncta, 16), dtype=np.int64)
         self.bar_expect = np.zeros((ncta, 16), dtype=np.int64)
-        # race tracking: lanes of the first race_ctas CTAs of the launch
-        tr_ctas = max(0, min(ncta, self.race_ctas - c0))
+        # race tracking: every lane of the batch (the batch size is bounded by the budget)
+        tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
         if self.ntr:
             # column T of a CTA's clocks is its async unit (tensor core / async proxy)

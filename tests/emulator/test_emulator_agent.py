@@ -66,3 +66,24 @@ def test_barrier_skipped_by_later_ctas_is_rejected(ref_cache):
     # emulator must: either way a race finding rejects it
     assert rec.verdict in ("rejected-verifier", "rejected-evaluation"), rec.feedback
     assert "error[B9]" in rec.feedback or "[HB1] data race on shared memory" in rec.feedback
+
+
+def _spin_forever(ptx: str) -> str:
+    """An infinite loop before the kernel's work: emulation can only time out."""
+    lines = ptx.split("\n")
+    d = max(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg "))
+    lines.insert(d + 1, "$L_spin_forever:\n\tbra.uni $L_spin_forever;")
+    return "\n".join(lines)
+
+
+def test_emulation_timeout_is_a_rejection_never_a_valid_candidate(ref_cache, monkeypatch):
+    import agent.loop
+
+    monkeypatch.setattr(agent.loop, "EMULATION_TIME_LIMIT_S", 2.0)
+    spec = kernels.get("vector_add")
+    prov = ScriptedProvider([("spin", lambda c: _spin_forever(c.reference_ptx))])
+    res = lower(spec, "sm_90a", prov, LoopOptions(iterations=1, cache_dir=ref_cache))
+    (rec,) = res.iterations
+    assert rec.emulation is not None and rec.emulation["status"] == "timeout", rec.feedback
+    assert rec.verdict == "rejected-evaluation"
+    assert res.best_iteration is None

@@ -152,3 +152,23 @@ def test_softmax_barrier_edits_are_caught_by_emulation(arch, edit):
                      filename="s.ptx")
     assert not res.ok
     assert {"HB1", "HB5"} & set(_errors(res)), res.summary()
+
+
+def test_race_only_in_ctas_beyond_the_first_race_budget_is_found():
+    # 512-thread CTAs: the vector-clock budget covers 16 CTAs at a time; CTAs 16..19 skip the
+    # barrier (a CTA-uniform predicate), so only they race
+    body = """
+mov.u32 %r9, %ctaid.x;
+and.b32 %r10, %r1, 127;
+shl.b32 %r11, %r10, 2;
+add.u32 %r12, %r3, %r11;
+setp.lt.u32 %p1, %r1, 128;
+@%p1 st.shared.u32 [%r12], %r1;
+setp.lt.u32 %p2, %r9, 16;
+@%p2 bar.sync 0;
+@!%p1 ld.shared.u32 %r8, [%r12];
+"""
+    res, _ = _run(body, threads=512, grid=(20, 1, 1))
+    assert "HB1" in _errors(res), res.findings
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert any("CTA (1" in f.message for f in races), races
