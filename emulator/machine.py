@@ -587,11 +587,12 @@ class Machine:
         write = data is not None
         # atomics and strong ld/st never race with each other, but they do race with weak
         # (plain) accesses of another thread that are not ordered with them
-        strong = kind in ("atomic", "strong")
+        strong = kind in ("atomic", "strong", "atomic_cta", "strong_cta")
+        level = (1 if kind.endswith("_cta") else 2) if strong else 0
         if kind == "async_complete":
             sh.w_clk[I] = my_clk
             sh.w_async[I] = False
-            sh.w_atomic[I] = False
+            sh.w_atomic[I] = 0
             sh.w_pf[I] = self.pfence[L]
             return
         # conflict with the last writer
@@ -600,10 +601,11 @@ class Machine:
         my_cta = G // T
         if has_w.any():
             other = has_w & ((wl != G) | sh.w_async[I])
-            if strong:
-                other &= ~sh.w_atomic[I]
             w_cta, w_col = self._split(np.maximum(wl, 0))
             same_cta = w_cta == my_cta
+            if strong:  # morally strong pair: both strong, scope covering both threads
+                wa = sh.w_atomic[I]
+                other &= ~((wa > 0) & (same_cta | ((wa == 2) & (level == 2))))
             known = np.where(same_cta, self.vc[L, w_col], 0)
             unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
             if write:
@@ -617,11 +619,12 @@ class Machine:
         if write:
             rl = sh.r_lane[I]
             has_r = (rl >= 0) & (rl != G)
-            if strong:
-                has_r &= ~sh.r_atomic[I]
             if has_r.any():
                 r_cta, r_col = self._split(np.maximum(rl, 0))
                 same_cta = r_cta == my_cta
+                if strong:
+                    ra = sh.r_atomic[I]
+                    has_r &= ~((ra > 0) & (same_cta | ((ra == 2) & (level == 2))))
                 known = np.where(same_cta, self.vc[L, r_col], 0)
                 unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
                 if unordered.any():
@@ -642,14 +645,14 @@ class Machine:
             sh.w_pc[I] = pc
             sh.w_val[I] = vals
             sh.w_async[I] = kind == "async_issue"
-            sh.w_atomic[I] = strong
+            sh.w_atomic[I] = level
             sh.w_pf[I] = self.pfence[L]
             sh.r_lane[I] = -1
         else:
             sh.r_lane[I] = G if rec_lane is None else rec_lane
             sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
             sh.r_pc[I] = pc
-            sh.r_atomic[I] = strong
+            sh.r_atomic[I] = level
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid

@@ -177,12 +177,13 @@ def _st(m, ins, pc, exe, active):
 
 
 def _strength(m, pc) -> str:
-    """``strong`` for a morally strong ld/st (``.relaxed``/``.acquire``/``.release``/
-    ``.volatile``, PTX ISA 9.1 §8.7: it never races with atomics or other strong accesses),
-    else ``plain``."""
+    """``strong`` (``strong_cta`` at ``.cta`` scope) for a morally strong ld/st (``.relaxed``/
+    ``.acquire``/``.release``/``.volatile``, PTX ISA 9.1 §8.7: it does not race with atomics or
+    other strong accesses whose scope includes both threads), else ``plain``."""
     mods = m._types[pc][0]
-    return "strong" if any(x in mods for x in ("relaxed", "acquire", "release", "volatile")) \
-        else "plain"
+    if not any(x in mods for x in ("relaxed", "acquire", "release", "volatile")):
+        return "plain"
+    return "strong_cta" if "cta" in mods else "strong"
 
 
 @handler("cvta")
@@ -877,11 +878,12 @@ def _atom(m, ins, pc, exe, active):
     c = np.broadcast_to(m.read(ops[3], t, pc), (m.N,)) if op == "cas" else None
     es = NP[t].itemsize
     lanes = np.flatnonzero(exe)
+    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"  # default scope .gpu
     olds = np.zeros(m.N, dtype=NP[t])
     for ln in lanes:  # atomics are serialised in lane order
         one = np.zeros(m.N, np.bool_)
         one[ln] = True
-        raw = m.mem_access(space, addr, es, one, pc, kind="atomic")
+        raw = m.mem_access(space, addr, es, one, pc, kind=akind)
         old = raw.view(NP[t])[0, 0] if raw.ndim == 2 else raw.view(NP[t])[0]
         bv = b[ln]
         if op == "add":
@@ -907,7 +909,7 @@ def _atom(m, ins, pc, exe, active):
         olds[ln] = old
         m.mem_access(space, addr, es, one, pc,
                      data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
-                     kind="atomic")
+                     kind=akind)
     if ret:
         m.write(ops[0], olds, exe, pc)
 

@@ -172,3 +172,23 @@ setp.lt.u32 %p2, %r9, 16;
     assert "HB1" in _errors(res), res.findings
     races = [f for f in res.findings if f.rule == "HB1"]
     assert any("CTA (1" in f.message for f in races), races
+
+
+def test_cta_scoped_atomics_of_different_ctas_race():
+    # .cta scope does not include a thread of another CTA: the pair is not morally strong
+    body = """
+setp.eq.u32 %p2, %r1, 0;
+@%p2 atom.cta.global.add.u32 %r8, [%rd1], 1;
+"""
+    res, _ = _run(body, threads=32, grid=(2, 1, 1))
+    assert "HB1" in _errors(res), res.findings
+
+
+def test_gpu_scoped_atomics_of_different_ctas_do_not_race():
+    body = """
+setp.eq.u32 %p2, %r1, 0;
+@%p2 atom.gpu.global.add.u32 %r8, [%rd1], 1;
+@%p2 ld.relaxed.gpu.global.u32 %r9, [%rd1];
+"""
+    res, _ = _run(body, threads=32, grid=(2, 1, 1))
+    assert res.findings == [], res.findings
