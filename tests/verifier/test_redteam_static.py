@@ -91,3 +91,25 @@ $L_end:"""
     ptx = MODULE.replace(".global .align 128 .b8 cnt[128];\n", "").format(body=body)
     report = verify(ptx, arch="sm_90a", filename="t.ptx", threads=128, select={"B3"})
     assert report.errors == [], report.render()
+
+
+@pytest.mark.parametrize("holder", [".global .align 8 .u64 pcnt = cnt;",
+                                    ".const .align 8 .u64 pcnt = generic(cnt);"])
+def test_ms1_pointer_held_in_an_initialised_module_variable_is_flagged(holder):
+    # the address of the .global variable sits in another module variable's initializer; the
+    # kernel loads it and writes through it, never naming `cnt` in an instruction
+    space = "global" if holder.startswith(".global") else "const"
+    body = (f"ld.{space}.u64 %rd2, [pcnt];\n"
+            "atom.add.u32 %r1, [%rd2], 1;")
+    ptx = MODULE.replace(".global .align 128 .b8 cnt[128];\n",
+                         ".global .align 128 .b8 cnt[128];\n" + holder + "\n").format(body=body)
+    report = verify(ptx, arch="sm_90a", filename="t.ptx", threads=128, select={"MS1"})
+    assert [f.rule for f in report.errors] == ["MS1"], report.render()
+
+
+def test_ms1_reading_an_initialised_lookup_table_is_clean():
+    body = "ld.global.u32 %r1, [tab+4];\nst.global.u32 [%rd1], %r1;"
+    ptx = MODULE.replace(".global .align 128 .b8 cnt[128];\n",
+                         ".global .align 4 .u32 tab[4] = {{1, 2, 3, 4}};\n").format(body=body)
+    report = verify(ptx, arch="sm_90a", filename="t.ptx", threads=128, select={"MS1"})
+    assert report.errors == [], report.render()
