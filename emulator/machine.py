@@ -251,7 +251,13 @@ class Machine:
         info = self._info(name, pc)
         arr = self.regs.get(info.key)
         if arr is None:
-            arr = np.zeros(self.N, dtype=info.storage)
+            # a register read before any write holds an undefined value (PTX ISA 9.1 §5.1.1):
+            # garbage, so a kernel relying on it being 0 does not pass emulation
+            st = np.dtype(info.storage)
+            if st == np.bool_:
+                arr = (_garbage((1, self.N)).reshape(-1) & 1).astype(np.bool_)
+            else:
+                arr = _garbage((1, self.N * st.itemsize)).reshape(-1).view(st).copy()
             self.regs[info.key] = arr
         return arr
 
@@ -374,10 +380,10 @@ class Machine:
             bits = v.view(UINT[v.dtype.itemsize]) if v.dtype.itemsize in UINT else v
             if bits.dtype != st:
                 bits = bits.astype(st)
-        old = self.regs.get(info.key)
         if bits.shape != (self.N,):
             bits = np.broadcast_to(bits, (self.N,))
-        if old is None or exe.all():
+        old = None if exe.all() else self.reg_bits(op.name or op.text, pc)
+        if old is None:
             self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
         else:
             self.regs[info.key] = np.where(exe, bits, old)

@@ -192,3 +192,29 @@ setp.eq.u32 %p2, %r1, 0;
 """
     res, _ = _run(body, threads=32, grid=(2, 1, 1))
     assert res.findings == [], res.findings
+
+
+def test_register_read_before_any_write_is_not_zero():
+    # %r13 is never written: an accumulator "initialised" by assuming registers start at 0
+    body = """
+add.u32 %r8, %r13, %r1;
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r8;
+"""
+    res, out = _run(body)
+    assert res.status == "ok"
+    assert out.tolist() != list(range(128))
+
+
+def test_predicated_write_to_fresh_register_keeps_other_lanes_undefined():
+    body = """
+setp.lt.u32 %p1, %r1, 64;
+@%p1 mov.u32 %r13, 7;
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r13;
+"""
+    res, out = _run(body)
+    assert res.status == "ok"
+    assert (out[:64] == 7).all() and not (out[64:] == 7).all()
