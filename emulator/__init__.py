@@ -27,6 +27,9 @@ not list them; the verifier never imports the emulator):
 * ``HB5`` more threads arrive at a barrier with a thread count (``bar.sync 1, 64``) than the
   count before it completes: the hardware takes the first arrivals, in an order no program
   controls, so the threads it orders are unspecified.
+* ``HB6`` a non-wgmma instruction reads or writes an accumulator (or register-A) register of a
+  ``wgmma.mma_async`` that its thread has not retired with ``wgmma.wait_group`` (wgmma results
+  are computed at issue here, so the values alone would not show it).
 * ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
   are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
   no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
@@ -69,6 +72,7 @@ RULES = {
     "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
     "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
     "HB5": "barrier thread count smaller than the threads arriving: synchronised set unspecified",
+    "HB6": "register of an in-flight wgmma.mma_async accessed before wgmma.wait_group retires it",
 }
 
 

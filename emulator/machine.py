@@ -189,6 +189,10 @@ class Machine:
         self.async_clk = np.zeros(ncta, dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
+        # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
+        # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
+        self.wg_pending: dict[object, np.ndarray] = {}
+        self.wg_committed = np.zeros(n, dtype=np.int64)
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
         steps = 0
@@ -317,6 +321,33 @@ class Machine:
         f = table.get(n)
         return f() if f else None
 
+    def _wg_touch(self, name: str, pc: int, exe: np.ndarray | None, what: str) -> None:
+        """HB6: a non-wgmma instruction touches a register of an ``mma_async`` its thread has not
+        retired with ``wgmma.wait_group`` (PTX ISA 9.1 §9.7.15.7.3: accessing the accumulator
+        or A registers of an in-flight wgmma is undefined; the emulator computes wgmma at issue,
+        so only this check sees it)."""
+        if self.prog.insts[pc].base == "wgmma":
+            return
+        info = self._info(name, pc)
+        pend = self.wg_pending.get(info.key)
+        if pend is None:
+            return
+        lanes = exe if exe is not None else (~self.done & ~self.blocked & (self.pc == pc))
+        hit = lanes & (pend > 0)
+        if not hit.any():
+            return
+        key = ("HB6", pc)
+        if key in self.findings:
+            return
+        ln = int(np.flatnonzero(hit)[0])
+        ins = self.prog.insts[pc]
+        self.findings[key] = Finding(
+            rule="HB6", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
+            message=(f"'{ins.opcode}' {what} '{name}' of a wgmma.mma_async still in flight for "
+                     f"{self._who(int(self.glane[ln]))} ({int(hit.sum())} threads)"),
+            notes=[Note(message="retire its group first: 'wgmma.commit_group' then "
+                                "'wgmma.wait_group.sync.aligned N' with N small enough")])
+
     def _scramble(self, salt: int) -> np.ndarray:
         """A per-(CTA, warp) pseudo-random uint64 (multiplicative hash of the global warp id),
         for values the hardware does not fix: %smid, %clock, %globaltimer."""
@@ -342,6 +373,8 @@ class Machine:
                 arr = sp
             else:
                 arr = self.reg_bits(name, pc)
+                if self.wg_pending:
+                    self._wg_touch(name, pc, None, "reads")
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
@@ -370,6 +403,8 @@ class Machine:
                 op.name or op.text) is not None):
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
         info = self._info(op.name or op.text, pc)
+        if self.wg_pending:
+            self._wg_touch(op.name or op.text, pc, exe, "writes")
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:

@@ -1167,6 +1167,16 @@ def _wgmma(m, ins, pc, exe, active):
     if "fence" in mods:
         return None
     if "commit_group" in mods or "wait_group" in mods:
+        # in-flight registers (HB6): per thread, groups are numbered by its commits
+        if "commit_group" in mods:
+            m.wg_committed[exe] += 1
+        elif m.wg_pending:
+            keep = m.wg_committed - int(ins.operands[0].value or 0)
+            for k in list(m.wg_pending):
+                pend = m.wg_pending[k]
+                pend[exe & (pend > 0) & (pend <= keep)] = 0
+                if not pend.any():
+                    del m.wg_pending[k]
         # values are computed at issue; the happens-before analysis tracks the operand reads of
         # each committed group and orders them for a thread only after its wait_group covers it
         lanes = np.flatnonzero(exe)
@@ -1273,6 +1283,15 @@ def _wgmma(m, ins, pc, exe, active):
                 full = np.zeros(m.N, np.uint32)
                 full[lanes] = bits
                 m.write(d, full, e2, pc)
+    # the accumulator (and register A) stay in flight until a wait_group retires the group the
+    # next commit_group of each thread forms
+    regs = list(dests) + (list(ops[1].elems) if a_reg else [])
+    for d in regs:
+        if d.kind != "reg":
+            continue
+        k = m._info(d.name or d.text, pc).key
+        pend = m.wg_pending.setdefault(k, np.zeros(m.N, dtype=np.int64))
+        pend[exe] = m.wg_committed[exe] + 1
     return None
 
 

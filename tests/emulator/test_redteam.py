@@ -218,3 +218,33 @@ st.global.u32 [%rd3], %r13;
     res, out = _run(body)
     assert res.status == "ok"
     assert (out[:64] == 7).all() and not (out[64:] == 7).all()
+
+
+def _gemm_edit(arch: str, pattern: str) -> str:
+    import re
+    lines = (FIX / f"gemm.fp16_{arch}.ptx").read_text().split("\n")
+    return "\n".join("" if re.search(pattern, ln) else ln for ln in lines)
+
+
+def test_wgmma_accumulator_read_without_final_wait_group_is_flagged():
+    # Triton's sm_90a gemm with its final `wgmma.wait_group 0` removed: the epilogue converts
+    # accumulator registers of an mma_async still in flight. The emulator computes wgmma at
+    # issue, so the outputs match; the in-flight register access must still be reported.
+    import kernels
+    from emulator import run_kernel
+
+    ptx = _gemm_edit("sm_90a", r"wgmma\.wait_group\.sync\.aligned 0")
+    res = run_kernel(ptx, kernels.get("gemm.fp16"), "sm_90a", dims={"M": 130, "N": 48, "K": 80},
+                     filename="g.ptx")
+    assert not res.ok
+    assert "HB6" in _errors(res), res.summary()
+
+
+def test_wgmma_gemm_intact_has_no_in_flight_access():
+    import kernels
+    from emulator import run_kernel
+
+    ptx = (FIX / "gemm.fp16_sm_90a.ptx").read_text()
+    res = run_kernel(ptx, kernels.get("gemm.fp16"), "sm_90a", dims={"M": 130, "N": 48, "K": 80},
+                     filename="g.ptx")
+    assert res.ok and "HB6" not in [f.rule for f in res.findings], res.summary()
