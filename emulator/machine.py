@@ -134,6 +134,7 @@ class Machine:
         """Execute every CTA (in batches) and return the outcome (never raises for a candidate
         bug: faults, deadlocks and the time limit become the status)."""
         t0 = time.perf_counter()
+        self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
         with np.errstate(all="ignore"):
             try:
@@ -299,10 +300,9 @@ class Machine:
             "clock": lambda: self._clock().astype(np.uint32),
             "clock_hi": lambda: (self._clock() >> np.uint64(32)).astype(np.uint32),
             "clock64": lambda: self._clock(),
-            "globaltimer": lambda: self._clock() * np.uint64(1000),
-            "globaltimer_lo": lambda: (self._clock() * np.uint64(1000)).astype(np.uint32),
-            "globaltimer_hi": lambda: ((self._clock() * np.uint64(1000)) >> np.uint64(32)
-                                       ).astype(np.uint32),
+            "globaltimer": lambda: self._timer(),
+            "globaltimer_lo": lambda: self._timer().astype(np.uint32),
+            "globaltimer_hi": lambda: (self._timer() >> np.uint64(32)).astype(np.uint32),
             "cluster_ctarank": lambda: np.zeros(self.N, np.uint32),
             "cluster_nctarank": lambda: np.ones(self.N, np.uint32),
             "is_explicit_cluster": lambda: np.zeros(self.N, np.bool_),
@@ -357,6 +357,12 @@ class Machine:
     def _clock(self) -> np.ndarray:
         """Cycle counter: a per-warp start offset plus the steps executed so far."""
         return (self._scramble(2) & np.uint64((1 << 40) - 1)) + np.uint64(self.outcome.steps)
+
+    def _timer(self) -> np.ndarray:
+        """%globaltimer: nanoseconds since the Unix epoch (as on a GPU, PTX ISA 9.1 §10.16),
+        from the launch's wall-clock start, a per-warp skew (< 1 ms) and the steps so far."""
+        return (np.uint64(self._t0_ns) + (self._scramble(3) % np.uint64(1_000_000)) +
+                np.uint64(self.outcome.steps * 100))
 
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""

@@ -248,3 +248,43 @@ def test_wgmma_gemm_intact_has_no_in_flight_access():
     res = run_kernel(ptx, kernels.get("gemm.fp16"), "sm_90a", dims={"M": 130, "N": 48, "K": 80},
                      filename="g.ptx")
     assert res.ok and "HB6" not in [f.rule for f in res.findings], res.summary()
+
+
+def test_globaltimer_looks_like_a_real_gpu_timer():
+    # %globaltimer counts nanoseconds since the Unix epoch on a GPU (~1.7e18 in 2025); a kernel
+    # that tests for a small value can tell it runs under emulation and take a correct path only
+    # there
+    import time
+
+    body = """
+mov.u64 %rd5, %globaltimer;
+mul.wide.u32 %rd2, %r1, 8;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u64 [%rd3], %rd5;
+"""
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(32, np.uint64))
+    res = run_launch(HEAD.format(T=32, body=body),
+                     Launch(grid=(1, 1, 1), threads=32, params={"out": out.to_bytes(8, "little")}),
+                     gmem)
+    assert res.status == "ok"
+    got = gmem.buffer("out").view(np.uint64)
+    assert abs(int(got[0]) - time.time_ns()) < 3600 * 10**9
+
+
+def test_global_read_of_another_ctas_write_in_a_later_batch_is_a_race():
+    # CTA 0 writes a word, CTA 300 (a later batch of the emulation, which runs it after CTA 0
+    # completed so the value is "right") reads it: no grid-wide ordering exists
+    body = """
+mov.u32 %r9, %ctaid.x;
+setp.eq.u32 %p2, %r1, 0;
+setp.eq.u32 %p1, %r9, 0;
+and.pred %p3, %p1, %p2;
+@%p3 st.global.u32 [%rd1+4], %r9;
+setp.eq.u32 %p1, %r9, 300;
+and.pred %p3, %p1, %p2;
+@%p3 ld.global.u32 %r8, [%rd1+4];
+"""
+    res, _ = _run(body, threads=128, grid=(301, 1, 1))
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert races and "CTA (300,0,0)" in races[0].message, res.findings
