@@ -115,7 +115,7 @@ def _mov(m, ins, pc, exe, active):
 
 def _ld_shape(m, pc):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)  # a type the emulator does not model (.b128) is unsupported, not a crash
     vec = 1
     space = "generic"
     for x in mods:
@@ -255,7 +255,7 @@ def _shift(op, a, s, t):
 def _arith(m, ins, pc, exe, active):
     op = ins.base
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     ops = ins.operands
     if t == "pred":
         a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
@@ -361,7 +361,7 @@ def _shl(m, ins, pc, exe, active):
 def _unary(m, ins, pc, exe, active):
     op = ins.base
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     if _is_float(t):
         a = _fin(m, ins.operands[1], t, pc)
         r = -a if op == "neg" else np.abs(a)
@@ -500,7 +500,7 @@ def _compare(cmp: str, a, b, fl: bool):
 @handler("setp")
 def _setp(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     cmp = mods[0]
     boolop = next((x for x in mods[1:] if x in ("and", "or", "xor")), None)
     fl = _is_float(t)
@@ -537,7 +537,7 @@ def _setp(m, ins, pc, exe, active):
 @handler("testp")
 def _testp(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    a = _fin(m, ins.operands[1], types[-1], pc)
+    a = _fin(m, ins.operands[1], _typ(m, pc), pc)
     k = mods[0]
     tiny = np.finfo(NP[types[-1]]).tiny
     r = {"finite": np.isfinite(a), "infinite": np.isinf(a), "number": ~np.isnan(a),
@@ -578,7 +578,7 @@ def _special(op, x):
 @handler("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh")
 def _sfu(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     x = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
     r = _special(ins.base, x)
     m.write(ins.operands[0], _fout(r, t, mods), exe, pc)
@@ -809,7 +809,7 @@ def _activemask(m, ins, pc, exe, active):
 @handler("redux")
 def _redux(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     op = next(x for x in mods if x in ("add", "min", "max", "and", "or", "xor"))
     mask = m.read(ins.operands[2], "u32", pc) if len(ins.operands) > 2 else None
     m.warp_members(pc, exe, mask)
@@ -863,7 +863,7 @@ def _elect(m, ins, pc, exe, active):
 @handler("atom", "red")
 def _atom(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     space = "global" if "global" in mods else ("shared" if any(
         x.startswith("shared") for x in mods) else "generic")
     op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
@@ -1203,6 +1203,8 @@ def _wgmma(m, ins, pc, exe, active):
     shape = next(x for x in mods if x.startswith("m64n"))
     N = int(shape[4:shape.index("k")])
     K = int(shape[shape.index("k") + 1:])
+    if len(types) < 3:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' without its three types")
     dt_, at, bt = types[0], types[1], types[2]
     ops = ins.operands
     a_reg = ops[1].kind == "vector"

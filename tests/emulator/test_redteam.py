@@ -288,3 +288,20 @@ and.pred %p3, %p1, %p2;
     res, _ = _run(body, threads=128, grid=(301, 1, 1))
     races = [f for f in res.findings if f.rule == "HB1"]
     assert races and "CTA (300,0,0)" in races[0].message, res.findings
+
+
+def test_b128_load_is_reported_unsupported_not_a_crash():
+    from emulator import EmulationUnsupported
+
+    with pytest.raises(EmulationUnsupported, match="ld.global.b128"):
+        _run(".reg .b128 %q;\nld.global.b128 %q, [%rd1];\n", threads=32)
+
+
+@pytest.mark.parametrize("ins", ["ex2.approx %r8, %r1;", "atom.global.add [%rd1], 1;",
+                                 "wgmma.mma_async.sync.aligned.m64n8k16 {%r8}, %rd1, %rd1, 1, 1, "
+                                 "1, 0, 0;"])
+def test_instruction_without_a_type_is_unsupported_not_a_crash(ins):
+    from emulator import EmulationUnsupported
+
+    with pytest.raises(EmulationUnsupported, match="without"):
+        _run(ins + "\n", threads=128)
