@@ -113,3 +113,29 @@ def test_ms1_reading_an_initialised_lookup_table_is_clean():
                          ".global .align 4 .u32 tab[4] = {{1, 2, 3, 4}};\n").format(body=body)
     report = verify(ptx, arch="sm_90a", filename="t.ptx", threads=128, select={"MS1"})
     assert report.errors == [], report.render()
+
+
+def _with_regs(ptx: str) -> str:
+    lines = ptx.split("\n")
+    d = next(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg .b64"))
+    lines.insert(d + 1, "\t.reg .pred %prt;\n\t.reg .b32 %rrt;")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_barrier_under_a_cta_uniform_predicate_does_not_order_b9(arch):
+    # `@%p bar.sync 0` with %p = (ctaid.x < 3): uniform inside a CTA (B2/B4 stay silent) but
+    # CTAs 3.. skip the reduction barrier: B9 must not count a predicated barrier as executed
+    ptx = _with_regs(_softmax_first_barrier(
+        arch, "\tmov.u32 %rrt, %ctaid.x;\n\tsetp.lt.u32 %prt, %rrt, 3;\n\t@%prt bar.sync 0;"))
+    report = verify(ptx, arch=arch, filename="s.ptx", threads=128)
+    assert "B9" in [f.rule for f in report.errors], report.render()
+
+
+def test_barrier_under_a_redefined_cta_uniform_predicate_does_not_order_b9():
+    # same edit on sm_90a, reusing Triton's own %p8/%r300, which the kernel defines again later:
+    # the dataflow cannot fork on a multiply-defined guard and took the barrier as executed
+    ptx = _softmax_first_barrier(
+        "sm_90a", "\tmov.u32 %r300, %ctaid.x;\n\tsetp.lt.u32 %p8, %r300, 3;\n\t@%p8 bar.sync 0;")
+    report = verify(ptx, arch="sm_90a", filename="s.ptx", threads=128)
+    assert "B9" in [f.rule for f in report.errors], report.render()
