@@ -191,6 +191,11 @@ def _eval_feedback(res: EvalResult) -> str:
     return "\n".join(lines)
 
 
+#: wall-clock limit of one emulated-correctness run, s; a candidate that exceeds it is rejected
+#: (a timeout proves nothing: an infinite loop must not pass as "static-only")
+EMULATION_TIME_LIMIT_S = 60.0
+
+
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
              launch: dict[str, Any]):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
@@ -200,7 +205,8 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
     return run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
                       threads=int(launch.get("threads") or art.abi.threads),
                       dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
-                      global_scratch_size=art.abi.global_scratch_size, time_limit_s=60.0,
+                      global_scratch_size=art.abi.global_scratch_size,
+                      time_limit_s=EMULATION_TIME_LIMIT_S,
                       filename="candidate.ptx")
 
 
@@ -351,7 +357,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             times["emulate"] = time.perf_counter() - t
             rec.emulation = emu.model_dump(mode="json")
             parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
-            if emu.status not in ("ok", "unsupported", "timeout") or (
+            if emu.status not in ("ok", "unsupported") or (
                     emu.status == "ok" and not emu.ok):
                 rec.verdict = "rejected-evaluation"
         else:

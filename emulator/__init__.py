@@ -24,6 +24,12 @@ not list them; the verifier never imports the emulator):
 * ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
   mbarrier phase that never completes); the finding lists the blocked threads and the state.
 * ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.
+* ``HB5`` more threads arrive at a barrier with a thread count (``bar.sync 1, 64``) than the
+  count before it completes: the hardware takes the first arrivals, in an order no program
+  controls, so the threads it orders are unspecified.
+* ``HB6`` a non-wgmma instruction reads or writes an accumulator (or register-A) register of a
+  ``wgmma.mma_async`` that its thread has not retired with ``wgmma.wait_group`` (wgmma results
+  are computed at issue here, so the values alone would not show it).
 * ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
   are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
   no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
@@ -46,9 +52,9 @@ Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``
 ``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
 tensor-core operations compute their results at issue.
 
-Limits of the race analysis: vector clocks are kept for the first CTAs that fit a budget of
-4 M clock entries (all of a small grid); per byte only the last writer and the last reader are
-kept, so a write is checked against the most recent read only.
+Limits of the race analysis: every CTA is checked; CTAs run in batches whose vector clocks fit
+a budget of 4 M clock entries; per byte only the last writer and the last reader are kept, so a
+write is checked against the most recent read only.
 
 Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-before), §9.7.13.1
 (bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).
@@ -65,6 +71,8 @@ RULES = {
     "HB2": "deadlock: every live thread is blocked (barrier count never reached)",
     "HB3": "warp collective: a membermask lane does not execute it (divergence or exit)",
     "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
+    "HB5": "barrier thread count smaller than the threads arriving: synchronised set unspecified",
+    "HB6": "register of an in-flight wgmma.mma_async accessed before wgmma.wait_group retires it",
 }
 
 

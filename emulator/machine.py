@@ -95,8 +95,8 @@ class Machine:
         launch: grid, block and parameters.
         gmem: global memory holding every buffer (modified in place).
         race: run the happens-before race and deadlock analysis.
-        race_budget: vector-clock entries allowed (CTAs x threads x threads); CTAs beyond it are
-            executed but not race-checked.
+        race_budget: vector-clock entries allowed per batch (CTAs x threads x threads); it
+            bounds the CTAs executed together, every CTA is race-checked.
         time_limit_s: wall-clock limit; the outcome is ``timeout`` when exceeded.
         batch_lanes: lanes executed together (CTAs are batched up to this many threads).
     """
@@ -109,12 +109,14 @@ class Machine:
         self.T = launch.threads
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
-        if race:
-            self.race_ctas = max(1, min(self.n_ctas, race_budget // max(1, self.T * self.T)))
         self.time_limit = time_limit_s
         self.batch_ctas = max(1, batch_lanes // self.T)
         if race:
-            self.batch_ctas = max(self.batch_ctas, min(self.race_ctas, 1 << 20))
+            # every CTA is race-checked: the vector-clock budget bounds the CTAs of one batch
+            # (a race placed only in CTAs beyond a launch-wide budget must not escape)
+            self.batch_ctas = max(1, min(self.batch_ctas,
+                                         race_budget // max(1, self.T * (self.T + 1))))
+            self.race_ctas = self.n_ctas
         self.smem_bytes = max(prog.static_shared, 0)
         ext = [o for o, s in prog.shared_vars.values() if s is None]
         if ext:
@@ -132,6 +134,7 @@ class Machine:
         """Execute every CTA (in batches) and return the outcome (never raises for a candidate
         bug: faults, deadlocks and the time limit become the status)."""
         t0 = time.perf_counter()
+        self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
         with np.errstate(all="ignore"):
             try:
@@ -164,13 +167,14 @@ class Machine:
         self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
         self.block_id = np.zeros(n, dtype=np.int64)
         ncta = c1 - c0
-        self.shared = np.zeros((ncta, max(self.smem_bytes, 1)), dtype=np.uint8)
-        self.local = (np.zeros((n, self.prog.local_bytes), dtype=np.uint8)
-                      if self.prog.local_bytes else None)
+        # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
+        # a kernel that reads them before writing (e.g. an accumulator never zeroed) fails here
+        self.shared = _garbage((ncta, max(self.smem_bytes, 1)))
+        self.local = (_garbage((n, self.prog.local_bytes)) if self.prog.local_bytes else None)
         self.bar_count = np.zeros((ncta, 16), dtype=np.int64)
         self.bar_expect = np.zeros((ncta, 16), dtype=np.int64)
-        # race tracking: lanes of the first race_ctas CTAs of the launch
-        tr_ctas = max(0, min(ncta, self.race_ctas - c0))
+        # race tracking: every lane of the batch (the batch size is bounded by the budget)
+        tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
         if self.ntr:
             # column T of a CTA's clocks is its async unit (tensor core / async proxy)
@@ -186,6 +190,10 @@ class Machine:
         self.async_clk = np.zeros(ncta, dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
+        # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
+        # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
+        self.wg_pending: dict[object, np.ndarray] = {}
+        self.wg_committed = np.zeros(n, dtype=np.int64)
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
         steps = 0
@@ -248,7 +256,13 @@ class Machine:
         info = self._info(name, pc)
         arr = self.regs.get(info.key)
         if arr is None:
-            arr = np.zeros(self.N, dtype=info.storage)
+            # a register read before any write holds an undefined value (PTX ISA 9.1 §5.1.1):
+            # garbage, so a kernel relying on it being 0 does not pass emulation
+            st = np.dtype(info.storage)
+            if st == np.bool_:
+                arr = (_garbage((1, self.N)).reshape(-1) & 1).astype(np.bool_)
+            else:
+                arr = _garbage((1, self.N * st.itemsize)).reshape(-1).view(st).copy()
             self.regs[info.key] = arr
         return arr
 
@@ -278,12 +292,17 @@ class Machine:
             "laneid": lambda: self.laneid.astype(np.uint32),
             "warpid": lambda: (self.tid // 32).astype(np.uint32),
             "nwarpid": lambda: np.full(self.N, (T + 31) // 32, np.uint32),
-            "smid": lambda: np.zeros(self.N, np.uint32),
+            # hardware- and timing-dependent values differ between CTAs and warps (and are
+            # not 0): a kernel that only works on one SM or at one time must not pass emulation
+            "smid": lambda: (self._scramble(1) % np.uint64(132)).astype(np.uint32),
             "nsmid": lambda: np.full(self.N, 132, np.uint32),
-            "gridid": lambda: np.zeros(self.N, np.uint64),
-            "clock": lambda: np.full(self.N, self.outcome.steps, np.uint32),
-            "clock64": lambda: np.full(self.N, self.outcome.steps, np.uint64),
-            "globaltimer": lambda: np.full(self.N, self.outcome.steps * 1000, np.uint64),
+            "gridid": lambda: np.full(self.N, 1, np.uint64),
+            "clock": lambda: self._clock().astype(np.uint32),
+            "clock_hi": lambda: (self._clock() >> np.uint64(32)).astype(np.uint32),
+            "clock64": lambda: self._clock(),
+            "globaltimer": lambda: self._timer(),
+            "globaltimer_lo": lambda: self._timer().astype(np.uint32),
+            "globaltimer_hi": lambda: (self._timer() >> np.uint64(32)).astype(np.uint32),
             "cluster_ctarank": lambda: np.zeros(self.N, np.uint32),
             "cluster_nctarank": lambda: np.ones(self.N, np.uint32),
             "is_explicit_cluster": lambda: np.zeros(self.N, np.bool_),
@@ -302,6 +321,49 @@ class Machine:
         f = table.get(n)
         return f() if f else None
 
+    def _wg_touch(self, name: str, pc: int, exe: np.ndarray | None, what: str) -> None:
+        """HB6: a non-wgmma instruction touches a register of an ``mma_async`` its thread has not
+        retired with ``wgmma.wait_group`` (PTX ISA 9.1 §9.7.15.7.3: accessing the accumulator
+        or A registers of an in-flight wgmma is undefined; the emulator computes wgmma at issue,
+        so only this check sees it)."""
+        if self.prog.insts[pc].base == "wgmma":
+            return
+        info = self._info(name, pc)
+        pend = self.wg_pending.get(info.key)
+        if pend is None:
+            return
+        lanes = exe if exe is not None else (~self.done & ~self.blocked & (self.pc == pc))
+        hit = lanes & (pend > 0)
+        if not hit.any():
+            return
+        key = ("HB6", pc)
+        if key in self.findings:
+            return
+        ln = int(np.flatnonzero(hit)[0])
+        ins = self.prog.insts[pc]
+        self.findings[key] = Finding(
+            rule="HB6", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
+            message=(f"'{ins.opcode}' {what} '{name}' of a wgmma.mma_async still in flight for "
+                     f"{self._who(int(self.glane[ln]))} ({int(hit.sum())} threads)"),
+            notes=[Note(message="retire its group first: 'wgmma.commit_group' then "
+                                "'wgmma.wait_group.sync.aligned N' with N small enough")])
+
+    def _scramble(self, salt: int) -> np.ndarray:
+        """A per-(CTA, warp) pseudo-random uint64 (multiplicative hash of the global warp id),
+        for values the hardware does not fix: %smid, %clock, %globaltimer."""
+        w = (self.glane // 32).astype(np.uint64) + np.uint64(salt)
+        return (w * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)
+
+    def _clock(self) -> np.ndarray:
+        """Cycle counter: a per-warp start offset plus the steps executed so far."""
+        return (self._scramble(2) & np.uint64((1 << 40) - 1)) + np.uint64(self.outcome.steps)
+
+    def _timer(self) -> np.ndarray:
+        """%globaltimer: nanoseconds since the Unix epoch (as on a GPU, PTX ISA 9.1 §10.16),
+        from the launch's wall-clock start, a per-warp skew (< 1 ms) and the steps so far."""
+        return (np.uint64(self._t0_ns) + (self._scramble(3) % np.uint64(1_000_000)) +
+                np.uint64(self.outcome.steps * 100))
+
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
         dt = NP[t]
@@ -317,6 +379,8 @@ class Machine:
                 arr = sp
             else:
                 arr = self.reg_bits(name, pc)
+                if self.wg_pending:
+                    self._wg_touch(name, pc, None, "reads")
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
@@ -345,6 +409,8 @@ class Machine:
                 op.name or op.text) is not None):
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
         info = self._info(op.name or op.text, pc)
+        if self.wg_pending:
+            self._wg_touch(op.name or op.text, pc, exe, "writes")
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:
@@ -355,10 +421,10 @@ class Machine:
             bits = v.view(UINT[v.dtype.itemsize]) if v.dtype.itemsize in UINT else v
             if bits.dtype != st:
                 bits = bits.astype(st)
-        old = self.regs.get(info.key)
         if bits.shape != (self.N,):
             bits = np.broadcast_to(bits, (self.N,))
-        if old is None or exe.all():
+        old = None if exe.all() else self.reg_bits(op.name or op.text, pc)
+        if old is None:
             self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
         else:
             self.regs[info.key] = np.where(exe, bits, old)
@@ -566,11 +632,14 @@ class Machine:
         me_tid = self.tid[L]
         my_clk = self.vc[L, me_tid]
         write = data is not None
-        if kind == "atomic":
-            return
+        # atomics and strong ld/st never race with each other, but they do race with weak
+        # (plain) accesses of another thread that are not ordered with them
+        strong = kind in ("atomic", "strong", "atomic_cta", "strong_cta")
+        level = (1 if kind.endswith("_cta") else 2) if strong else 0
         if kind == "async_complete":
             sh.w_clk[I] = my_clk
             sh.w_async[I] = False
+            sh.w_atomic[I] = 0
             sh.w_pf[I] = self.pfence[L]
             return
         # conflict with the last writer
@@ -581,6 +650,9 @@ class Machine:
             other = has_w & ((wl != G) | sh.w_async[I])
             w_cta, w_col = self._split(np.maximum(wl, 0))
             same_cta = w_cta == my_cta
+            if strong:  # morally strong pair: both strong, scope covering both threads
+                wa = sh.w_atomic[I]
+                other &= ~((wa > 0) & (same_cta | ((wa == 2) & (level == 2))))
             known = np.where(same_cta, self.vc[L, w_col], 0)
             unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
             if write:
@@ -597,6 +669,9 @@ class Machine:
             if has_r.any():
                 r_cta, r_col = self._split(np.maximum(rl, 0))
                 same_cta = r_cta == my_cta
+                if strong:
+                    ra = sh.r_atomic[I]
+                    has_r &= ~((ra > 0) & (same_cta | ((ra == 2) & (level == 2))))
                 known = np.where(same_cta, self.vc[L, r_col], 0)
                 unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
                 if unordered.any():
@@ -607,7 +682,7 @@ class Machine:
             vals = data[tr].reshape(-1)
             order = np.argsort(I, kind="stable")
             Is, Vs = I[order], vals[order]
-            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1])
+            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1]) & (not strong)
             if dup.any():
                 j = int(np.flatnonzero(dup)[0])
                 self._race(space, pc, int(G[order][j]), "write", pc, int(G[order][j + 1]),
@@ -617,12 +692,14 @@ class Machine:
             sh.w_pc[I] = pc
             sh.w_val[I] = vals
             sh.w_async[I] = kind == "async_issue"
+            sh.w_atomic[I] = level
             sh.w_pf[I] = self.pfence[L]
             sh.r_lane[I] = -1
         else:
             sh.r_lane[I] = G if rec_lane is None else rec_lane
             sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
             sh.r_pc[I] = pc
+            sh.r_atomic[I] = level
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid
@@ -710,6 +787,8 @@ class Machine:
             alive = int((~self.done[c * T:(c + 1) * T]).sum())
             for b in np.flatnonzero(self.bar_count[c]):
                 exp = self.bar_expect[c, b]
+                if exp >= 0 and self.bar_count[c, b] > exp:
+                    self._overshoot(pc, c, int(b), int(self.bar_count[c, b]), int(exp))
                 exp = alive if exp < 0 else exp
                 if self.bar_count[c, b] >= exp:
                     sl = slice(c * T, (c + 1) * T)
@@ -722,6 +801,25 @@ class Machine:
                         self._hb_join(rel[rel < self.ntr], self.bar_vc[c, b])
                         self.bar_vc[c, b] = 0
                     self.bar_count[c, b] = 0
+
+    def _overshoot(self, pc: int, c: int, b: int, arrived: int, expected: int) -> None:
+        """HB5: more threads arrived at barrier ``b`` than its thread count before it completed.
+        The hardware completes the barrier with the first ``expected`` arrivals (in an order no
+        program controls) and starts a new instance for the rest (PTX ISA 9.1 §9.7.13.1), so
+        which threads it orders is unspecified; the emulator's lockstep order is one of many."""
+        key = ("HB5", pc, b)
+        if key in self.findings:
+            return
+        ins = self.prog.insts[pc]
+        gx, gy, _ = self.launch.grid
+        cta = c + self.c0
+        self.findings[key] = Finding(
+            rule="HB5", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
+            message=(f"barrier {b} expects {expected} threads but {arrived} threads of CTA "
+                     f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)}) arrived before it "
+                     f"completed: which threads it synchronises depends on arrival order"),
+            notes=[Note(message="give the barrier the number of threads that execute it (a "
+                                "multiple of 32), or use a different barrier id per thread group")])
 
     # ------------------------------------------------------------------ mbarrier
     def mbar_key(self, lane: int, addr: int) -> tuple[int, int]:
@@ -869,6 +967,17 @@ class Machine:
                     message=(f"'{ins.opcode}': lanes {_ranges(lanes.tolist())} of warp "
                              f"{(w * 32 % self.T) // 32} are in membermask but do not execute it "
                              f"(diverged or exited)"))
+
+
+#: 4 KiB of fixed pseudo-random bytes tiled over uninitialised shared/local memory
+_GARBAGE = np.random.default_rng(0x5EED).integers(0, 256, 4096, dtype=np.uint8)
+
+
+def _garbage(shape: tuple[int, int]) -> np.ndarray:
+    """uint8 array of ``shape`` filled with :data:`_GARBAGE` (undefined initial contents)."""
+    n = shape[0] * shape[1]
+    reps = -(-n // _GARBAGE.size)
+    return np.tile(_GARBAGE, reps)[:n].reshape(shape)
 
 
 def _ranges(xs: list[int]) -> str:

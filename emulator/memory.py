@@ -118,3 +118,8 @@ class Shadow:
         self.r_lane = np.full(nbytes, -1, dtype=np.int64)
         self.r_clk = np.zeros(nbytes, dtype=np.int32)
         self.r_pc = np.full(nbytes, -1, dtype=np.int32)
+        # the last write / read was an atomic or a morally strong (relaxed/acquire/release/
+        # volatile) access: 0 weak, 1 strong at .cta scope, 2 strong at .gpu/.sys scope. Two
+        # strong accesses whose scope includes both threads never race (PTX ISA 9.1 §8.7, §8.10)
+        self.w_atomic = np.zeros(nbytes, dtype=np.int8)
+        self.r_atomic = np.zeros(nbytes, dtype=np.int8)

@@ -115,7 +115,7 @@ def _mov(m, ins, pc, exe, active):
 
 def _ld_shape(m, pc):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)  # a type the emulator does not model (.b128) is unsupported, not a crash
     vec = 1
     space = "generic"
     for x in mods:
@@ -142,7 +142,7 @@ def _ld(m, ins, pc, exe, active):
         vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
     else:
         addr = m.address(a, pc)
-        got = m.mem_access(space, addr, es * vec, exe, pc)
+        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc))
         lanes = np.flatnonzero(exe)
         words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
         vals = []
@@ -173,7 +173,17 @@ def _st(m, ins, pc, exe, active):
                             (m.N,))[lanes] for e in srcs]
     data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
     addr = m.address(a, pc)
-    m.mem_access(space, addr, es * vec, exe, pc, data=data)
+    m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc))
+
+
+def _strength(m, pc) -> str:
+    """``strong`` (``strong_cta`` at ``.cta`` scope) for a morally strong ld/st (``.relaxed``/
+    ``.acquire``/``.release``/``.volatile``, PTX ISA 9.1 §8.7: it does not race with atomics or
+    other strong accesses whose scope includes both threads), else ``plain``."""
+    mods = m._types[pc][0]
+    if not any(x in mods for x in ("relaxed", "acquire", "release", "volatile")):
+        return "plain"
+    return "strong_cta" if "cta" in mods else "strong"
 
 
 @handler("cvta")
@@ -245,7 +255,7 @@ def _shift(op, a, s, t):
 def _arith(m, ins, pc, exe, active):
     op = ins.base
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     ops = ins.operands
     if t == "pred":
         a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
@@ -351,7 +361,7 @@ def _shl(m, ins, pc, exe, active):
 def _unary(m, ins, pc, exe, active):
     op = ins.base
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     if _is_float(t):
         a = _fin(m, ins.operands[1], t, pc)
         r = -a if op == "neg" else np.abs(a)
@@ -490,7 +500,7 @@ def _compare(cmp: str, a, b, fl: bool):
 @handler("setp")
 def _setp(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     cmp = mods[0]
     boolop = next((x for x in mods[1:] if x in ("and", "or", "xor")), None)
     fl = _is_float(t)
@@ -527,7 +537,7 @@ def _setp(m, ins, pc, exe, active):
 @handler("testp")
 def _testp(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    a = _fin(m, ins.operands[1], types[-1], pc)
+    a = _fin(m, ins.operands[1], _typ(m, pc), pc)
     k = mods[0]
     tiny = np.finfo(NP[types[-1]]).tiny
     r = {"finite": np.isfinite(a), "infinite": np.isinf(a), "number": ~np.isnan(a),
@@ -568,7 +578,7 @@ def _special(op, x):
 @handler("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh")
 def _sfu(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     x = _ftz_in(_fin(m, ins.operands[1], t, pc), t, mods)
     r = _special(ins.base, x)
     m.write(ins.operands[0], _fout(r, t, mods), exe, pc)
@@ -799,7 +809,7 @@ def _activemask(m, ins, pc, exe, active):
 @handler("redux")
 def _redux(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     op = next(x for x in mods if x in ("add", "min", "max", "and", "or", "xor"))
     mask = m.read(ins.operands[2], "u32", pc) if len(ins.operands) > 2 else None
     m.warp_members(pc, exe, mask)
@@ -853,7 +863,7 @@ def _elect(m, ins, pc, exe, active):
 @handler("atom", "red")
 def _atom(m, ins, pc, exe, active):
     mods, types = m._types[pc]
-    t = types[-1]
+    t = _typ(m, pc)
     space = "global" if "global" in mods else ("shared" if any(
         x.startswith("shared") for x in mods) else "generic")
     op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
@@ -868,11 +878,12 @@ def _atom(m, ins, pc, exe, active):
     c = np.broadcast_to(m.read(ops[3], t, pc), (m.N,)) if op == "cas" else None
     es = NP[t].itemsize
     lanes = np.flatnonzero(exe)
+    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"  # default scope .gpu
     olds = np.zeros(m.N, dtype=NP[t])
     for ln in lanes:  # atomics are serialised in lane order
         one = np.zeros(m.N, np.bool_)
         one[ln] = True
-        raw = m.mem_access(space, addr, es, one, pc, kind="atomic")
+        raw = m.mem_access(space, addr, es, one, pc, kind=akind)
         old = raw.view(NP[t])[0, 0] if raw.ndim == 2 else raw.view(NP[t])[0]
         bv = b[ln]
         if op == "add":
@@ -898,7 +909,7 @@ def _atom(m, ins, pc, exe, active):
         olds[ln] = old
         m.mem_access(space, addr, es, one, pc,
                      data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
-                     kind="atomic")
+                     kind=akind)
     if ret:
         m.write(ops[0], olds, exe, pc)
 
@@ -1156,6 +1167,16 @@ def _wgmma(m, ins, pc, exe, active):
     if "fence" in mods:
         return None
     if "commit_group" in mods or "wait_group" in mods:
+        # in-flight registers (HB6): per thread, groups are numbered by its commits
+        if "commit_group" in mods:
+            m.wg_committed[exe] += 1
+        elif m.wg_pending:
+            keep = m.wg_committed - int(ins.operands[0].value or 0)
+            for k in list(m.wg_pending):
+                pend = m.wg_pending[k]
+                pend[exe & (pend > 0) & (pend <= keep)] = 0
+                if not pend.any():
+                    del m.wg_pending[k]
         # values are computed at issue; the happens-before analysis tracks the operand reads of
         # each committed group and orders them for a thread only after its wait_group covers it
         lanes = np.flatnonzero(exe)
@@ -1182,6 +1203,8 @@ def _wgmma(m, ins, pc, exe, active):
     shape = next(x for x in mods if x.startswith("m64n"))
     N = int(shape[4:shape.index("k")])
     K = int(shape[shape.index("k") + 1:])
+    if len(types) < 3:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' without its three types")
     dt_, at, bt = types[0], types[1], types[2]
     ops = ins.operands
     a_reg = ops[1].kind == "vector"
@@ -1262,6 +1285,15 @@ def _wgmma(m, ins, pc, exe, active):
                 full = np.zeros(m.N, np.uint32)
                 full[lanes] = bits
                 m.write(d, full, e2, pc)
+    # the accumulator (and register A) stay in flight until a wait_group retires the group the
+    # next commit_group of each thread forms
+    regs = list(dests) + (list(ops[1].elems) if a_reg else [])
+    for d in regs:
+        if d.kind != "reg":
+            continue
+        k = m._info(d.name or d.text, pc).key
+        pend = m.wg_pending.setdefault(k, np.zeros(m.N, dtype=np.int64))
+        pend[exe] = m.wg_committed[exe] + 1
     return None
 
 

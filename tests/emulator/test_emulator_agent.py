@@ -53,3 +53,47 @@ def test_missing_barrier_is_rejected_with_a_race_finding(ref_cache):
     assert "error[B9]" in rec.feedback
     findings = check_races(seen[0], spec, "sm_100a")
     assert any(f.rule == "HB1" for f in findings), findings
+
+
+def _barrier_only_in_first_cta(ptx: str) -> str:
+    """The first CTA barrier kept for CTA 0 only: CTA 0 is correct, the later CTAs race."""
+    lines = ptx.split("\n")
+    i = next(i for i, ln in enumerate(lines) if re.search(r"\b(bar|barrier)\.sync\b", ln))
+    d = next(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg .b64"))
+    lines[i] = ("\tmov.u32 %rrt, %ctaid.x;\n\tsetp.eq.u32 %prt, %rrt, 0;\n\t@%prt "
+                + lines[i].strip())
+    lines.insert(d + 1, "\t.reg .pred %prt;\n\t.reg .b32 %rrt;")
+    return "\n".join(lines)
+
+
+def test_barrier_skipped_by_later_ctas_is_rejected(ref_cache):
+    spec = kernels.get("softmax")
+    prov = ScriptedProvider([("cta0-barrier", lambda c: _barrier_only_in_first_cta(
+        c.reference_ptx))])
+    res = lower(spec, "sm_100a", prov, LoopOptions(iterations=1, cache_dir=ref_cache))
+    (rec,) = res.iterations
+    # the static B9 may see it (a predicated barrier does not count as one); otherwise the
+    # emulator must: either way a race finding rejects it
+    assert rec.verdict in ("rejected-verifier", "rejected-evaluation"), rec.feedback
+    assert "error[B9]" in rec.feedback or "[HB1] data race on shared memory" in rec.feedback
+
+
+def _spin_forever(ptx: str) -> str:
+    """An infinite loop before the kernel's work: emulation can only time out."""
+    lines = ptx.split("\n")
+    d = max(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg "))
+    lines.insert(d + 1, "$L_spin_forever:\n\tbra.uni $L_spin_forever;")
+    return "\n".join(lines)
+
+
+def test_emulation_timeout_is_a_rejection_never_a_valid_candidate(ref_cache, monkeypatch):
+    import agent.loop
+
+    monkeypatch.setattr(agent.loop, "EMULATION_TIME_LIMIT_S", 2.0)
+    spec = kernels.get("vector_add")
+    prov = ScriptedProvider([("spin", lambda c: _spin_forever(c.reference_ptx))])
+    res = lower(spec, "sm_90a", prov, LoopOptions(iterations=1, cache_dir=ref_cache))
+    (rec,) = res.iterations
+    assert rec.emulation is not None and rec.emulation["status"] == "timeout", rec.feedback
+    assert rec.verdict == "rejected-evaluation"
+    assert res.best_iteration is None

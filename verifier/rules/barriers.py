@@ -135,7 +135,9 @@ def barrier_count_mismatch(ctx: Context) -> list[Finding]:
 
     What it checks:
         All known counts used with one barrier id are equal, and no count exceeds the CTA's
-        threads (when known).
+        threads (when known); a barrier that every thread of the CTA reaches (no predicate, no
+        warp- or lane-dependent branch or early exit before it) has no count below the CTA's
+        threads (the first arrivals would complete it: a red-team evasion of B9).
 
     Why it is bad:
         Deadlock or early release (FlashMLA#57: 256 on a path only 128 threads reach).
@@ -165,6 +167,17 @@ def barrier_count_mismatch(ctx: Context) -> list[Finding]:
                 out.append(ctx.finding("B3", ins.line, ins.col,
                                        f"barrier count {cnt} exceeds the {fa.threads} threads of "
                                        "the CTA: it never completes"))
+            elif (fa.threads is not None and 0 < cnt < fa.threads and fi.fn.kind == "entry"
+                  and ins.predicate is None and fa.values.context_class(i) == UNIFORM
+                  and fa.cfg.block_of[i] not in fa.values.partial_blocks):
+                # every thread of the CTA reaches it: the first `cnt` arrivals complete it and
+                # the rest start a new instance, so which threads it orders depends on timing
+                out.append(ctx.finding(
+                    "B3", ins.line, ins.col,
+                    f"all {fa.threads} threads of the CTA reach this barrier but its count is "
+                    f"{cnt}: it completes with whichever {cnt} threads arrive first",
+                    notes=[Note(message=f"use count {fa.threads} (or no count), or a separate "
+                                        "barrier id per thread group")]))
             if bid is None:
                 continue
             if bid in seen and seen[bid][0] != cnt:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.ptx.ast import Instruction, Operand, VarDecl
@@ -9,8 +11,9 @@ from verifier.ptx.ast import Instruction, Operand, VarDecl
 __all__ = ["module_global_write"]
 
 #: Base mnemonics whose first operand is a destination address (PTX ISA 9.1 §9.7.9: st, red,
-#: cp.* copies; multimem.st / multimem.red likewise).
-_DST_FIRST = frozenset({"st", "red", "cp", "multimem", "stmatrix"})
+#: cp.* copies; multimem.st / multimem.red likewise; ``tensormap.replace`` rewrites a field of
+#: the 128-byte tensor map at its address, PTX ISA 9.1 §9.7.9.28).
+_DST_FIRST = frozenset({"st", "red", "cp", "multimem", "stmatrix", "tensormap"})
 #: Base mnemonics whose second operand is the address (``atom d, [a], b``).
 _DST_SECOND = frozenset({"atom"})
 #: Instructions that only read their operands' addresses.
@@ -51,7 +54,8 @@ def module_global_write(ctx: Context) -> list[Finding]:
         ``.global`` state space, directly (``st.global.u32 [counter], %r1``) or through a register
         holding its address (``mov.u64 %rd1, counter; atom.global.add.u32 %r2, [%rd1], 1``),
         and its address is never stored to memory or passed to a call (where the analysis could
-        not follow it). The register analysis is flow-insensitive: any register that receives the
+        not follow it). A load from a module variable whose initializer holds the address
+        (``.const .u64 p = generic(counter);``) yields a pointer to it. The register analysis is flow-insensitive: any register that receives the
         variable's address, or a value computed from one, counts as a pointer to it. Variables
         that are only read (lookup tables with an initializer) are allowed.
 
@@ -81,6 +85,15 @@ def module_global_write(ctx: Context) -> list[Finding]:
     if not gvars:
         return []
     findings: list[Finding] = []
+    # module variables (any state space) whose initializer holds a .global variable's address
+    # (``.const .u64 p = generic(cnt);``): a load from them yields a pointer to it
+    holders: dict[str, str] = {}
+    for hv in ctx.module_vars.values():
+        if hv.init:
+            words = set(re.findall(r"[A-Za-z_$%][\w$]*", hv.init))
+            hit = next((g for g in gvars if g in words), None)
+            if hit is not None:
+                holders[hv.name] = hit
     for fi in ctx.bodies():
         # pointer -> (variable, instruction that derived it)
         taint: dict[str, tuple[str, Instruction | None]] = {n: (n, None) for n in gvars}
@@ -88,17 +101,29 @@ def module_global_write(ctx: Context) -> list[Finding]:
         while changed:
             changed = False
             for ins, _ in fi.instructions:
+                if ins.base in ("ld", "ldu") and holders and len(ins.operands) > 1:
+                    b = _base_name(ins.operands[1])
+                    held = holders.get(b) if b not in taint else holders.get(taint[b][0])
+                    if held is not None:
+                        for d in _names(ins.operands[0]):
+                            if d not in taint:
+                                taint[d] = (held, ins)
+                                changed = True
+                    continue
                 if ins.base in _DST_FIRST or ins.base in _DST_SECOND or ins.base in _READS:
                     continue
-                if not ins.operands or ins.operands[0].kind != "reg" or not ins.operands[0].name:
+                if not ins.operands or ins.operands[0].kind not in ("reg", "vector", "pair"):
                     continue
-                dst = ins.operands[0].name
-                if dst in taint:
+                # every destination register: ``mov.b64 {%r2, %r3}, %rd2`` splits a pointer
+                # into halves that each carry it
+                dsts = [d for d in _names(ins.operands[0]) if d not in taint]
+                if not dsts:
                     continue
                 for src in ins.operands[1:]:
                     hit = next((n for n in _names(src) if n in taint), None)
                     if hit is not None:
-                        taint[dst] = (taint[hit][0], ins)
+                        for dst in dsts:
+                            taint[dst] = (taint[hit][0], ins)
                         changed = True
                         break
         reported: set[str] = set()

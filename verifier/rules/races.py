@@ -258,6 +258,10 @@ class SmemWarState(Property):
     def transfer(self, i, ins, fact, report):
         reads, writes = fact
         if not (_is_read(ins) or _is_write(ins)):
+            if ins.predicate is not None and ins.parts[0] in ("bar", "barrier"):
+                # a guarded barrier may not execute in this CTA (a CTA-uniform guard the engine
+                # could not fork on, e.g. a redefined predicate): it orders nothing for sure
+                return fact
             return ((), ())
         is_w = _is_write(ins)
         others = reads if is_w else writes
