@@ -306,6 +306,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
 
     feedback: str | None = None
     best_speed = -1.0
+    best_static_rank = 0  # static path: 2 emulation passed, 1 not emulated
     for i in range(1, options.iterations + 1):
         times: dict[str, float] = {}
         t = time.perf_counter()
@@ -388,8 +389,13 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         better = False
         if rec.verdict == "accepted" and (rec.speedup or 0) > best_speed:
             best_speed, better = rec.speedup or 0.0, True
-        elif rec.verdict == "static-only" and result.best_iteration is None:
-            better = True
+        elif rec.verdict == "static-only":
+            # without a GPU: a candidate whose emulated correctness passed outranks one the
+            # emulator could not run (an unsupported instruction proves nothing: a wrong kernel
+            # could add one on purpose); among equals the first stays the best
+            rank = 2 if (rec.emulation or {}).get("status") == "ok" else 1
+            if rank > best_static_rank:
+                best_static_rank, better = rank, True
         if better:
             result.best_iteration = len(result.iterations) - 1
             result.best_candidate = cand

@@ -97,3 +97,24 @@ def test_emulation_timeout_is_a_rejection_never_a_valid_candidate(ref_cache, mon
     assert rec.emulation is not None and rec.emulation["status"] == "timeout", rec.feedback
     assert rec.verdict == "rejected-evaluation"
     assert res.best_iteration is None
+
+
+def _wrong_math_unemulatable(ptx: str) -> str:
+    """Wrong maths plus one instruction the emulator does not model (a performance-monitor read):
+    emulation says "unsupported" and cannot catch the wrong result."""
+    out = _wrong_math(ptx)
+    lines = out.split("\n")
+    d = max(j for j, ln in enumerate(lines) if ln.strip().startswith(".reg "))
+    lines.insert(d + 1, "\t.reg .b32 %rpm;\n\tmov.u32 %rpm, %pm0;")
+    return "\n".join(lines)
+
+
+def test_an_unemulated_candidate_never_outranks_an_emulated_one(ref_cache):
+    spec = kernels.get("vector_add")
+    prov = ScriptedProvider([("unemulatable", lambda c: _wrong_math_unemulatable(c.reference_ptx)),
+                             ("reference", lambda c: c.reference_ptx)])
+    res = lower(spec, "sm_90a", prov, LoopOptions(iterations=2, cache_dir=ref_cache))
+    sneaky, ref = res.iterations
+    assert sneaky.verdict == "static-only" and sneaky.emulation["status"] == "unsupported"
+    assert ref.verdict == "static-only" and ref.emulation["status"] == "ok"
+    assert res.best_iteration == 1
