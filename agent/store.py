@@ -9,6 +9,7 @@ same ``--out`` overwrites the files, not the record).
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from agent.loop import LoweringResult
@@ -41,6 +42,25 @@ class StoreError(RuntimeError):
 
 class Base(DeclarativeBase):
     """Declarative base of ailower's tables."""
+
+
+def create_tables(engine: Engine) -> None:
+    """``Base.metadata.create_all`` that tolerates another process creating the same tables at the
+    same moment (a campaign batch, its workers and a reader opening one new SQLite file): its
+    check-then-create is not atomic, so the loser's ``CREATE TABLE`` fails with "already exists";
+    the next pass sees the table and skips it.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: any other failure, or "already exists" three times.
+    """
+    for attempt in range(3):
+        try:
+            Base.metadata.create_all(engine)
+            return
+        except OperationalError as exc:
+            if "already exists" not in str(exc) or attempt == 2:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 class RunRow(Base):
@@ -100,7 +120,7 @@ class RunStore:
             if url.startswith("sqlite:///"):
                 Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(url)
-            Base.metadata.create_all(self.engine)
+            create_tables(self.engine)
             self._add_missing_columns()
         except (SQLAlchemyError, OSError, ValueError) as exc:
             raise StoreError(f"cannot open the database {self._safe_url()}: {exc}") from None

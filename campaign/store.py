@@ -49,7 +49,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
-from agent.store import Base, RunRow, RunStore, StoreError
+from agent.store import Base, RunRow, RunStore, StoreError, create_tables
 
 __all__ = ["CampaignRow", "CellRow", "CampaignStore", "CellKey", "owner_id", "owner_alive",
            "utcnow", "CELL_STATUSES"]
@@ -204,7 +204,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
     try:
-        Base.metadata.create_all(engine)
+        create_tables(engine)
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot create the campaign tables: {exc}") from None
     return engine

@@ -47,3 +47,31 @@ def test_old_database_gains_new_columns_and_keeps_rows(tmp_path, result):
 def test_bad_url_is_a_store_error(tmp_path):
     with pytest.raises(StoreError, match="cannot open the database"):
         RunStore("nosuchdialect://x")
+
+
+def test_concurrent_creators_of_one_new_database_all_succeed(tmp_path):
+    """Several processes (a campaign batch, its workers, a reader) may open one new SQLite file at
+    once; create_all's check-then-create races ("table ... already exists") unless retried."""
+    import threading
+
+    from sqlalchemy import create_engine
+
+    import campaign.store  # noqa: F401  (its tables are on the same metadata)
+    from agent.store import create_tables
+
+    errors: list[BaseException] = []
+    for trial in range(10):
+        url = f"sqlite:///{tmp_path}/race{trial}.db"
+
+        def create(url: str = url) -> None:
+            try:
+                create_tables(create_engine(url))
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=create) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
