@@ -29,7 +29,9 @@ not list them; the verifier never imports the emulator):
   controls, so the threads it orders are unspecified.
 * ``HB6`` a non-wgmma instruction reads or writes an accumulator (or register-A) register of a
   ``wgmma.mma_async`` that its thread has not retired with ``wgmma.wait_group`` (wgmma results
-  are computed at issue here, so the values alone would not show it).
+  are computed at issue here, so the values alone would not show it). An error for an
+  accumulator; a warning for a register-A operand rewritten early (Triton 3.6 does that and
+  ptxas orders it).
 * ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
   are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
   no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for

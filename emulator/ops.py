@@ -1287,11 +1287,13 @@ def _wgmma(m, ins, pc, exe, active):
                 m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
-    regs = list(dests) + (list(ops[1].elems) if a_reg else [])
-    for d in regs:
+    a_regs = list(ops[1].elems) if a_reg else []
+    for d in list(dests) + a_regs:
         if d.kind != "reg":
             continue
         k = m._info(d.name or d.text, pc).key
+        if any(d is a for a in a_regs):
+            m.wg_a_keys.add(k)
         pend = m.wg_pending.setdefault(k, np.zeros(m.N, dtype=np.int64))
         pend[exe] = m.wg_committed[exe] + 1
     return None
