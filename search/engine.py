@@ -36,7 +36,10 @@ from search.ptx_passes import PASSES, PassContext, apply_passes, approx_allowed
 from search.space import expand_space, legal_after_compile
 
 __all__ = ["Arm", "SearchEngine", "SearchOutcome", "precompile", "pass_context", "SMALL_BUDGET_S",
-           "CLEAR_WIN"]
+           "CLEAR_WIN", "MAX_REFINE_STEPS"]
+
+MAX_REFINE_STEPS = 3
+"""At most this many local-search steps around a winning config (see ``SearchEngine._refine``)."""
 
 CLEAR_WIN = 0.97
 """A config whose time is under this fraction of the baseline's is searched around once more even
@@ -271,6 +274,7 @@ class SearchEngine:
             for k, e in errs.items():
                 self.rejected[k.split(":", 1)[-1]] = e
         items = []
+        batch: set[str] = set()
         for i, (cfg, why) in enumerate(cands, start=start):
             if cfg.key() in self.rejected:
                 continue  # Triton already failed on it in the pool
@@ -281,11 +285,40 @@ class SearchEngine:
                 self.rejected[cfg.key()] = str(exc)[:300]
                 continue
             ok, why_not = legal_after_compile(art.abi, self.baseline.abi)
-            if not ok:
+            if not ok and "shared memory" in why_not and cfg.num_stages > 2:
+                art, why_not = self._fewer_stages(cfg, why_not)
+                ok = art is not None
+            if not ok or art is None:
                 self.rejected[cfg.key()] = why_not
                 continue
-            items.append((f"{prefix}{i}", art, art.ptx, f"triton[{cfg.key()}]", ()))
+            if art.config.key() in batch:
+                continue  # a repaired config equal to another of this batch
+            batch.add(art.config.key())
+            items.append((f"{prefix}{i}", art, art.ptx, f"triton[{art.config.key()}]", ()))
         return self.check_many(items)
+
+    def _fewer_stages(self, cfg: Config, why: str) -> tuple[ReferenceArtifacts | None, str]:
+        """Repair a config whose pipeline overflows shared memory: the same tiles with one
+        software-pipeline stage fewer at a time, down to 2 (each stage holds one copy of every
+        pipelined operand tile). Returns the first legal compile, or None and why not."""
+        tried = {a.config.key() for a in self.arms.values()} | set(self.rejected)
+        for stages in range(cfg.num_stages - 1, 1, -1):
+            c = cfg.model_copy(update={"num_stages": stages})
+            if c.key() in tried:
+                return None, f"{why}; with num_stages={stages}: already tried"
+            try:
+                art = compile_reference(self.spec, self.arch, c, cache_dir=self.cache_dir,
+                                        max_ptx_version=self.max_ptx_version)
+            except ReferenceCompileError as exc:
+                return None, f"{why}; with num_stages={stages}: {str(exc)[:200]}"
+            ok, why_c = legal_after_compile(art.abi, self.baseline.abi)
+            if ok:
+                self.log(f"  {self.spec.name}: {cfg.key()} over the shared-memory limit; "
+                         f"kept with num_stages={stages}")
+                return art, ""
+            if "shared memory" not in why_c:
+                return None, f"{why}; with num_stages={stages}: {why_c}"
+        return None, why
 
     def pass_arms(self, parent: Arm, names: Sequence[str] | None = None) -> list[Arm]:
         """Every applicable PTX pass (or the named ones) on ``parent``'s PTX, as checked arms."""
@@ -366,27 +399,44 @@ class SearchEngine:
     # ---- the whole search -------------------------------------------------------------------
     def _refine(self, h: HalvingResult, out: SearchOutcome, ranking: dict[str, float],
                 left: Callable[[], float], reps: int, limit: int) -> str | None:
-        """When a Triton config beat the baseline, search its neighbourhood once more.
+        """When a Triton config beat the baseline, search its neighbourhood (a local search).
 
-        Runs when time is left, or past the budget by one bounded round (at most ``limit``
-        configs) when the winner is a clear win (time ratio under :data:`CLEAR_WIN`).
-        Returns the id of the best config arm afterwards (None when no config beat the baseline
-        or no time or nothing new was left).
+        Each step builds up to ``limit`` untried neighbours of the current best config and runs a
+        halving over them and it; it repeats from the new best while the new best is at least 1%
+        faster than the previous one, time is left and fewer than :data:`MAX_REFINE_STEPS` steps
+        ran. The first step also runs past the budget (one bounded round) when the winner is a
+        clear win (time ratio under :data:`CLEAR_WIN`). Stages are recorded as ``refine``,
+        ``refine2``, ... Returns the id of the best config arm afterwards (None when no config
+        beat the baseline or no time or nothing new was left).
         """
-        order = [a for a, _ in h.ranking]
-        best = next((a for a in order if a == "base" or not self.arms[a].passes), "base")
-        clear_win = dict(h.ranking).get(best, 1.0) < CLEAR_WIN
+        def best_config(hr: HalvingResult) -> str:
+            return next((a for a, _ in hr.ranking if a == "base" or not self.arms[a].passes), "base")
+
+        best = best_config(h)
+        ratios = dict(h.ranking)
+        clear_win = ratios.get(best, 1.0) < CLEAR_WIN
         if best == "base" or limit <= 0 or (left() <= 0 and not clear_win):
             return None
-        new = self.refine_arms(self.arms[best], limit)
-        if not new:
-            return best
-        hr = successive_halving([best, *[a.id for a in new]], "base", self.measure,
-                                budget_s=max(left() * 0.5, 1.0), reps0=reps, min_keep=1,
-                                max_rounds=4 if left() > 0 else 1)
-        out.stages["refine"] = hr
-        ranking.update(dict(hr.ranking))
-        return next((a for a, _ in hr.ranking if a == "base" or not self.arms[a].passes), best)
+        for step in range(MAX_REFINE_STEPS):
+            if step and left() <= 0:
+                break
+            new = self.refine_arms(self.arms[best], limit)
+            if not new:
+                break
+            hr = successive_halving([best, *[a.id for a in new]], "base", self.measure,
+                                    budget_s=max(left() * 0.5, 1.0), reps0=reps, min_keep=1,
+                                    max_rounds=4 if left() > 0 else 1)
+            out.stages["refine" if step == 0 else f"refine{step + 1}"] = hr
+            ranking.update(dict(hr.ranking))
+            r = dict(hr.ranking)
+            nb = best_config(hr)
+            if nb == "base":
+                break
+            improved = nb != best and r.get(nb, 1.0) < r.get(best, 1.0) * 0.99
+            best = nb if nb != best else best
+            if not improved:
+                break
+        return best
 
     def run(self, *, budget_s: float, max_configs: int = 24, passes: bool = True,
             eta: float = 3.0, reps0: int = 10, refine_configs: int = 6) -> SearchOutcome:

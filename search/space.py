@@ -9,6 +9,9 @@ launch*:
   values, derived constexprs equal at every size) evaluates for the config (the same validation
   :class:`kernels.KernelSpec` applies to its autotune space);
 * block sizes stay within ``[MIN_BLOCK, MAX_BLOCK]`` and keep ``tl.arange``'s power-of-two rule;
+  for kernels with tensor-core dots an edge is at most :data:`MAX_DOT_TILE` (256, wgmma's N),
+  except ``BLOCK_M``, which may reach :data:`MAX_DOT_TILE_M` (512: Triton spreads the M edge over
+  warpgroups, 64 rows per wgmma, so it is bounded by registers, not by an instruction shape);
 * for tiled dot kernels (meta has ``BLOCK_M`` and ``BLOCK_N``) the fp32 accumulator fits the
   register file: ``BLOCK_M * BLOCK_N / threads <= MAX_ACC_REGS`` 32-bit registers per thread
   (255 is the sm_90 per-thread limit, PTX ISA 9.0 §11.4.1 ``.maxnreg``; the rest of the kernel needs
@@ -29,7 +32,7 @@ from kernels.abi import KernelABI
 from kernels.spec import AutotuneSpace, Config, KernelSpec
 
 __all__ = ["expand_space", "is_legal", "legal_after_compile", "SMEM_OPTIN_SM90", "MIN_BLOCK",
-           "MAX_BLOCK", "MAX_ACC_REGS", "MAX_DOT_TILE"]
+           "MAX_BLOCK", "MAX_ACC_REGS", "MAX_DOT_TILE", "MAX_DOT_TILE_M"]
 
 SMEM_OPTIN_SM90 = 232448
 """Opt-in dynamic shared memory per block on sm_90 (H100/H200), bytes (cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -40,6 +43,12 @@ MAX_BLOCK = 16384
 """Largest block size proposed (1-D elementwise blocks; ``tl.arange`` allows up to 2^17)."""
 MAX_DOT_TILE = 256
 """Largest block edge proposed for kernels with tensor-core dots (wgmma's N is at most 256)."""
+MAX_DOT_TILE_M = 512
+"""Largest ``BLOCK_M`` proposed for kernels with tensor-core dots: each wgmma covers 64 rows
+(``m64nNk16``, PTX ISA 9.0 §9.7.15.5.1) and Triton repeats it over warpgroups and instructions, so
+the M edge is bounded by the accumulator registers (:data:`MAX_ACC_REGS`) and shared memory
+(checked after compiling), not by the instruction. A larger M tile divides per-tile work that does
+not scale with M (e.g. decoding packed weights) over more rows."""
 MAX_ACC_REGS = 128
 """Largest fp32 accumulator per thread proposed for tiled dot kernels (registers)."""
 
@@ -66,6 +75,13 @@ def _neighbours(cfg: Config) -> Iterable[tuple[Config, str]]:
         for s in (cfg.num_stages - 1, cfg.num_stages + 1):
             if 2 <= s <= 6:
                 yield cfg.model_copy(update={"num_stages": s}), f"num_stages={s}"
+    # the same tile area in another aspect (a taller M tile re-reads the B operand less often)
+    bm, bn = meta.get("BLOCK_M"), meta.get("BLOCK_N")
+    if bm and bn:
+        for nm, nn in ((bm * 2, bn // 2), (bm // 2, bn * 2)):
+            if min(nm, nn) >= MIN_BLOCK:
+                yield (cfg.model_copy(update={"meta": {**meta, "BLOCK_M": nm, "BLOCK_N": nn}}),
+                       f"BLOCK_M={nm},BLOCK_N={nn}")
     # two-step moves that pay off most often on Hopper: bigger tiles with more warps
     for name in [n for n in meta if _is_block(n)]:
         v = meta[name]
@@ -88,10 +104,11 @@ def is_legal(spec: KernelSpec, cfg: Config) -> tuple[bool, str]:
     if threads > 1024:
         return False, f"{threads} threads per CTA > 1024"
     if spec.flop_dtype:
-        big = [f"{k}={v}" for k, v in cfg.meta.items() if _is_block(k) and v > MAX_DOT_TILE]
+        big = [f"{k}={v}" for k, v in cfg.meta.items() if _is_block(k)
+               and v > (MAX_DOT_TILE_M if k == "BLOCK_M" else MAX_DOT_TILE)]
         if big:
-            return False, (f"{', '.join(big)}: a dot tile edge above {MAX_DOT_TILE} (wgmma N <= 256, "
-                           "PTX ISA 9.0 §9.7.15.5)")
+            return False, (f"{', '.join(big)}: a dot tile edge above {MAX_DOT_TILE} (BLOCK_M: "
+                           f"{MAX_DOT_TILE_M}; wgmma N <= 256, PTX ISA 9.0 §9.7.15.5)")
     bm, bn = cfg.meta.get("BLOCK_M"), cfg.meta.get("BLOCK_N")
     if bm and bn and bm * bn / threads > MAX_ACC_REGS and spec.flop_dtype:
         return False, (f"accumulator BLOCK_M*BLOCK_N/threads = {bm * bn // threads} registers "

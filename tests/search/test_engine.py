@@ -150,3 +150,40 @@ def test_clear_win_is_refined_once_even_past_the_budget(relu_base):
         se.time.monotonic = real
     assert "refine" in out.stages and len(out.stages["refine"].rounds) == 1
     assert out.ranking[0][0].id == "r0"
+
+
+def test_local_search_climbs_while_each_step_improves(relu_base):
+    # every refinement step finds a faster neighbour: the search keeps climbing (up to
+    # MAX_REFINE_STEPS steps) and keeps the last one
+    from search.engine import MAX_REFINE_STEPS
+
+    times = {"base": 1.0, "c1": 0.8, "r0": 0.6, "r2": 0.5, "r4": 0.45}
+    ev = FakeEvaluator(lambda label: times.get(label, 1.2))
+    eng = _engine(relu_base, ev)
+    out = eng.run(budget_s=60, max_configs=3, refine_configs=2, passes=False)
+    steps = [k for k in out.stages if k.startswith("refine")]
+    assert steps == ["refine", "refine2", "refine3"][:MAX_REFINE_STEPS]
+    assert out.ranking[0][0].id == "r4"
+
+
+def test_local_search_stops_when_a_step_does_not_improve(relu_base):
+    times = {"base": 1.0, "c1": 0.8}
+    ev = FakeEvaluator(lambda label: times.get(label, 1.2))
+    out = _engine(relu_base, ev).run(budget_s=60, max_configs=3, refine_configs=2, passes=False)
+    assert [k for k in out.stages if k.startswith("refine")] == ["refine"]
+    assert out.ranking[0][0].id == "c1"
+
+
+def test_config_over_the_shared_memory_limit_is_kept_with_fewer_stages(tmp_path):
+    # gemm.fp16 128x256x128 with 3 stages needs 3 x (128x128 + 128x256) x 2 B = 288 KiB > the
+    # 227 KiB opt-in limit; with 2 stages (192 KiB) it fits and becomes an arm
+    spec = get("gemm.fp16")
+    base = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path)
+    eng = SearchEngine(spec, "sm_90a", base, evaluator=None, cache_dir=tmp_path)
+    c = spec.configs()[0]
+    big = c.model_copy(update={"meta": {**c.meta, "BLOCK_K": 128}, "num_stages": 3})
+    arms = eng._build_configs([(big, "BLOCK_K=128")], prefix="c")
+    assert len(arms) == 1
+    assert arms[0].config.num_stages == 2 and arms[0].config.meta["BLOCK_K"] == 128
+    assert "s2" in arms[0].transform
+    assert eng.baseline.abi.dynamic_smem <= 232448 < 3 * (128 * 128 + 128 * 256) * 2

@@ -88,3 +88,16 @@ def test_cli_knows_the_search_provider(monkeypatch):
     monkeypatch.setenv("AILOWER_SEARCH_BUDGET_S", "x")
     with pytest.raises(cli.CliFailure, match="--provider search"):
         cli._make_provider("search", None, None, get_settings())
+
+
+def test_memory_bound_kernels_get_the_memory_budget(monkeypatch):
+    monkeypatch.setenv("AILOWER_SEARCH_BUDGET_S", "40")
+    monkeypatch.setenv("AILOWER_SEARCH_MEMORY_BUDGET_S", "6")
+    prov = SearchProvider()
+    assert prov.budget_for(get("gemm.fp16")) == 40.0
+    assert prov.budget_for(get("relu.fp16")) == 6.0
+    # the memory budget never exceeds the main one
+    assert SearchProvider(budget_s=3).budget_for(get("relu.fp16")) == 3.0
+    monkeypatch.setenv("AILOWER_SEARCH_MEMORY_BUDGET_S", "0")
+    with pytest.raises(ValueError, match="budgets must be > 0"):
+        SearchProvider()

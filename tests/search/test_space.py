@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernels import Config, get
-from search.space import MAX_DOT_TILE, expand_space, is_legal, legal_after_compile
+from search.space import MAX_DOT_TILE, MAX_DOT_TILE_M, expand_space, is_legal, legal_after_compile
 
 
 def test_expansion_is_new_legal_and_starts_around_the_baseline():
@@ -32,6 +32,28 @@ def test_illegal_configs_are_pruned_with_a_reason():
     ok, why = is_legal(spec, Config(meta={**c.meta, "BLOCK_M": 256, "BLOCK_N": 256}, num_warps=4,
                                     num_stages=3))
     assert not ok and "accumulator" in why
+
+
+def test_tall_m_tiles_are_legal_when_the_accumulator_fits():
+    # BLOCK_M spreads over warpgroups (64 rows per wgmma): up to 512 when registers allow
+    spec = get("bitdelta")
+    c = spec.configs()[0]
+    tall = c.model_copy(update={"meta": {**c.meta, "BLOCK_M": 512, "BLOCK_N": 64}, "num_warps": 8})
+    assert is_legal(spec, tall) == (True, "")
+    ok, why = is_legal(spec, c.model_copy(update={"meta": {**c.meta, "BLOCK_M": 1024, "BLOCK_N": 16},
+                                                  "num_warps": 8}))
+    assert not ok and str(MAX_DOT_TILE_M) in why
+    # 512 x 128 fp32 accumulator over 8 warps: 256 registers per thread
+    ok, why = is_legal(spec, c.model_copy(update={"meta": {**c.meta, "BLOCK_M": 512}, "num_warps": 8}))
+    assert not ok and "accumulator" in why
+
+
+def test_neighbours_include_the_same_tile_area_in_another_aspect():
+    spec = get("bitdelta")
+    around = spec.configs()[0].model_copy(update={"meta": {**spec.configs()[0].meta, "BLOCK_M": 256}})
+    out = {c.key(): why for c, why in expand_space(spec, around=around, limit=40)}
+    tall = around.model_copy(update={"meta": {**around.meta, "BLOCK_M": 512, "BLOCK_N": 64}})
+    assert out.get(tall.key()) == "BLOCK_M=512,BLOCK_N=64"
 
 
 def test_bitdelta_constraint_block_k_multiple_of_32_is_kept():
