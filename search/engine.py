@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -256,13 +257,23 @@ class SearchEngine:
         return out
 
     def refine_arms(self, around: Arm, limit: int) -> list[Arm]:
-        """Up to ``limit`` legal configs neighbouring ``around``'s config that were not tried yet
-        (the next round of a local search around the current winner)."""
+        """Up to ``limit`` arms from configs neighbouring ``around``'s config that were not tried
+        yet (the next round of a local search around the current winner); neighbours that Triton
+        cannot compile, that overflow shared memory or fail the static checks do not count."""
         tried = {a.config.key() for a in self.arms.values()} | set(self.rejected)
         cands = [(c, w) for c, w in expand_space(self.spec, around=around.config, limit=limit * 4)
-                 if c.key() not in tried][:limit]
-        n = sum(1 for a in self.arms if a.startswith("r"))
-        return self._build_configs(cands, prefix="r", start=n)
+                 if c.key() not in tried]
+        used = [int(m.group(1)) for k in [*self.arms, *self.rejected]
+                if (m := re.fullmatch(r"r(\d+)", k))]
+        n = max(used, default=-1) + 1  # ids stay unique when some neighbours were skipped
+        out: list[Arm] = []
+        i = 0
+        # configs that fail to compile or to fit do not count: build until `limit` arms exist
+        while len(out) < limit and i < len(cands):
+            chunk = cands[i:i + limit - len(out)]
+            out += self._build_configs(chunk, prefix="r", start=n + i)
+            i += len(chunk)
+        return out
 
     def _build_configs(self, cands: Sequence[tuple[Config, str]], *, prefix: str,
                        start: int = 0) -> list[Arm]:

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["entry_class", "geomean", "main", "NOISE"]
+__all__ = ["entry_class", "geomean", "main", "rows_from_leaderboard", "NOISE"]
 
 NOISE = 0.01
 """Relative timing noise of the loop's interleaved median comparison (about 1% on the H200 in
@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
                          "device calls; merge the summaries with --merge")
     ap.add_argument("--merge", nargs="+", default=None, metavar="SUMMARY",
                     help="print the table of several summary.json files (no GPU needed)")
+    ap.add_argument("--leaderboard", default=None, metavar="JSON",
+                    help="print the table of the search cells of a leaderboard (the output of "
+                         "`ailower leaderboard --json` after `ailower suite run ... --provider "
+                         "search`; no GPU needed)")
     ap.add_argument("--out", default="search-suite")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     args = ap.parse_args(argv)
@@ -121,6 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         summary = _summarise(rows, 0.0)
         _print(summary, args.arch)
         return 0 if len(rows) == summary["with_candidate"] else 1
+
+    if args.leaderboard:
+        try:
+            rows = rows_from_leaderboard(json.loads(Path(args.leaderboard).read_text()), args.arch)
+        except (OSError, json.JSONDecodeError, KeyError) as exc:
+            print(f"error: --leaderboard {args.leaderboard}: {exc}", file=sys.stderr)
+            return 2
+        summary = _summarise(rows, 0.0)
+        _print(summary, args.arch)
+        return 0 if rows and len(rows) == summary["with_candidate"] else 1
 
     from ailower.cmd_baseline import prepare
     from ailower.settings import get_settings
@@ -166,6 +180,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if summary["with_candidate"] == len(rows) else 1
 
 
+def rows_from_leaderboard(lb: dict, arch: str) -> list[dict]:
+    """Table rows from a leaderboard (``ailower leaderboard --json``): one per ``search`` cell
+    on ``arch`` (speedup and origin of the best verified candidate, measured by the loop's
+    evaluation; the campaign's cell time). Raises KeyError on a document without entries."""
+    rows = []
+    for e in lb["entries"]:
+        if e.get("provider") != "search" or e.get("arch") != arch:
+            continue
+        rows.append({"kernel": e["kernel"], "class": entry_class(e["kernel"]),
+                     "speedup": e.get("speedup") if e.get("valid") else None,
+                     "winner": e.get("origin") or "", "outcome": e.get("outcome"),
+                     "error": e.get("error") or "", "baseline": e.get("baseline_config"),
+                     "measured_at": e.get("finished_at"), "campaign": e.get("campaign")})
+    return rows
+
+
 def _summarise(rows: list[dict], wall_s: float) -> dict:
     cp = [r["speedup"] for r in rows if r["class"] != "memory" and r.get("speedup")]
     allv = [r["speedup"] for r in rows if r.get("speedup")]
@@ -188,9 +218,9 @@ def _print(summary: dict, arch: str) -> None:
     print(f"{'entry':27s} {'class':8s} {'speedup':>8s} {'rej':>4s}  winning transformation")
     for r in rows:
         sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
-        rej = sum((r.get("rejected") or {}).values())
+        rej = str(sum(r["rejected"].values())) if "rejected" in r else "-"
         win = r.get("winner", "").removeprefix("search:") or r.get("error", "")[:60]
-        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s} {rej:>4d}  {win}")
+        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s} {rej:>4s}  {win}")
     g1, g2 = summary["geomean_compute_paper"], summary["geomean_all"]
     print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({summary['n_compute_paper']} "
           f"entries), all {g2 or 0:.3f} ({summary['with_candidate']} entries); slower than "

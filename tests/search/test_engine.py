@@ -187,3 +187,28 @@ def test_config_over_the_shared_memory_limit_is_kept_with_fewer_stages(tmp_path)
     assert arms[0].config.num_stages == 2 and arms[0].config.meta["BLOCK_K"] == 128
     assert "s2" in arms[0].transform
     assert eng.baseline.abi.dynamic_smem <= 232448 < 3 * (128 * 128 + 128 * 256) * 2
+
+
+def test_refinement_builds_its_quota_past_neighbours_that_do_not_compile(relu_base, monkeypatch):
+    # the first two neighbours of the winner fail to compile: the local search still builds
+    # `refine_configs` arms from the next ones, with unique ids
+    from harness.errors import ReferenceCompileError
+    import search.engine as se
+
+    real = se.compile_reference
+    calls = []
+
+    def flaky(spec, arch, cfg, **kw):
+        calls.append(cfg.key())
+        if len(calls) > 4 and len(calls) <= 6:
+            raise ReferenceCompileError("scripted failure")
+        return real(spec, arch, cfg, **kw)
+
+    times = {"base": 1.0, "c1": 0.8}
+    eng = _engine(relu_base, FakeEvaluator(lambda label: times.get(label, 1.2)))
+    eng.workers = 1
+    monkeypatch.setattr(se, "compile_reference", flaky)
+    eng.run(budget_s=60, max_configs=3, refine_configs=2, passes=False)
+    refined = [a for a in eng.arms if a.startswith("r")]
+    assert len(refined) >= 2 and len(set(refined)) == len(refined)
+    assert sum(1 for k, v in eng.rejected.items() if "scripted" in v) == 2

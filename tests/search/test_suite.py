@@ -43,3 +43,27 @@ def test_bad_part_and_missing_merge_file(tmp_path, capsys):
     assert "nope.json" in capsys.readouterr().err
     assert main(["--part", "3/2", "--out", str(tmp_path / "o")]) == 2
     assert "--part '3/2'" in capsys.readouterr().err
+
+
+def test_table_from_a_leaderboard_takes_the_search_cells_of_the_arch(tmp_path, capsys):
+    def entry(kernel, provider, arch, speedup, origin, valid=True):
+        return {"kernel": kernel, "provider": provider, "arch": arch, "speedup": speedup,
+                "origin": origin, "valid": valid, "outcome": "win", "baseline_config": "x",
+                "finished_at": "2026-12-01T06:00:00+00:00", "campaign": "c"}
+    lb = {"entries": [
+        entry("bitdelta", "search", "sm_90a", 2.5, "search:triton[BLOCK_M=512]"),
+        entry("gemm.fp16", "search", "sm_90a", 1.04, "search:triton[w4,s3]"),
+        entry("relu.fp16", "search", "sm_90a", 1.0, "search:baseline"),
+        entry("bitdelta", "triton", "sm_90a", 1.0, "triton:..."),      # another provider
+        entry("gemm.fp16", "search", "sm_100a", None, None, valid=True),  # another arch
+    ]}
+    f = tmp_path / "lb.json"
+    f.write_text(json.dumps(lb))
+    assert main(["--leaderboard", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "search provider over 3 suite entries" in out
+    g = math.sqrt(2.5 * 1.04)
+    assert f"compute-bound + paper {g:.3f} (2 entries)" in out
+    assert "triton[BLOCK_M=512]" in out and "triton:..." not in out
+    f.write_text("{}")
+    assert main(["--leaderboard", str(f)]) == 2
