@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --leaderboard {args.leaderboard}: {exc}", file=sys.stderr)
             return 2
         summary = _summarise(rows, 0.0)
+        # the time the last cell finished, not now
+        summary["finished_at"] = max((r["measured_at"] or "" for r in rows), default="")
         _print(summary, args.arch)
         return 0 if rows and len(rows) == summary["with_candidate"] else 1
 
@@ -182,14 +184,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def rows_from_leaderboard(lb: dict, arch: str) -> list[dict]:
     """Table rows from a leaderboard (``ailower leaderboard --json``): one per ``search`` cell
-    on ``arch`` (speedup and origin of the best verified candidate, measured by the loop's
-    evaluation; the campaign's cell time). Raises KeyError on a document without entries."""
+    on ``arch``: speedup and origin of the best verified candidate (measured by the loop's
+    evaluation, interleaved with the autotuned baseline in one job) and, when the leaderboard
+    also has a ``triton`` cell for the kernel, ``vs_triton_cell``: that cell's baseline time
+    (another job) over the candidate's time, a cross-check of the paired number.
+    Raises KeyError on a document without entries."""
+    triton = {e["kernel"]: e for e in lb["entries"]
+              if e.get("provider") == "triton" and e.get("arch") == arch and e.get("baseline_ms")}
     rows = []
     for e in lb["entries"]:
         if e.get("provider") != "search" or e.get("arch") != arch:
             continue
+        t = triton.get(e["kernel"])
+        cand = e.get("candidate_ms") if e.get("valid") else None
         rows.append({"kernel": e["kernel"], "class": entry_class(e["kernel"]),
                      "speedup": e.get("speedup") if e.get("valid") else None,
+                     # cross-check: the triton provider's cell timed the same autotuned baseline
+                     # in another job; its time over this candidate's
+                     "vs_triton_cell": (t["baseline_ms"] / cand) if t and cand else None,
                      "winner": e.get("origin") or "", "outcome": e.get("outcome"),
                      "error": e.get("error") or "", "baseline": e.get("baseline_config"),
                      "measured_at": e.get("finished_at"), "campaign": e.get("campaign")})
@@ -199,7 +211,11 @@ def rows_from_leaderboard(lb: dict, arch: str) -> list[dict]:
 def _summarise(rows: list[dict], wall_s: float) -> dict:
     cp = [r["speedup"] for r in rows if r["class"] != "memory" and r.get("speedup")]
     allv = [r["speedup"] for r in rows if r.get("speedup")]
+    cross = [r["vs_triton_cell"] for r in rows if r.get("vs_triton_cell")]
+    cross_cp = [r["vs_triton_cell"] for r in rows if r.get("vs_triton_cell") and r["class"] != "memory"]
     return {"rows": rows, "geomean_compute_paper": geomean(cp), "geomean_all": geomean(allv),
+            "cross_check": {"geomean_compute_paper": geomean(cross_cp), "geomean_all": geomean(cross),
+                            "n": len(cross)} if cross else None,
             "n_compute_paper": len(cp), "entries": len(rows), "with_candidate": len(allv),
             # the loop keeps the fastest accepted candidate and the baseline is always one, so a
             # kept speedup under 1 is the timing noise of two equal kernels (the IQR of the
@@ -215,17 +231,24 @@ def _print(summary: dict, arch: str) -> None:
     rows = summary["rows"]
     print(f"\nsearch provider over {len(rows)} suite entries on {arch} "
           f"(UTC {summary['finished_at']}, {summary['wall_s']:.0f} s)")
-    print(f"{'entry':27s} {'class':8s} {'speedup':>8s} {'rej':>4s}  winning transformation")
+    cross = summary.get("cross_check")
+    xhead = f" {'x-check':>8s}" if cross else ""
+    print(f"{'entry':27s} {'class':8s} {'speedup':>8s}{xhead} {'rej':>4s}  winning transformation")
     for r in rows:
         sp = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
+        xc = (f" {r['vs_triton_cell']:8.3f}" if r.get("vs_triton_cell") else f" {'-':>8s}") if cross else ""
         rej = str(sum(r["rejected"].values())) if "rejected" in r else "-"
         win = r.get("winner", "").removeprefix("search:") or r.get("error", "")[:60]
-        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s} {rej:>4s}  {win}")
+        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s}{xc} {rej:>4s}  {win}")
     g1, g2 = summary["geomean_compute_paper"], summary["geomean_all"]
     print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({summary['n_compute_paper']} "
           f"entries), all {g2 or 0:.3f} ({summary['with_candidate']} entries); slower than "
           f"baseline beyond {NOISE:.0%} noise: {', '.join(summary['slower_than_baseline']) or 'none'}"
           f"; under 1.000: {', '.join(summary.get('below_1', [])) or 'none'}")
+    if cross:
+        print(f"x-check (the triton cell's baseline time, another job, over the candidate's): "
+              f"geomean compute-bound + paper {cross['geomean_compute_paper'] or 0:.3f}, all "
+              f"{cross['geomean_all'] or 0:.3f} ({cross['n']} entries)")
 
 
 if __name__ == "__main__":

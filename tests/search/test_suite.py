@@ -49,6 +49,7 @@ def test_table_from_a_leaderboard_takes_the_search_cells_of_the_arch(tmp_path, c
     def entry(kernel, provider, arch, speedup, origin, valid=True):
         return {"kernel": kernel, "provider": provider, "arch": arch, "speedup": speedup,
                 "origin": origin, "valid": valid, "outcome": "win", "baseline_config": "x",
+                "baseline_ms": 2.0, "candidate_ms": 2.0 / (speedup or 1.0),
                 "finished_at": "2026-12-01T06:00:00+00:00", "campaign": "c"}
     lb = {"entries": [
         entry("bitdelta", "search", "sm_90a", 2.5, "search:triton[BLOCK_M=512]"),
@@ -65,5 +66,9 @@ def test_table_from_a_leaderboard_takes_the_search_cells_of_the_arch(tmp_path, c
     g = math.sqrt(2.5 * 1.04)
     assert f"compute-bound + paper {g:.3f} (2 entries)" in out
     assert "triton[BLOCK_M=512]" in out and "triton:..." not in out
+    # the triton cell timed bitdelta's baseline at 2.0 ms; the search candidate took 0.8 ms
+    assert "x-check" in out and " 2.500 " in out
+    # no triton cell for the kernel: no cross-check for it
+    assert "geomean compute-bound + paper 2.500, all 2.500 (1 entries)" in out
     f.write_text("{}")
     assert main(["--leaderboard", str(f)]) == 2

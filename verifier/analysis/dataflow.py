@@ -123,6 +123,7 @@ class _Assume:
         self.v = values
         self._defs: dict[str, tuple] = {}
         self._shift: dict[str, tuple[str, int]] = {}   # r = s + c (both single-def)
+        self._align: dict[str, int] = {}    # r is a multiple of this power of two
         for key, sites in values.def_sites.items():
             if len(sites) != 1:
                 continue
@@ -142,6 +143,13 @@ class _Assume:
                     if ins.parts[-1] == "s32" and c >= 1 << 31:
                         c -= 1 << 32
                     self._shift[key] = (sk, c if b == "add" else -c)
+            if b in ("shl", "mul") and len(ops) == 3 and (b == "shl" or "lo" in ins.parts) \
+                    and ins.parts[-1][1:] in ("32", "64"):
+                c = values.const(ops[2], i)
+                if c is not None and b == "shl" and 0 < c < int(ins.parts[-1][1:]):
+                    self._align[key] = 1 << c          # x << c: a multiple of 2^c, wrapped too
+                elif c is not None and b == "mul" and c > 1 and c & (c - 1) == 0:
+                    self._align[key] = c
             if b == "setp" and len(ops) == 3 and len(ins.parts) >= 3 and ops[0].kind == "reg":
                 a = ops[1]
                 c = values.const(ops[2], i)
@@ -161,6 +169,28 @@ class _Assume:
                     self._defs[key] = (b, ks)
             elif b == "not" and "pred" in ins.parts and len(ops) == 2 and ops[1].kind == "reg":
                 self._defs[key] = ("not", cfg.reg_key(ops[1].name, i))
+        # r = s + c keeps s's power-of-two alignment when c is a multiple of it (mod 2^n too)
+        for _ in range(4):
+            grew = False
+            for key, (sk, c) in self._shift.items():
+                m = self._align.get(sk)
+                if m and c % m == 0 and self._align.get(key, 0) < m:
+                    self._align[key] = m
+                    grew = True
+            if not grew:
+                break
+
+    def _aligned(self, key: str, lo: float, hi: float) -> tuple[float, float]:
+        """``[lo, hi]`` shrunk to the multiples of ``key``'s known power-of-two alignment
+        (``shl``/``mul.lo`` by a constant; an empty range comes back with ``lo > hi``)."""
+        m = self._align.get(key)
+        if not m:
+            return lo, hi
+        if lo != -_INF:
+            lo = -((-int(lo)) // m) * m
+        if hi != _INF:
+            hi = (int(hi) // m) * m
+        return lo, hi
 
     def decide(self, A: frozenset, key: str, depth: int = 0) -> bool | None:
         """Value of predicate ``key`` under assumptions ``A`` (None: unknown)."""
@@ -181,6 +211,9 @@ class _Assume:
                     lo, hi = max(lo, a[2]), min(hi, a[3])
             if lo == -_INF and hi == _INF:
                 return None
+            lo, hi = self._aligned(rk, lo, hi)
+            if lo > hi:
+                return None       # contradictory assumptions: the caller prunes the path
             return _cmp_decide(cmp, lo, hi, c)
         if d[0] == "not":
             r = self.decide(A, d[1], depth + 1)
@@ -200,6 +233,21 @@ class _Assume:
         if all(x is False for x in vals):
             return False
         return None
+
+    def contradicts(self, A: frozenset) -> bool:
+        """Whether the register ranges in ``A`` are unsatisfiable: some register's assumed
+        ranges (shrunk to its known power-of-two alignment) have an empty intersection, so no
+        execution follows this path."""
+        rng: dict[str, tuple[float, float]] = {}
+        for a in A:
+            if a[0] == "r":
+                lo, hi = rng.get(a[1], (-_INF, _INF))
+                rng[a[1]] = (max(lo, a[2]), min(hi, a[3]))
+        for k, (lo, hi) in rng.items():
+            lo, hi = self._aligned(k, lo, hi)
+            if lo > hi:
+                return True
+        return False
 
     def never(self, A: frozenset, key: str, negated: bool, banned: set) -> bool:
         """An instruction guarded by ``@key`` (``@!key`` when ``negated``) executes in no thread
@@ -405,6 +453,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                     if known is not None and known != val:
                         continue
                     A2 = assume.add(A, key, val)
+                    if assume.contradicts(A2):
+                        continue          # no execution takes this edge on this path
                     last = instrs[blk.end - 1]
                     if last.parts[0] == "bra":
                         w2 = (w + ((blk.end - 1, "branch taken" if val != last.negated
