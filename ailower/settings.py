@@ -21,7 +21,10 @@ class Settings(BaseSettings):
         data_dir: ``AILOWER_DATA_DIR``; caches, sources and the default database (``~/.ailower``).
         db_url: ``AILOWER_DB_URL``; SQLAlchemy URL (default: SQLite ``<data_dir>/ailower.db``).
         ptxas: ``AILOWER_PTXAS``; ptxas to use instead of Triton's bundled one.
-        provider: ``AILOWER_PROVIDER``; default provider (``triton``).
+        provider: ``AILOWER_PROVIDER``; default provider (``search``: the offline systematic
+            search, the default since it beat autotuned Triton on the H200 (geometric mean
+            1.169x over the compute-bound and paper kernels, campaign of 2026-12-01); ``triton``
+            re-emits the autotune configs' own PTX and needs no search time).
         model: ``AILOWER_MODEL``; model name for the anthropic/openai providers.
         iterations: ``AILOWER_ITERATIONS``; default iteration budget.
         hang_timeout_s: ``AILOWER_HANG_TIMEOUT_S``; a launch running longer is a hang (seconds).
@@ -41,7 +44,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".ailower")
     db_url: str | None = None
     ptxas: str | None = None
-    provider: str = "triton"
+    provider: str = "search"
     model: str | None = None
     iterations: int = Field(default=4, ge=1, le=1000)
     hang_timeout_s: float = Field(default=10.0, gt=0)

@@ -15,7 +15,7 @@ mkdir -p "$OUTDIR"
 date -u +"run at %Y-%m-%dT%H:%MZ"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 for k in vector_add softmax matmul; do
-  python3 -m ailower lower "$k" --iterations 3 --out "/tmp/ailower-out/$k" 2>&1 | grep -v Warning | tail -4
+  python3 -m ailower lower "$k" --provider triton --iterations 3 --out "/tmp/ailower-out/$k" 2>&1 | grep -v Warning | tail -4
   cp "/tmp/ailower-out/$k/report.json" "$OUTDIR/report_$k.json"
 done
 COLUMNS=200 python3 -m ailower runs

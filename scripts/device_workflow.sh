@@ -34,7 +34,7 @@ $PY -c 'import triton; print("triton", triton.__version__)' | tee -a "$OUTDIR/wh
 
 # ---------------------------------------------------------------- (a) eval of hand-edited PTX
 echo "== (a) Triton's softmax PTX (static lower, 1 iteration)"
-timeout 300 $AIL lower softmax --iterations 1 --no-gpu --out "$W/sm" > "$OUTDIR/a_lower_static.log" 2>&1
+timeout 300 $AIL lower softmax --provider triton --iterations 1 --no-gpu --out "$W/sm" > "$OUTDIR/a_lower_static.log" 2>&1
 tail -3 "$OUTDIR/a_lower_static.log"
 $PY - "$W/sm/softmax.ptx" "$W" <<'EOF'
 import re, sys
@@ -117,7 +117,7 @@ d["autotune"] = {"num_warps": [4], "num_stages": [1]}
 open(f"{sys.argv[1]}/user_softmax.json", "w").write(json.dumps(d, indent=1))
 EOF
 NOGPU=""; [ "$GPU" = 1 ] || NOGPU="--no-gpu"
-timeout 300 $AIL lower "$W/user/user_softmax.py::softmax_kernel" --spec "$W/user/user_softmax.json" \
+timeout 300 $AIL lower "$W/user/user_softmax.py::softmax_kernel" --provider triton --spec "$W/user/user_softmax.json" \
   --iterations 1 $NOGPU --out "$W/user_out" > "$OUTDIR/b_lower.log" 2>&1
 rc=$?; tail -12 "$OUTDIR/b_lower.log"
 [ $rc = 0 ] && note "lower user file" PASS "exit 0" || note "lower user file" FAIL "exit $rc"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ from harness.gpu.driver import probe_gpu
 from tests import _cwd_guard
 
 _GPU, _WHY = probe_gpu()
+
+# The loop, CLI, service and campaign tests run the fast, deterministic `triton` provider; the
+# default provider (`search`) has its own tests (tests/search, tests/cli/test_default_provider.py).
+os.environ.setdefault("AILOWER_PROVIDER", "triton")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
