@@ -229,8 +229,9 @@ def _summarise(rows: list[dict], wall_s: float) -> dict:
 
 def _print(summary: dict, arch: str) -> None:
     rows = summary["rows"]
+    wall = f", {summary['wall_s']:.0f} s" if summary.get("wall_s") else ""
     print(f"\nsearch provider over {len(rows)} suite entries on {arch} "
-          f"(UTC {summary['finished_at']}, {summary['wall_s']:.0f} s)")
+          f"(UTC {summary['finished_at']}{wall})")
     cross = summary.get("cross_check")
     xhead = f" {'x-check':>8s}" if cross else ""
     print(f"{'entry':27s} {'class':8s} {'speedup':>8s}{xhead} {'rej':>4s}  winning transformation")
