@@ -114,8 +114,9 @@ def suite_run(
 
             dev = None if no_gpu else device_arch()
             archs = [dev if dev in ("sm_89", "sm_90a", "sm_100a") else "sm_90a"]
+        # only the model providers take a model (AILOWER_MODEL must not split search cells)
         default = settings.provider + (f":{settings.model}" if settings.model and
-                                       settings.provider != "triton" else "")
+                                       settings.provider in ("anthropic", "openai") else "")
         provs = parse_providers(provider or [default], known_providers())
     except PlanError as exc:
         _fail(str(exc))

@@ -268,9 +268,10 @@ class SearchEngine:
         n = max(used, default=-1) + 1  # ids stay unique when some neighbours were skipped
         out: list[Arm] = []
         i = 0
-        # configs that fail to compile or to fit do not count: build until `limit` arms exist
-        while len(out) < limit and i < len(cands):
-            chunk = cands[i:i + limit - len(out)]
+        # configs that fail to compile or to fit do not count: build until `limit` arms exist,
+        # compiling at most 2 * limit neighbours
+        while len(out) < limit and i < min(len(cands), 2 * limit):
+            chunk = cands[i:min(i + limit - len(out), 2 * limit)]
             out += self._build_configs(chunk, prefix="r", start=n + i)
             i += len(chunk)
         return out
@@ -316,7 +317,7 @@ class SearchEngine:
         for stages in range(cfg.num_stages - 1, 1, -1):
             c = cfg.model_copy(update={"num_stages": stages})
             if c.key() in tried:
-                return None, f"{why}; with num_stages={stages}: already tried"
+                continue        # an arm already, or rejected: try one stage fewer
             try:
                 art = compile_reference(self.spec, self.arch, c, cache_dir=self.cache_dir,
                                         max_ptx_version=self.max_ptx_version)
@@ -442,7 +443,7 @@ class SearchEngine:
             r = dict(hr.ranking)
             nb = best_config(hr)
             if nb == "base":
-                break
+                return "base"   # re-measured, the earlier winner lost to the baseline
             improved = nb != best and r.get(nb, 1.0) < r.get(best, 1.0) * 0.99
             best = nb if nb != best else best
             if not improved:

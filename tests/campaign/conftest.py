@@ -25,7 +25,9 @@ FIXTURE_DEVICE = "TEST FIXTURE (synthetic timings)"
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """A clean environment for the CLI: its own data dir (and database), this worktree first."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AILOWER_")}
+    # the fast, deterministic provider unless a test names one (the default is `search`)
     env.update({"AILOWER_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", "COLUMNS": "200",
+                "AILOWER_PROVIDER": "triton",
                 "PYTHONPATH": str(ROOT) + (os.pathsep + env["PYTHONPATH"]
                                            if env.get("PYTHONPATH") else "")})
     env.update(extra)

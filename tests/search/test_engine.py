@@ -212,3 +212,20 @@ def test_refinement_builds_its_quota_past_neighbours_that_do_not_compile(relu_ba
     refined = [a for a in eng.arms if a.startswith("r")]
     assert len(refined) >= 2 and len(set(refined)) == len(refined)
     assert sum(1 for k, v in eng.rejected.items() if "scripted" in v) == 2
+
+
+def test_a_winner_that_loses_to_the_baseline_when_remeasured_is_dropped(relu_base):
+    # c1 looked fast in the first halving but is slower than the baseline in the refinement
+    # job (noise the first time): the search must come back to the baseline
+    ev = FakeEvaluator(lambda label: None)
+    def t(label):
+        refining = any(x.startswith("r") for x in ev.jobs[-1])
+        if label == "base":
+            return 1.0
+        if label == "c1":
+            return 1.3 if refining else 0.8
+        return 1.2
+    ev.time_of = t
+    out = _engine(relu_base, ev).run(budget_s=60, max_configs=3, refine_configs=2, passes=False)
+    assert "refine" in out.stages
+    assert out.ranking[0][0].id == "base"

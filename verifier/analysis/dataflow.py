@@ -112,7 +112,9 @@ class Property:
         return None if old == new else ins.opcode
 
 
-# assumptions: frozenset of ("p", key, bool) and ("r", key, lo, hi)
+# assumptions: frozenset of ("p", key, bool) and ("r", key, lo, hi, domain), where domain is the
+# compare's interpretation of the register ("s32", "u32", "s64", "u64"): ranges of different
+# domains are never intersected (0xFFFFFFF0 is -16 as s32 and 4294967280 as u32)
 
 
 class _Assume:
@@ -122,7 +124,7 @@ class _Assume:
         self.cfg = cfg
         self.v = values
         self._defs: dict[str, tuple] = {}
-        self._shift: dict[str, tuple[str, int]] = {}   # r = s + c (both single-def)
+        self._shift: dict[str, tuple[str, int, int]] = {}   # r = s + c mod 2^w (single-def)
         self._align: dict[str, int] = {}    # r is a multiple of this power of two
         for key, sites in values.def_sites.items():
             if len(sites) != 1:
@@ -138,11 +140,9 @@ class _Assume:
                 c = values.const(ops[2], i)
                 sk = cfg.reg_key(ops[1].name, i)
                 if c is not None and len(values.def_sites.get(sk, ())) == 1:
-                    if c >= 1 << 63:
-                        c -= 1 << 64
-                    if ins.parts[-1] == "s32" and c >= 1 << 31:
-                        c -= 1 << 32
-                    self._shift[key] = (sk, c if b == "add" else -c)
+                    w = int(ins.parts[-1][1:])
+                    c = _wrap(c if b == "add" else -c, w)   # mod 2^w, as a signed w-bit value
+                    self._shift[key] = (sk, c, w)
             if b in ("shl", "mul") and len(ops) == 3 and (b == "shl" or "lo" in ins.parts) \
                     and ins.parts[-1][1:] in ("32", "64"):
                 c = values.const(ops[2], i)
@@ -154,11 +154,13 @@ class _Assume:
                 a = ops[1]
                 c = values.const(ops[2], i)
                 ak = cfg.reg_key(a.name, i) if a.kind == "reg" and a.name else None
-                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1:
-                    signed = ins.parts[-1][0] == "s"
-                    if signed and c >= 1 << 63:
-                        c -= 1 << 64
-                    self._defs[key] = ("cmp", ins.parts[1], ak, c)
+                t = ins.parts[-1]
+                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1 \
+                        and t[:1] in ("s", "u", "b") and t[1:] in ("16", "32", "64"):
+                    w = int(t[1:])
+                    dom = ("s" if t[0] == "s" else "u") + t[1:]
+                    c = _wrap(c, w) if dom[0] == "s" else c & ((1 << w) - 1)
+                    self._defs[key] = ("cmp", ins.parts[1], ak, c, dom)
             elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
                 ks = []
                 for o in ops[1:]:
@@ -172,7 +174,7 @@ class _Assume:
         # r = s + c keeps s's power-of-two alignment when c is a multiple of it (mod 2^n too)
         for _ in range(4):
             grew = False
-            for key, (sk, c) in self._shift.items():
+            for key, (sk, c, _w) in self._shift.items():
                 m = self._align.get(sk)
                 if m and c % m == 0 and self._align.get(key, 0) < m:
                     self._align[key] = m
@@ -204,10 +206,10 @@ class _Assume:
         if d is None:
             return None
         if d[0] == "cmp":
-            _, cmp, rk, c = d
+            _, cmp, rk, c, dom = d
             lo, hi = -_INF, _INF
             for a in A:
-                if a[0] == "r" and a[1] == rk:
+                if a[0] == "r" and a[1] == rk and a[4] == dom:
                     lo, hi = max(lo, a[2]), min(hi, a[3])
             if lo == -_INF and hi == _INF:
                 return None
@@ -238,12 +240,12 @@ class _Assume:
         """Whether the register ranges in ``A`` are unsatisfiable: some register's assumed
         ranges (shrunk to its known power-of-two alignment) have an empty intersection, so no
         execution follows this path."""
-        rng: dict[str, tuple[float, float]] = {}
+        rng: dict[tuple, tuple[float, float]] = {}
         for a in A:
             if a[0] == "r":
-                lo, hi = rng.get(a[1], (-_INF, _INF))
-                rng[a[1]] = (max(lo, a[2]), min(hi, a[3]))
-        for k, (lo, hi) in rng.items():
+                lo, hi = rng.get((a[1], a[4]), (-_INF, _INF))
+                rng[(a[1], a[4])] = (max(lo, a[2]), min(hi, a[3]))
+        for (k, _dom), (lo, hi) in rng.items():
             lo, hi = self._aligned(k, lo, hi)
             if lo > hi:
                 return True
@@ -303,24 +305,53 @@ class _Assume:
         if d is None:
             return A
         if d[0] == "cmp":
-            _, cmp, rk, c = d
+            _, cmp, rk, c, dom = d
             rng = _cmp_range(cmp, c, value)
-            k2, lo, hi = rk, rng[0] if rng else None, rng[1] if rng else None
+            if rng is None:
+                return A
+            k2, (lo, hi) = rk, rng
             for _ in range(4):
-                if rng is None:
-                    break
-                A = A | {("r", k2, lo, hi)}
+                A = A | {("r", k2, lo, hi, dom)}
                 nxt = self._shift.get(k2)
-                if nxt is None:
+                if nxt is None or nxt[2] != int(dom[1:]):
                     break
-                k2, d = nxt
-                lo, hi = lo - d, hi - d
+                k2, off, _w = nxt
+                lo, hi = _unshift(lo, hi, off, dom)
+                if lo == -_INF and hi == _INF:
+                    break
         elif d[0] == "not":
             A = self.add(A, d[1], not value, depth + 1)
         elif (d[0] == "and" and value) or (d[0] == "or" and not value):
             for k, neg in d[1]:
                 A = self.add(A, k, value != neg, depth + 1)
         return A
+
+
+def _wrap(c: int, w: int) -> int:
+    """``c`` modulo ``2**w`` as a signed ``w``-bit value."""
+    c &= (1 << w) - 1
+    return c - (1 << w) if c >= 1 << (w - 1) else c
+
+
+def _unshift(lo: float, hi: float, c: int, dom: str) -> tuple[float, float]:
+    """Range of ``s`` given ``r = s + c`` (mod ``2**w``) lies in ``[lo, hi]`` in domain ``dom``
+    (``s32``/``u32``/...): exact when no ``s`` of the domain can wrap into ``[lo, hi]``, else the
+    bound on the wrapping side is dropped (a sound hull)."""
+    w = int(dom[1:])
+    if dom[0] == "u":
+        c &= (1 << w) - 1
+        if c == 0:
+            return lo, hi
+        # s > UMAX - c wraps to r in [0, c - 1]
+        if lo >= c:
+            return lo - c, hi - c
+        return max(0, lo - c), _INF
+    mn, mx = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    if c > 0:      # s > MAX - c wraps to r in [MIN, MIN + c - 1]
+        return (lo - c, hi - c) if lo >= mn + c else (lo - c, _INF)
+    if c < 0:      # s < MIN - c wraps to r in [MAX + c + 1, MAX]
+        return (lo - c, hi - c) if hi <= mx + c else (-_INF, hi - c)
+    return lo, hi
 
 
 def _cmp_range(cmp: str, c: int, value: bool) -> tuple[float, float] | None:

@@ -651,13 +651,6 @@ def _tmem_region(fa, ins, i):
     return (key, lo & 0xFFFF, (hi & 0xFFFF) + width)
 
 
-def _st_data_regs(cfg, ins, i: int) -> frozenset:
-    """Register keys of a ``tcgen05.st``'s data operand (the vector after the TMEM address)."""
-    if len(ins.operands) < 2:
-        return frozenset()
-    return frozenset(cfg.reg_key(r.name, i) for r in ins.operands[1].registers() if r.name)
-
-
 def _conflict(pending, region) -> bool:
     for r in pending:
         if r is None or region is None or r[0] != region[0]:
@@ -668,7 +661,7 @@ def _conflict(pending, region) -> bool:
 
 
 class TmemAccess(Property):
-    """Fact: (pending ld as (ld instruction index, TMEM region), pending st, mma state (0 none, 1 issued, 2 committed), commit barrier,
+    """Fact: (pending ld, pending st, mma state (0 none, 1 issued, 2 committed), commit barrier,
     TMEM accessed since the last CTA barrier, unfenced wait (0, 1 acquire, 2 relaxed),
     completed tcgen05 access not yet fenced before a signal, ``tcgen05.ld`` instructions whose
     destination registers this thread has not read yet).
@@ -696,23 +689,6 @@ class TmemAccess(Property):
         self._reads_ld = [bool(all_ld) and ins.parts[0] != "tcgen05"
                           and not all_ld.isdisjoint(values.uses[i])
                           for i, ins in enumerate(instrs)]
-        # registers computed from each ld's destination registers, through single-definition
-        # registers only (a loop-carried register redefined elsewhere is not followed)
-        users: dict = {}
-        for i, ins in enumerate(instrs):
-            if ins.parts[0] != "tcgen05":
-                for k in values.uses[i]:
-                    users.setdefault(k, []).append(i)
-        self._ld_derived: dict[int, frozenset] = {}
-        for j, regs in self._ld_regs.items():
-            der, todo = set(regs), list(regs)
-            while todo and len(der) < 4096:
-                for i in users.get(todo.pop(), ()):
-                    for d in values.defs[i]:
-                        if d not in der and len(values.def_sites.get(d, ())) == 1:
-                            der.add(d)
-                            todo.append(d)
-            self._ld_derived[j] = frozenset(der)
         # mbarriers every arrive on which is preceded (same block) by fence::before_thread_sync
         fenced: dict = {}
         for blk in cfg.blocks:
@@ -759,17 +735,10 @@ class TmemAccess(Property):
                                   "still write it (no commit -> mbarrier wait in between)")
                 if ps and _conflict(ps, reg):
                     report("TL5", "'tcgen05.ld' after 'tcgen05.st' without 'tcgen05.wait::st'")
-                return ((pl | {(i, reg)}) if len(pl) < 8 else pl | {(None, None)}, ps, mma,
-                        mbar, True, aw, needf, unc | {i})
+                return ((pl | {reg}) if len(pl) < 8 else pl | {None}, ps, mma, mbar, True, aw,
+                        needf, unc | {i})
             if op == "st":
-                data = _st_data_regs(self.cfg, ins, i)
-                if pl and data:
-                    # every value this st writes is computed from the ld's registers: it cannot
-                    # issue before that ld delivered them, so the ld's TMEM read is over (a true
-                    # data dependency; an independent st still needs 'tcgen05.wait::ld')
-                    pl = frozenset(e for e in pl
-                                   if e[0] is None or not data <= self._ld_derived[e[0]])
-                if pl and _conflict({r for _, r in pl}, reg):
+                if pl and _conflict(pl, reg):
                     report("TL4", "'tcgen05.st' may overwrite TMEM still being read by an "
                                   "earlier 'tcgen05.ld' (no 'tcgen05.wait::ld')")
                 if mma:
@@ -778,7 +747,7 @@ class TmemAccess(Property):
                 return (pl, (ps | {reg}) if len(ps) < 8 else ps | {None}, mma, mbar, True, aw,
                         needf, unc)
             if op in ("mma", "cp", "shift"):
-                if pl and _conflict({r for _, r in pl}, reg):
+                if pl and _conflict(pl, reg):
                     report("TL4", f"'tcgen05.{op}' may overwrite TMEM still being read by an "
                                   "earlier 'tcgen05.ld' (no 'tcgen05.wait::ld')")
                 if ps and _conflict(ps, reg):
