@@ -14,7 +14,7 @@ PKGS=(
   "openai==3.57.0" "anthropic==2.14.0" "distro" "jiter" "sniffio" "docstring-parser"
   "fastapi" "starlette" "uvicorn" "argon2-cffi" "argon2-cffi-bindings" "cffi" "pycparser"
   "httpx2" "httpcore2" "opentelemetry-api" "truststore" "idna>=3.18" "anyio>=4.10" "h11>=0.16"
-  # the leaderboard's HTML page (scripts/device_campaign.sh); ray (~79 MB) does not fit the carry
+  # the leaderboard's HTML page (scripts/device_campaign_resume.sh); ray (~79 MB) does not fit the carry
   "plotly" "narwhals" "packaging"
 )
 mkdir -p .whl
