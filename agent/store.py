@@ -33,7 +33,20 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 
 from agent.loop import LoweringResult
 
-__all__ = ["Base", "RunRow", "IterationRow", "RunStore", "StoreError", "run_summary"]
+__all__ = ["Base", "RunRow", "IterationRow", "RunStore", "StoreError", "run_summary", "utcnow",
+           "as_utc"]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def as_utc(t: datetime | None) -> datetime | None:
+    """``t`` as aware UTC (SQLite hands naive datetimes back)."""
+    if t is None:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 class StoreError(RuntimeError):
@@ -170,7 +183,7 @@ class RunStore:
             if row.get("config", "").endswith(f"[{base['baseline']['config']}]"):
                 baseline_ms = row.get("median_ms")
         run = RunRow(
-            created_at=datetime.now(timezone.utc), kernel=result.kernel, spec_id=result.spec_id,
+            created_at=utcnow(), kernel=result.kernel, spec_id=result.spec_id,
             arch=result.arch, provider=result.provider, model=model,
             triton_version=str(base.get("triton_version", "")), device=device, gpu=result.gpu,
             baseline_config=base.get("baseline", {}).get("config", ""), baseline_ms=baseline_ms,

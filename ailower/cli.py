@@ -6,8 +6,6 @@ Exit codes (``style.md`` section 6): 0 clean, 1 findings (no valid candidate, ve
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import traceback
 from pathlib import Path

@@ -197,14 +197,14 @@ def suite_run(
 
             pre = precompile_workers if precompile_workers is not None else max(
                 0, (os.cpu_count() or 1) - cpu_workers - 1)
-            st = run_local(store, camp, opts, archs, cpu_workers=cpu_workers, no_gpu=no_gpu,
-                           on_progress=on_progress, on_note=note, precompile_workers=pre)
+            run_local(store, camp, opts, archs, cpu_workers=cpu_workers, no_gpu=no_gpu,
+                      on_progress=on_progress, on_note=note, precompile_workers=pre)
         else:
             from campaign.ray_backend import run_ray
 
             try:
-                st = run_ray(store, camp, opts, archs, address=ray_address,
-                             on_progress=on_progress, on_note=note, no_gpu=no_gpu)
+                run_ray(store, camp, opts, archs, address=ray_address,
+                        on_progress=on_progress, on_note=note, no_gpu=no_gpu)
             except RuntimeError as exc:
                 _fail(str(exc))
     finally:

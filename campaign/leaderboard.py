@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from campaign.store import CampaignStore, CellRow, _aware
+from campaign.store import CampaignStore, CellRow, as_utc
 
 __all__ = ["Entry", "SummaryRow", "Leaderboard", "build_leaderboard", "outcome", "row_order",
            "LeaderboardError"]
@@ -223,7 +223,7 @@ def build_leaderboard(store: CampaignStore, *, campaign: str | None = None,
                 continue
             k = (c.kernel, c.arch, c.provider, c.model)
             old = latest.get(k)
-            if old is None or (_aware(c.finished_at) or _EPOCH) >= (_aware(old.finished_at) or _EPOCH):
+            if old is None or (as_utc(c.finished_at) or _EPOCH) >= (as_utc(old.finished_at) or _EPOCH):
                 latest[k] = c
         cells = list(latest.values())
     if archs:

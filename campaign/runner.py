@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.execute import CampaignOptions
-from campaign.store import CampaignRow, CampaignStore, CellRow, _aware, utcnow
+from campaign.store import CampaignRow, CampaignStore, CellRow, as_utc, utcnow
 
 __all__ = ["GPU", "visible_gpus", "static_reasons", "ProgressState", "progress_state",
            "run_local", "follow"]
@@ -164,11 +164,11 @@ def progress_state(store: CampaignStore, camp: CampaignRow, *, since: float, par
             st.pending += 1
         else:
             st.running += 1
-            claimed = _aware(c.claimed_at)
+            claimed = as_utc(c.claimed_at)
             st.running_cells.append((c.kernel, c.arch, _who(c), c.mode or "?",
                                      (now - claimed).total_seconds() if claimed else 0.0))
         if c.status in ("done", "failed"):
-            fin = _aware(c.finished_at)
+            fin = as_utc(c.finished_at)
             if fin is not None and fin.timestamp() >= since and c.seconds is not None:
                 durations.append(c.seconds)
             if c.id not in seen:

@@ -26,7 +26,7 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,27 +47,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
-from agent.store import Base, RunRow, RunStore, StoreError, create_tables
+from agent.store import Base, RunRow, RunStore, StoreError, as_utc, create_tables, utcnow
 
 __all__ = ["CampaignRow", "CellRow", "CampaignStore", "CellKey", "owner_id", "owner_alive",
            "utcnow", "CELL_STATUSES"]
 
 CELL_STATUSES = ("pending", "running", "done", "failed")
 """Cell states (see the module docstring)."""
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
-
-
-def _aware(t: datetime | None) -> datetime | None:
-    """``t`` as aware UTC (SQLite hands naive datetimes back)."""
-    if t is None:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 class CampaignRow(Base):
@@ -331,7 +319,7 @@ class CampaignStore:
                              .where(CellRow.campaign_id == campaign_id,
                                     CellRow.status == "running")).all()
             for r in rows:
-                lease = _aware(r.lease_until)
+                lease = as_utc(r.lease_until)
                 alive = owner_alive(r.owner) if r.owner else False
                 # a live owner renews its lease while it works on the cell (a heartbeat thread);
                 # a lapsed lease means it died elsewhere, or lives on without working on the cell

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from emulator.machine import _Fault, _adapt, _parts, handler
+from emulator.machine import _Fault, _adapt, handler
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -301,7 +301,7 @@ def _arith(m, ins, pc, exe, active):
         return
     # integer
     if op in ("mul", "mad", "mul24", "mad24"):
-        hi, lo, wide = "hi" in mods, "lo" in mods, "wide" in mods
+        hi, wide = "hi" in mods, "wide" in mods
         a = m.read(ops[1], t, pc)
         b = m.read(ops[2], t, pc)
         if wide:

@@ -12,7 +12,7 @@ read, so of two racing writers only one advances the job (``sqla:doc/build/orm/v
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -32,23 +32,13 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from agent.store import as_utc, utcnow
+
 __all__ = ["Base", "ApiKey", "Job", "JobEvent", "JobArtifact", "make_engine", "make_sessionmaker",
-           "utcnow", "TERMINAL", "STATUSES"]
+           "utcnow", "as_utc", "TERMINAL", "STATUSES"]
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(timezone.utc)
-
-
-def as_utc(t: datetime | None) -> datetime | None:
-    """``t`` as aware UTC (SQLite hands naive datetimes back)."""
-    if t is None:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 class Base(DeclarativeBase):

@@ -18,7 +18,6 @@ import json
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from agent.providers.base import Proposal, ProposalContext, Provider, ToolExecutor, redact
@@ -103,7 +102,6 @@ def run_job(job_id: str, owner: str) -> int:
     from server.db import Job, make_engine, make_sessionmaker
     from server.sandbox import (
         SandboxError,
-        SandboxLimits,
         compile_untrusted,
         forbid_text_source_import,
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, cli
+from .conftest import cli
 
 pytestmark = pytest.mark.timeout(300)
 

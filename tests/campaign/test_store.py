@@ -202,16 +202,16 @@ def test_heartbeat_renews_the_lease_and_notices_a_lost_claim(tmp_path):
     import time
 
     from campaign.execute import Heartbeat
-    from campaign.store import _aware
+    from campaign.store import as_utc
 
     st = CampaignStore(f"sqlite:///{tmp_path / 'hb.sqlite'}", lease_s=0.6)
     camp, _ = st.ensure_campaign("c", 1, _keys(1), {})
     me = owner_id()
     c = st.claim(camp.id, me, mode="static")
-    first = _aware(c.lease_until)
+    first = as_utc(c.lease_until)
     with Heartbeat(st, c.id, me) as hb:  # renews every lease_s / 3 from its own thread
         time.sleep(1.0)
-        renewed = _aware(st.cell(c.id).lease_until)
+        renewed = as_utc(st.cell(c.id).lease_until)
         assert renewed > first + timedelta(seconds=0.3) and not hb.lost
         assert st.release_dead(camp.id) == []  # alive here, and its lease is current
         with st.Session() as s:  # another worker took the cell over
