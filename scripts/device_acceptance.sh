@@ -4,11 +4,7 @@
 # Run on the device with .whl carried (see scripts/device_wheels.sh); reports land in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 export PYTHONUNBUFFERED=1 AILOWER_DATA_DIR="${AILOWER_DATA_DIR:-/tmp/ailower-acceptance}"
 OUTDIR="${OUT:-/tmp/ailower-acceptance-out}"
 mkdir -p "$OUTDIR"

@@ -23,11 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
 DEADLINE_S="${DEADLINE_S:-540}"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 export PYTHONUNBUFFERED=1 AILOWER_DATA_DIR="${AILOWER_DATA_DIR:-/tmp/ailower-final}"
 export AILOWER_SEARCH_BUDGET_S="${AILOWER_SEARCH_BUDGET_S:-22}"
 export AILOWER_SEARCH_MEMORY_BUDGET_S="${AILOWER_SEARCH_MEMORY_BUDGET_S:-6}"

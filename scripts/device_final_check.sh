@@ -4,11 +4,7 @@
 # tight time limits; a short table last. Logs land in $OUT. Carry .whl (scripts/device_wheels.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 OUTDIR="${OUT:-/tmp/ailower-final}"; mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1 AILOWER_DATA_DIR=/tmp/ailower-final-data
 export AILOWER_TEST_CACHE=$AILOWER_DATA_DIR/cache AILOWER_VERDICT_LOG=$OUTDIR/verdicts.jsonl

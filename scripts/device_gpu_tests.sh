@@ -6,10 +6,6 @@
 # On a GPU host with a normal environment, `pip install -e '.[test]' && pytest -m gpu` is enough.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 export PYTHONUNBUFFERED=1
 python3 -m pytest -m gpu -v -p no:cacheprovider "$@"

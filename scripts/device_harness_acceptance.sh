@@ -6,11 +6,7 @@
 # On the device image (no pydantic & co.), carry .whl (scripts/device_wheels.sh) or set PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 export PYTHONUNBUFFERED=1 AILOWER_DATA_DIR="${AILOWER_DATA_DIR:-/tmp/ailower-harness}"
 export AILOWER_TEST_CACHE="$AILOWER_DATA_DIR/cache" AILOWER_VERDICT_LOG="${OUT:-/tmp/ailower-harness-out}/verdicts.jsonl"
 OUTDIR="${OUT:-/tmp/ailower-harness-out}"

@@ -18,11 +18,7 @@
 # $OUT/search-suite.tgz holds them all when $OUT is set (the device returns at most 8 files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/ailower-site .whl/*.whl
-  export PYTHONPATH="/tmp/ailower-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-fi
+. scripts/_device_site.sh
 export PYTHONUNBUFFERED=1
 export AILOWER_DATA_DIR="${AILOWER_DATA_DIR:-/tmp/ailower-search}"
 dest=/tmp/search-suite
