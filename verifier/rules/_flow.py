@@ -62,6 +62,19 @@ def _callee(ins: Instruction) -> str | None:
     return None
 
 
+def _call_sites(ctx: Context):
+    """Every direct ``call``: ``(caller name, callee name, caller's FunctionAnalysis, instruction
+    index, instruction)``, over the bodies that contain a call."""
+    for fi in ctx.bodies():
+        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
+            continue
+        fa = ctx.analysis(fi)
+        for i, ins in enumerate(fa.cfg.instrs):
+            name = _callee(ins)
+            if name is not None:
+                yield fi.fn.name, name, fa, i, ins
+
+
 def call_contexts(ctx: Context) -> dict[str, tuple[int, Instruction | None]]:
     """Per ``.func`` name: the worst warp-role context of its call sites (UNIFORM / WARP /
     DIVERGENT, the call's own context joined with its caller's, through call chains) and one
@@ -73,15 +86,8 @@ def call_contexts(ctx: Context) -> dict[str, tuple[int, Instruction | None]]:
         return cached
     from verifier.analysis import UNIFORM
 
-    sites: list[tuple[str, str, int, Instruction]] = []     # caller, callee, class, call
-    for fi in ctx.bodies():
-        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
-            continue
-        fa = ctx.analysis(fi)
-        for i, ins in enumerate(fa.cfg.instrs):
-            name = _callee(ins)
-            if name is not None:
-                sites.append((fi.fn.name, name, fa.values.context_class(i), ins))
+    sites = [(caller, callee, fa.values.context_class(i), ins)    # caller, callee, class, call
+             for caller, callee, fa, i, ins in _call_sites(ctx)]
     out: dict[str, tuple[int, Instruction | None]] = {}
     for _ in range(8):                      # call chains deeper than 8 keep what they have
         changed = False
@@ -203,15 +209,8 @@ def called_single_lane(ctx: Context) -> set[str]:
     cached = getattr(ctx, "_called_single", None)
     if cached is not None:
         return cached
-    sites: list[tuple[str, str, bool]] = []
-    for fi in ctx.bodies():
-        if not any(ins.parts[0] == "call" for ins, _ in fi.instructions):
-            continue
-        fa = ctx.analysis(fi)
-        for i, ins in enumerate(fa.cfg.instrs):
-            name = _callee(ins)
-            if name is not None:
-                sites.append((fi.fn.name, name, fa.values.guard_single_lane(i)))
+    sites = [(caller, callee, fa.values.guard_single_lane(i))
+             for caller, callee, fa, i, _ins in _call_sites(ctx)]
     called = {c for _, c, _ in sites}
     single = set(called)
     for _ in range(8):
