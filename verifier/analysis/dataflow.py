@@ -136,7 +136,7 @@ class _Assume:
             b = ins.parts[0]
             ops = ins.operands
             if b in ("add", "sub") and len(ops) == 3 and ops[1].kind == "reg" and ops[1].name \
-                    and ins.parts[-1] in ("s32", "s64", "u32", "u64"):
+                    and ins.parts[-1] in ("s32", "s64", "u32", "u64") and "sat" not in ins.parts:
                 c = values.const(ops[2], i)
                 sk = cfg.reg_key(ops[1].name, i)
                 if c is not None and len(values.def_sites.get(sk, ())) == 1:
@@ -160,7 +160,7 @@ class _Assume:
                     w = int(t[1:])
                     dom = ("s" if t[0] == "s" else "u") + t[1:]
                     c = _wrap(c, w) if dom[0] == "s" else c & ((1 << w) - 1)
-                    self._defs[key] = ("cmp", ins.parts[1], ak, c, dom)
+                    self._defs[key] = ("cmp", ins.parts[1], ak, c, dom, i)
             elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
                 ks = []
                 for o in ops[1:]:
@@ -206,7 +206,7 @@ class _Assume:
         if d is None:
             return None
         if d[0] == "cmp":
-            _, cmp, rk, c, dom = d
+            _, cmp, rk, c, dom, _si = d
             lo, hi = -_INF, _INF
             for a in A:
                 if a[0] == "r" and a[1] == rk and a[4] == dom:
@@ -296,8 +296,26 @@ class _Assume:
             found = (k, val)
         return found
 
-    def add(self, A: frozenset, key: str, value: bool, depth: int = 0) -> frozenset:
-        """``A`` plus ``key == value`` and what it implies through the definitions."""
+    def _fixed(self, key: str) -> bool:
+        """Whether single-definition register ``key`` keeps one value once defined (its
+        definition is on no CFG cycle, so no later execution redefines it)."""
+        return self.cfg.block_of[self.v.def_sites[key][0]] not in self.cfg.in_cycle
+
+    def _range_holds(self, setp_i: int, rk: str, at: int | None) -> bool:
+        """Whether the range a ``setp`` at ``setp_i`` states about ``rk`` holds for ``rk``'s
+        current value at instruction ``at``: ``rk`` is never redefined, or the setp precedes
+        ``at`` in the same block with no definition of ``rk`` in between (in a loop, a predicate
+        set in an earlier iteration speaks of an earlier value)."""
+        if self._fixed(rk):
+            return True
+        d = self.v.def_sites[rk][0]
+        return (at is not None and self.cfg.block_of[setp_i] == self.cfg.block_of[at]
+                and setp_i < at and not setp_i < d < at)
+
+    def add(self, A: frozenset, key: str, value: bool, depth: int = 0,
+            at: int | None = None) -> frozenset:
+        """``A`` plus ``key == value`` (decided at instruction ``at``: a branch or a guarded
+        instruction) and what it implies through the definitions."""
         A = A | {("p", key, value)}
         if depth > 4:
             return A
@@ -305,25 +323,25 @@ class _Assume:
         if d is None:
             return A
         if d[0] == "cmp":
-            _, cmp, rk, c, dom = d
+            _, cmp, rk, c, dom, si = d
             rng = _cmp_range(cmp, c, value)
-            if rng is None:
+            if rng is None or not self._range_holds(si, rk, at):
                 return A
             k2, (lo, hi) = rk, rng
             for _ in range(4):
                 A = A | {("r", k2, lo, hi, dom)}
                 nxt = self._shift.get(k2)
-                if nxt is None or nxt[2] != int(dom[1:]):
-                    break
+                if nxt is None or nxt[2] != int(dom[1:]) or not self._fixed(nxt[0]):
+                    break       # r = s + c speaks of s's current value only if s never changes
                 k2, off, _w = nxt
                 lo, hi = _unshift(lo, hi, off, dom)
                 if lo == -_INF and hi == _INF:
                     break
         elif d[0] == "not":
-            A = self.add(A, d[1], not value, depth + 1)
+            A = self.add(A, d[1], not value, depth + 1, at)
         elif (d[0] == "and" and value) or (d[0] == "or" and not value):
             for k, neg in d[1]:
-                A = self.add(A, k, value != neg, depth + 1)
+                A = self.add(A, k, value != neg, depth + 1, at)
         return A
 
 
@@ -450,8 +468,8 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                         uk, uval = u
                         stale = _DefinedIn(values, pos, i)
                         Af = frozenset(x for x in A if x[1] not in stale)
-                        items.append((k, cur, assume.add(Af, uk, not uval), w, i, i))
-                        A = assume.add(Af, uk, uval)
+                        items.append((k, cur, assume.add(Af, uk, not uval, at=i), w, i, i))
+                        A = assume.add(Af, uk, uval, at=i)
                         pos = i
                 cw = w
 
@@ -483,7 +501,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                     known = assume.decide(A, key)
                     if known is not None and known != val:
                         continue
-                    A2 = assume.add(A, key, val)
+                    A2 = assume.add(A, key, val, at=blk.end - 1)
                     if assume.contradicts(A2):
                         continue          # no execution takes this edge on this path
                     last = instrs[blk.end - 1]

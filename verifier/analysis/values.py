@@ -71,6 +71,9 @@ def defs_uses(ins: Instruction) -> tuple[list[Operand], list[Operand]]:
         return [], []
     b = ins.parts[0]
     p1 = ins.parts[1] if len(ins.parts) > 1 else ""
+    if b in ("bar", "barrier") and "red" in ins.parts and ops[0].kind == "reg":
+        # bar.red.{popc,and,or} d, a{, b}, {!}c: d is the CTA-wide reduction
+        return [ops[0]], [r for o in ops[1:] for r in o.registers()]
     if b in NO_DEF or (b == "tcgen05" and p1 != "ld") or (b == "wgmma" and p1 != "mma_async") \
             or (b == "mbarrier" and p1 in ("init", "inval", "expect_tx", "complete_tx")):
         uses = [r for o in ops for r in o.registers()]
