@@ -55,7 +55,7 @@ def cache_info(
 ) -> None:
     """Where the caches are and how big they are (entries, bytes)."""
     from ailower._output import print_json, table
-    from ailower.cli import console, get_settings
+    from ailower._common import console, get_settings
 
     root = get_settings().cache_dir
     triton_dir = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
@@ -87,7 +87,7 @@ def cache_clear(
 ) -> None:
     """Delete ailower's caches (all parts, or --part ones). The run database is kept."""
     from ailower._output import did_you_mean
-    from ailower.cli import CliFailure, console, get_settings
+    from ailower._common import CliFailure, console, get_settings
 
     chosen = list(part or PARTS)
     for p in chosen:

@@ -27,7 +27,7 @@ def parse_meta(items: list[str] | None) -> dict[str, int]:
     Raises:
         ailower.cli.CliFailure: an item is not ``NAME=INTEGER``.
     """
-    from ailower.cli import CliFailure
+    from ailower._common import CliFailure
 
     out: dict[str, int] = {}
     for item in items or []:
@@ -70,7 +70,7 @@ def eval_command(
     from ailower._output import print_json
     from ailower._fileprovider import FileProvider
     from ailower._run import execute_run, select_evaluator
-    from ailower.cli import (
+    from ailower._common import (
         _load_spec,
         _print_result,
         _resolve_arch,
@@ -83,7 +83,7 @@ def eval_command(
     settings = get_settings()
     text = read_ptx_file(file)
     if not text.strip():
-        from ailower.cli import CliFailure
+        from ailower._common import CliFailure
 
         raise CliFailure(f"{file}: the file is empty")
     meta_values = parse_meta(meta)
@@ -93,7 +93,7 @@ def eval_command(
     unknown = sorted(set(meta_values) - known)
     if unknown:
         from ailower._output import did_you_mean
-        from ailower.cli import CliFailure
+        from ailower._common import CliFailure
 
         raise CliFailure(f"--meta {unknown[0]!r}: {ks.name} has no such meta-parameter"
                          + (did_you_mean(unknown[0], known) or
@@ -108,7 +108,7 @@ def eval_command(
                        cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
     log = console
     if json_out:  # progress to stderr, the report alone on stdout
-        from ailower.cli import err as log
+        from ailower._common import err as log
     log.print(f"[bold]ailower eval[/] {escape(str(file))} as {escape(ks.name)} on {target}")
     if gpu_note:
         log.print(f"[yellow]{escape(gpu_note)}[/]"

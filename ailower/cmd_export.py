@@ -31,7 +31,7 @@ def export_command(
     """Export a run's best PTX for Triton's kernel override (TRITON_KERNEL_OVERRIDE=1,
     TRITON_OVERRIDE_DIR=DIR): an unmodified Triton program then runs the lowered kernel."""
     from ailower._output import print_json
-    from ailower.cli import CliFailure, _load_spec, console, get_settings
+    from ailower._common import CliFailure, _load_spec, console, get_settings
     from ailower.cmd_runs import load_run
     from export import ExportError, triton_override as write_override
 

@@ -76,7 +76,7 @@ def leaderboard_command(
         "--html", help="also write the self-contained HTML page (tables + plots) to FILE")] = None,
 ) -> None:
     """Show the leaderboard: per kernel x arch, autotuned Triton vs the best verified candidate."""
-    from ailower.cli import CliFailure
+    from ailower._common import CliFailure
     from ailower.settings import get_settings
     from campaign.leaderboard import LeaderboardError, build_leaderboard
     from campaign.plan import PlanError, parse_archs

@@ -31,7 +31,7 @@ def runs_list(
         return
     from agent.store import RunStore, run_summary
     from ailower._output import print_json, table
-    from ailower.cli import console, get_settings
+    from ailower._common import console, get_settings
 
     store = RunStore(get_settings().database_url)
     rows = store.runs(kernel=kernel, limit=limit)
@@ -62,7 +62,7 @@ def load_run(run_id: str):  # noqa: ANN201 (RunRow; agent.store is imported lazi
         ailower.cli.CliFailure: not a number, or no such run (the message names the newest id).
     """
     from agent.store import RunStore
-    from ailower.cli import CliFailure, get_settings
+    from ailower._common import CliFailure, get_settings
 
     store = RunStore(get_settings().database_url)
     latest = store.latest_id()
@@ -93,7 +93,7 @@ def runs_show(
     """Show one recorded run: a summary with its iterations, or its PTX / report."""
     from agent.store import run_summary
     from ailower._output import print_json, table
-    from ailower.cli import CliFailure, console
+    from ailower._common import CliFailure, console
 
     if sum((ptx, report, json_out)) > 1:
         raise CliFailure("choose one of --ptx, --report, --json")

@@ -126,7 +126,7 @@ def register(app: Any) -> None:
         force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
     ) -> None:
         """Write a commented starter spec for KERNEL, read from its signature (file not run)."""
-        from ailower.cli import CliFailure
+        from ailower._common import CliFailure
         from kernels.source import SourceExtractError
 
         file, sep, fn = kernel.partition("::")

@@ -24,7 +24,7 @@ suite_app = typer.Typer(no_args_is_help=True, help="Campaigns over the kernel su
 
 
 def _fail(msg: str) -> None:
-    from ailower.cli import CliFailure
+    from ailower._common import CliFailure
 
     raise CliFailure(msg)
 

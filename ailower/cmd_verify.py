@@ -1,9 +1,8 @@
 """``ailower verify`` (v1 options) and ``ailower rule``.
 
 ``register(app)`` adds ``ailower rule ID`` (prints a rule's documentation) and ``ailower rules``
-(the registry table). :func:`verify_command` is the replacement for the ``verify`` command of
-``ailower/cli.py``: the same arguments (``FILE``, ``--arch``, ``--kernel``, ``--threads``,
-``--assemble``, ``--json``) plus ``--select``/``--ignore`` (rule ids or families, comma-separated),
+(the registry table) and ``ailower verify`` (:func:`verify_command`): the arguments (``FILE``,
+``--arch``, ``--kernel``, ``--threads``, ``--assemble``, ``--json``) plus ``--select``/``--ignore`` (rule ids or families, comma-separated),
 ``--output-format full|concise|json`` and ``--exit-zero``. Exit status: 0 clean, 1 an error
 finding (or a ptxas error with ``--assemble``), 2 bad input (raised by the caller's handler).
 """
@@ -43,7 +42,7 @@ def verify_command(
     import re
 
     import verifier
-    from ailower.cli import _load_spec, console, get_settings, read_ptx_file
+    from ailower._common import _load_spec, console, get_settings, read_ptx_file
 
     if output_format not in ("full", "concise", "json"):
         raise typer.BadParameter(f"--output-format must be full, concise or json, got {output_format!r}")
@@ -94,7 +93,7 @@ def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4"
 
     if rule_id not in RULES and rule_id not in REDIRECTS:
         from ailower._output import did_you_mean
-        from ailower.cli import CliFailure
+        from ailower._common import CliFailure
 
         raise CliFailure(f"unknown rule id {rule_id!r}"
                          + (did_you_mean(rule_id, [*RULES, *REDIRECTS])
@@ -120,7 +119,7 @@ def rules_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``rule`` and ``rules`` to ``app`` (``verify`` stays the lead's to swap for
-    :func:`verify_command`)."""
+    """Add ``verify``, ``rule`` and ``rules`` to ``app``."""
+    app.command("verify")(verify_command)
     app.command("rule")(rule_command)
     app.command("rules")(rules_command)

@@ -4,7 +4,7 @@ For every suite kernel and variant: compile the autotune space for the device ar
 the GPU (correctness against the float64 reference on 3 seeds, interleaved timing), and print the
 best config, time (ms), achieved TFLOP/s and GB/s, roofline fraction and bound, and whether it is
 correct; baselines under 50% of their roofline are flagged with a reason. The same library
-function backs ``ailower baseline --suite`` (:func:`ailower.cmd_baseline.suite_baseline`).
+function backs ``ailower baseline --suite`` (:func:`harness.suite_baseline.suite_baseline`).
 
 Usage: ``python bench/suite_baseline.py [--kernels NAME ...] [--arch auto] [--json FILE]
 [--cache DIR] [--workers N]``. Exit status 0 when every row is correct, 1 otherwise, 2 without a GPU.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ailower.cmd_baseline import render_table, suite_baseline
+from harness.suite_baseline import render_table, suite_baseline
 from harness import HarnessError
 
 

@@ -43,7 +43,7 @@ def main() -> int:
     cache = Path(args.cache)
     specs = [get(k) for k in args.kernels]
     # one parallel compile of every kernel's autotune space and its expansion
-    from ailower.cmd_baseline import prepare
+    from harness.suite_baseline import prepare
 
     t = time.monotonic()
     prepare([s.name for s in specs], args.arch, cache, args.workers,

@@ -1,7 +1,7 @@
 """Run the ``search`` provider over the suite on a GPU and print the acceptance table.
 
 ``python -m search.suite [--kernels K ...] [--total-budget 480] [--out DIR]``: compiles every
-autotune space and draws the bench inputs in parallel first (``ailower.cmd_baseline.prepare``),
+autotune space and draws the bench inputs in parallel first (``harness.suite_baseline.prepare``),
 then runs ``ailower lower K --provider search --iterations N`` for each entry in its own process
 with a per-entry search budget (``AILOWER_SEARCH_BUDGET_S``) sized so that the whole run fits
 ``--total-budget`` seconds; compute-bound and paper kernels get ``--weight`` times the budget of
@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         _print(summary, args.arch)
         return 0 if rows and len(rows) == summary["with_candidate"] else 1
 
-    from ailower.cmd_baseline import prepare
-    from ailower.settings import get_settings
+    from harness.suite_baseline import prepare
+    from common.settings import get_settings
     from kernels import names
 
     t_all = time.monotonic()

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from ailower.settings import Settings
+from common.settings import Settings
 from server.db import make_engine, make_sessionmaker
 from server.errors import install_handlers
 from server.metrics import DBCollector

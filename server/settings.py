@@ -1,7 +1,7 @@
 """Server settings, from the environment (prefix ``AILOWER_SERVER_``) and an optional ``.env`` file.
 
 The data directory and database URL are ailower's own settings (``AILOWER_DATA_DIR``,
-``AILOWER_DB_URL``; :mod:`ailower.settings`); this module holds only what the REST service adds.
+``AILOWER_DB_URL``; :mod:`common.settings`, the shared room below the CLI); this module holds only what the REST service adds.
 Provider credentials for jobs are read here and nowhere else: clients never send them.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ailower.settings import Settings
+from common.settings import Settings
 
 __all__ = ["ServerSettings", "get_server_settings"]
 

@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ailower.settings import Settings
+from common.settings import Settings
 from server import jobs as J
 from server.db import Job, make_engine, make_sessionmaker
 from server.settings import ServerSettings
