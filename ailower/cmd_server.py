@@ -1,6 +1,6 @@
 """``ailower serve`` and ``ailower keys create|list|revoke`` (the REST service's commands).
 
-The lead wires them in with ``register(app)``; see ``server/README_SECTION.md``.
+``register(app)`` adds them; see ``docs/rest.md``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs every seeded bug of ``tests/verifier/mutant_corpus.py`` through ``verifier.verify`` and
 prints, per rule id, the mutants, whether the intended id reported each (as an error or warning),
-its severity and the other ids reported; then the ``ptx_rules.md`` §7 bugs reproduced.
+its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs reproduced.
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
 """
@@ -54,7 +54,7 @@ def main() -> int:
           f"guarantee rows (status 'semantics', modeled, no defect to seed): "
           f"{', '.join(semantics) or 'none'}")
     bugs = [(m.bug, m.rule, m.what) for m in MUTANTS if m.bug]
-    print(f"\n{len(bugs)} real bugs from ptx_rules.md §7 reproduced:")
+    print(f"\n{len(bugs)} real bugs from docs/ptx_rules.md §7 reproduced:")
     for b, r, w in bugs:
         print(f"  {b:34} {r:5} {w}")
     return 0 if ok == total and not missing else 1

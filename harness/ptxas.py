@@ -10,7 +10,8 @@ Triton's own PTX assembles to the same cubin as the reference.
 ptxas' ``-v`` report gives registers, static shared memory, barriers, stack frame and spills. Its
 error/warning/info lines become structured diagnostics with PTX line numbers, including the C75xx
 info lines where ptxas silently repairs wgmma misuse (C7519 missing ``wgmma.fence``, C7517/C7514
-register use before ``wgmma.wait_group``, C7520 lane-predicated wgmma; ``ptx_rules.md`` section 8).
+register use before ``wgmma.wait_group``, C7520 lane-predicated wgmma;
+``docs/ptx_rules.md`` section 8).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from harness.errors import PtxasNotFound, UsageError
 __all__ = ["PtxasDiagnostic", "AssemblyResult", "resolve_ptxas", "assemble", "WGMMA_REPAIR_CODES"]
 
 WGMMA_REPAIR_CODES = frozenset({"C7514", "C7517", "C7519", "C7520"})
-"""ptxas info codes meaning it changed the program to repair wgmma misuse (ptx_rules.md section 8)."""
+"""ptxas info codes meaning it changed the program to repair wgmma misuse (docs/ptx_rules.md
+section 8)."""
 
 PtxasSource = Literal["setting", "triton", "path"]
 

@@ -1,7 +1,7 @@
 """The REST service: lowering requests over HTTP with durable jobs, SSE progress and API keys.
 
 Public API: :func:`create_app`, :func:`serve`, :class:`ServerSettings`, :class:`WorkerPool`,
-:func:`check_triton_source`, :class:`SourceRejected`. See ``server/README_SECTION.md``.
+:func:`check_triton_source`, :class:`SourceRejected`. See ``docs/rest.md``.
 """
 
 from server.main import create_app

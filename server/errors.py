@@ -12,7 +12,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 __all__ = ["ApiError", "install_handlers", "error_responses"]
 
-DOCS = "https://github.com/ailower/ailower/blob/main/server/README_SECTION.md#errors"
+DOCS = "https://github.com/ailower/ailower/blob/main/docs/rest.md"
+"""Where every error type is documented: ``{DOCS}#error-{type}`` (``docs/rest.md``, "Errors")."""
 
 
 class ApiError(Exception):
@@ -27,7 +28,8 @@ class ApiError(Exception):
 
 
 def _body(type: str, message: str, loc: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"type": type, "message": message, "loc": loc or [], "url": f"{DOCS}-{type}", **extra}
+    return {"type": type, "message": message, "loc": loc or [], "url": f"{DOCS}#error-{type}",
+            **extra}
 
 
 def install_handlers(app: FastAPI) -> None:

@@ -15,7 +15,7 @@ TF tcgen05 ordering, MB mbarrier, AP async proxy and bulk copies, W wgmma, CA cp
 barriers. Flow findings carry a witness path; undecidable checks give a note.
 
 Sources: PTX ISA 9.1 (§4 syntax, §5 state spaces and types, §7 functions, §9.7 instructions, §10
-special registers, §11 directives) and ``shared/reference/ptx_rules.md``.
+special registers, §11 directives) and ``docs/ptx_rules.md``.
 """
 
 from verifier._api import verify

@@ -42,7 +42,7 @@ def verify(text: str, *, arch: str, abi: KernelABI | None = None, threads: int |
         VerifierUsageError: ``arch`` is not like ``sm_90a``, ``threads`` is not positive, or
             ``select`` names an unknown rule or family.
 
-    Source of the rules: PTX ISA 9.1 and ``ptx_rules.md`` (see :func:`verifier.rule_doc`).
+    Source of the rules: PTX ISA 9.1 and ``docs/ptx_rules.md`` (see :func:`verifier.rule_doc`).
     """
     if not isinstance(arch, str) or not _ARCH.match(arch):
         raise VerifierUsageError(f"arch must look like 'sm_90a', got {arch!r}")

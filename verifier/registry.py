@@ -3,12 +3,12 @@
 ``RULES`` maps an id to a :class:`RuleInfo` (family, default severity, status, one-line summary, the
 rule function whose docstring is the rule's documentation). Ids are never reused; a renamed id keeps
 an entry in ``REDIRECTS``. New rules start in ``preview``. Status ``semantics`` marks a
-guarantee row of ``ptx_rules.md`` (TC3, TF1, B6): semantics the analyses model, not a defect; its
-check reports nothing and its documentation names the rules that enforce the consequences. Families are selectable groups
+guarantee row of ``docs/ptx_rules.md`` (TC3, TF1, B6): semantics the analyses model, not a defect;
+its check reports nothing and its documentation names the rules that enforce the consequences. Families are selectable groups
 (``select={"E"}`` runs E1-E3), like Clang's warning groups.
 
 Source of the rules: PTX ISA 9.1 (sections cited in each rule's docstring) and
-``shared/reference/ptx_rules.md``.
+``docs/ptx_rules.md``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Bases (all assemble with ptxas, CUDA 13.0): hand-written kernels in ``fixtures/h
 Triton 3.6 output in ``fixtures/triton36/``. A mutant is a list of textual edits (regular
 expression -> replacement, first match; every edit must apply) plus optional ``verify`` overrides
 (``arch``, ``threads``, an ABI built from the base). ``bug`` names the public issue of
-``ptx_rules.md`` §7 a mutant reproduces.
+``docs/ptx_rules.md`` §7 a mutant reproduces.
 
 Used by ``tests/verifier/test_verifier_mutants.py`` and ``bench/mutant_table.py``.
 """
@@ -46,7 +46,7 @@ class Mutant:
         arch: requested architecture (default: the base's ``.target``).
         threads: launch threads per CTA (default: from ``.reqntid``).
         abi: pass an ABI built from the *base* PTX (for E rules).
-        bug: the ``ptx_rules.md`` §7 issue it reproduces, if any.
+        bug: the ``docs/ptx_rules.md`` §7 issue it reproduces, if any.
     """
 
     rule: str

@@ -1,7 +1,7 @@
 """The mutation corpus (``mutant_corpus.py``): every seeded bug is reported with its intended rule
 id, every registered rule id has a mutant, the bases are clean and assemble with ptxas, and at
-least ten real bugs of ``ptx_rules.md`` §7 are reproduced. ``bench/mutant_table.py`` prints the
-same corpus as a table."""
+least ten real bugs of ``docs/ptx_rules.md`` §7 are reproduced. ``bench/mutant_table.py`` prints
+the same corpus as a table."""
 
 from __future__ import annotations
 

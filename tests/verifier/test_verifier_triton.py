@@ -48,8 +48,8 @@ def check(ptx: str, abi, arch: str = "sm_90a"):
 
 
 #: Non-error findings real Triton output may carry, by documented policy: TF4/TF5 (no tcgen05
-#: fences in Triton's sm_100a code, ptx_rules.md TF5), TM8/W5/AP1 warnings (no proxy fence after
-#: cp.async / behind a barrier in Triton 3.6), and notes where a rule cannot decide.
+#: fences in Triton's sm_100a code, docs/ptx_rules.md TF5), TM8/W5/AP1 warnings (no proxy fence
+#: after cp.async / behind a barrier in Triton 3.6), and notes where a rule cannot decide.
 POLICY_WARNINGS = {"TF4", "TF5", "TM8", "W5", "AP1"}
 
 

@@ -9,7 +9,7 @@ One proxy-state property serves AP1 (generic writes read by a bulk store), W5 (r
 and TM8 (read by tcgen05.mma/cp), AP2 (generic reads before an async write), AP3 (bulk-load
 destination read before completion) and AP4 (generic global writes read by TMA). Sources: PTX ISA
 9.1 §8.6 (proxies), §9.7.9.25 (bulk copies), §9.7.9.27 (tensor copies), §9.7.13.4 (proxy fences),
-and ``ptx_rules.md`` §3. AP8 and AP9 live in
+and ``docs/ptx_rules.md`` §3. AP8 and AP9 live in
 :mod:`verifier.rules.hazards`.
 """
 
@@ -240,7 +240,7 @@ def generic_write_async_read(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §8.6, §9.7.9.25.2; ptx_rules.md AP1.
+        PTX ISA 9.1 §8.6, §9.7.9.25.2; docs/ptx_rules.md AP1.
     """
     return _proxy_rule("AP1", "insert 'fence.proxy.async.shared::cta;' after the writes, before "
                               "the barrier")(ctx)
@@ -265,7 +265,7 @@ def wgmma_smem_unfenced(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.15.4, §9.7.15.7.1; ptx_rules.md W5.
+        PTX ISA 9.1 §9.7.15.4, §9.7.15.7.1; docs/ptx_rules.md W5.
     """
     return _proxy_rule("W5", "insert 'fence.proxy.async.shared::cta;' before the wgmma")(ctx)
 
@@ -289,7 +289,7 @@ def tc_smem_unfenced(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.5; Triton ``ProxyFenceInsertion.cpp``; ptx_rules.md TM8.
+        PTX ISA 9.1 §9.7.16.6.5; Triton ``ProxyFenceInsertion.cpp``; docs/ptx_rules.md TM8.
     """
     return _proxy_rule("TM8", "insert 'fence.proxy.async.shared::cta;' before the barrier that "
                               "hands the tile to the MMA thread")(ctx)
@@ -315,7 +315,7 @@ def generic_read_async_write(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        Triton ``ProxyFenceInsertion.cpp``; ptx_rules.md AP2.
+        Triton ``ProxyFenceInsertion.cpp``; docs/ptx_rules.md AP2.
     """
     return _proxy_rule("AP2", "insert 'fence.proxy.async.shared::cta;' between the reads and the "
                               "bulk copy")(ctx)
@@ -341,7 +341,7 @@ def bulk_dst_read_early(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.2; ptx_rules.md AP3.
+        PTX ISA 9.1 §9.7.9.25.2; docs/ptx_rules.md AP3.
     """
     return _proxy_rule("AP3", "wait on the copy's mbarrier before reading")(ctx)
 
@@ -367,7 +367,7 @@ def global_write_tma_read(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.4; ptx_rules.md AP4.
+        PTX ISA 9.1 §9.7.13.4; docs/ptx_rules.md AP4.
     """
     return _proxy_rule("AP4", "insert 'fence.proxy.async.global;' before the bulk copy")(ctx)
 
@@ -516,7 +516,7 @@ def bulk_source_reuse(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.1, §9.7.9.27.2.2; ptx_rules.md AP5.
+        PTX ISA 9.1 §9.7.9.25.1, §9.7.9.27.2.2; docs/ptx_rules.md AP5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_bulk_store):
@@ -545,7 +545,7 @@ def bulk_group_uncommitted(ctx: Context) -> list[Finding]:
         register N: ERR; missing commit: no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.1.1, §9.7.9.27.2.1-2; ptx_rules.md AP6.
+        PTX ISA 9.1 §9.7.9.25.1.1, §9.7.9.27.2.1-2; docs/ptx_rules.md AP6.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_bulk_store):
@@ -575,7 +575,7 @@ def bulk_size_invalid(ctx: Context) -> list[Finding]:
         size: ERR for immediates only.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.4.1; ptx_rules.md AP7.
+        PTX ISA 9.1 §9.7.9.25.4.1; docs/ptx_rules.md AP7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_bulk):

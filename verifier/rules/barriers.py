@@ -1,7 +1,8 @@
 """B: bar / barrier / named barriers / cluster barrier / elect.sync / setmaxnreg, and G3.
 
 Sources: PTX ISA 9.1 §9.7.13.1 (bar, barrier), §9.7.13.3 (barrier.cluster), §9.7.13.14
-(elect.sync), §9.7.19.5 (setmaxnreg), §9.7.9.25.4.1 (multicast notes) and ``ptx_rules.md`` §0, §6.
+(elect.sync), §9.7.19.5 (setmaxnreg), §9.7.9.25.4.1 (multicast notes) and
+``docs/ptx_rules.md`` §0, §6.
 B6 (barriers do not order the async proxy) is enforced by AP1/W5/TM8/TF rules.
 """
 
@@ -67,7 +68,7 @@ def barrier_operands_invalid(ctx: Context) -> list[Finding]:
         ERR for immediates; register counts: no.
 
     References:
-        PTX ISA 9.1 §9.7.13.1; ptx_rules.md B1.
+        PTX ISA 9.1 §9.7.13.1; docs/ptx_rules.md B1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _bar):
@@ -111,7 +112,7 @@ def barrier_divergent(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.1; ptx_rules.md B2.
+        PTX ISA 9.1 §9.7.13.1; docs/ptx_rules.md B2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _bar):
@@ -152,7 +153,7 @@ def barrier_count_mismatch(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.1; ptx_rules.md B3.
+        PTX ISA 9.1 §9.7.13.1; docs/ptx_rules.md B3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _bar):
@@ -213,7 +214,7 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.1; ptx_rules.md B4.
+        PTX ISA 9.1 §9.7.13.1; docs/ptx_rules.md B4.
     """
     out: list[Finding] = []
     calls = call_contexts(ctx)
@@ -331,7 +332,7 @@ def barrier_arrive_reuse(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.1; ptx_rules.md B5.
+        PTX ISA 9.1 §9.7.13.1; docs/ptx_rules.md B5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _bar(x) and x.parts[1] == "arrive"):
@@ -396,7 +397,7 @@ def cluster_barrier_partial(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.3; ptx_rules.md B7.
+        PTX ISA 9.1 §9.7.13.3; docs/ptx_rules.md B7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _cluster):
@@ -432,7 +433,7 @@ def elect_setmaxnreg_invalid(ctx: Context) -> list[Finding]:
         setmaxnreg value: ERR; divergence: no.
 
     References:
-        PTX ISA 9.1 §9.7.13.14, §9.7.19.5; ptx_rules.md B8.
+        PTX ISA 9.1 §9.7.13.14, §9.7.19.5; docs/ptx_rules.md B8.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: x.parts[0] in ("elect", "setmaxnreg")):
@@ -478,7 +479,7 @@ def multicast_needs_arch_target(ctx: Context) -> list[Finding]:
         INFO (advisory).
 
     References:
-        PTX ISA 9.1 §9.7.9.25.4.1 (Notes); ptx_rules.md G3.
+        PTX ISA 9.1 §9.7.9.25.4.1 (Notes); docs/ptx_rules.md G3.
     """
     arch = ctx.module.arch or ""
     if arch.endswith(("a", "f")):

@@ -1,7 +1,7 @@
 """CA: Ampere-style ``cp.async`` rules. CA5 (write-after-read on a stage, cp.async results
 feeding async-proxy readers) is covered by W5/TM8/AP1 for the proxy part; its WAR part
 (registered as CA5) lives in :mod:`verifier.rules.hazards`. Sources: PTX ISA 9.1 §9.7.9.25.3 and
-``ptx_rules.md`` §5.
+``docs/ptx_rules.md`` §5.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def cp_async_size_invalid(ctx: Context) -> list[Finding]:
         ERR.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.3.1; ptx_rules.md CA1.
+        PTX ISA 9.1 §9.7.9.25.3.1; docs/ptx_rules.md CA1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _cp):
@@ -147,7 +147,7 @@ def cp_async_wait_before_commit(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.3.2-3; ptx_rules.md CA2.
+        PTX ISA 9.1 §9.7.9.25.3.2-3; docs/ptx_rules.md CA2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _cp):
@@ -179,7 +179,7 @@ def cp_async_unpublished(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.3.3; ptx_rules.md CA3.
+        PTX ISA 9.1 §9.7.9.25.3.3; docs/ptx_rules.md CA3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _cp):
@@ -208,7 +208,7 @@ def cp_async_same_dst(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.3.2; ptx_rules.md CA4.
+        PTX ISA 9.1 §9.7.9.25.3.2; docs/ptx_rules.md CA4.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _cp):

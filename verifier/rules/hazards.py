@@ -8,7 +8,7 @@ nothing).
 Sources: PTX ISA 9.1 §9.7.13.4 and §9.7.9.28 (tensormap proxy), §9.7.9.27 (tensor copies),
 §9.7.15.7 (wgmma groups), §9.7.13.15.4 (mbarrier phases), §9.7.16.12.1 (tcgen05.commit),
 §9.7.16.8.5 (tcgen05.wait), §9.7.16.5 (cta_group::2), §9.7.9.25 (cp.async) and
-``shared/reference/ptx_rules.md`` rows AP8, AP9, W6, W7, MB6, TC4, TL6, TM2, CA5, TC3, TF1, B6.
+``docs/ptx_rules.md`` rows AP8, AP9, W6, W7, MB6, TC4, TL6, TM2, CA5, TC3, TF1, B6.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def tensormap_proxy_fence(ctx: Context) -> list[Finding]:
         size != 128: ERR; missing fence: no.
 
     References:
-        PTX ISA 9.1 §9.7.13.4, §9.7.13.16, §9.7.9.28; ptx_rules.md AP9.
+        PTX ISA 9.1 §9.7.13.4, §9.7.13.16, §9.7.9.28; docs/ptx_rules.md AP9.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: x.parts[0] in ("tensormap", "fence")):
@@ -334,7 +334,7 @@ def wgmma_stage_war(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.15.7.3; ptx_rules.md W6.
+        PTX ISA 9.1 §9.7.15.7.3; docs/ptx_rules.md W6.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "mma_async")):
@@ -407,7 +407,7 @@ def mbar_phase_run_ahead(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.4; ptx_rules.md MB6.
+        PTX ISA 9.1 §9.7.13.15.4; docs/ptx_rules.md MB6.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_arrive):
@@ -444,7 +444,7 @@ def commit_multicast_invalid(ctx: Context) -> list[Finding]:
         immediate mask: ERR; the rest: no.
 
     References:
-        PTX ISA 9.1 §9.7.16.12.1; ptx_rules.md TC4.
+        PTX ISA 9.1 §9.7.16.12.1; docs/ptx_rules.md TC4.
     """
     out: list[Finding] = []
     for fi in ctx.bodies():
@@ -514,7 +514,7 @@ def tmem_wait_other_threads(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.8.5; ptx_rules.md TL6.
+        PTX ISA 9.1 §9.7.16.8.5; docs/ptx_rules.md TL6.
     """
     out: list[Finding] = []
     for fi in ctx.bodies():
@@ -618,7 +618,7 @@ def wgmma_results_unsynced(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §8.9.1.1, §9.7.15.7.3; ptx_rules.md W7.
+        PTX ISA 9.1 §8.9.1.1, §9.7.15.7.3; docs/ptx_rules.md W7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "wait_group")):
@@ -690,7 +690,7 @@ def cp_async_war(ctx: Context) -> list[Finding]:
         destination overlaps the bytes read, a CTA barrier (``bar.sync``, ``barrier.sync``,
         ``bar.red``) executes. Addresses are compared when both resolve to a shared variable +
         constant offset; otherwise the site gets one note per function. The other half of the
-        ptx_rules.md row (cp.async results feeding wgmma / TMA need ``fence.proxy.async``) is
+        docs/ptx_rules.md row (cp.async results feeding wgmma / TMA need ``fence.proxy.async``) is
         enforced by W5, TM8 and AP1.
 
     Why it is bad:
@@ -707,7 +707,7 @@ def cp_async_war(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.25.2, §9.7.9.25.3; ptx_rules.md CA5.
+        PTX ISA 9.1 §9.7.9.25.2, §9.7.9.25.3; docs/ptx_rules.md CA5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_cp_async_smem):
@@ -775,7 +775,7 @@ def tensor_copy_cta_rules(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.9.27.1.2, §9.7.9.25.4; ptx_rules.md AP8.
+        PTX ISA 9.1 §9.7.9.27.1.2, §9.7.9.25.4; docs/ptx_rules.md AP8.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: x.parts[0] == "cp" and "bulk" in x.parts):
@@ -884,7 +884,7 @@ def pair_op_peer_running(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.5; ptx_rules.md TM2.
+        PTX ISA 9.1 §9.7.16.5; docs/ptx_rules.md TM2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_pair_op):
@@ -919,7 +919,7 @@ def commit_is_fence_semantics(ctx: Context) -> list[Finding]:
         not applicable.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.4.2; ptx_rules.md TC3.
+        PTX ISA 9.1 §9.7.16.6.4.2; docs/ptx_rules.md TC3.
     """
     return []
 
@@ -948,7 +948,7 @@ def pipelined_pairs_semantics(ctx: Context) -> list[Finding]:
         not applicable.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.2, §9.7.16.6.2.1; ptx_rules.md TF1.
+        PTX ISA 9.1 §9.7.16.6.2, §9.7.16.6.2.1; docs/ptx_rules.md TF1.
     """
     return []
 
@@ -979,6 +979,6 @@ def barrier_scope_semantics(ctx: Context) -> list[Finding]:
         not applicable.
 
     References:
-        PTX ISA 9.1 §9.7.13.1, §8.6, §9.7.16.6.3; ptx_rules.md B6.
+        PTX ISA 9.1 §9.7.13.1, §8.6, §9.7.16.6.3; docs/ptx_rules.md B6.
     """
     return []

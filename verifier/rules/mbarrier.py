@@ -4,7 +4,7 @@ memory semantics, retry loops).
 mbarriers are identified by their resolved shared-memory address (``global_smem+98304``, a
 ``.shared`` variable plus offset); operations at unresolved addresses make the affected checks
 undecidable (a note) rather than silently passing. Sources: PTX ISA 9.1 §9.7.13.15 (mbarrier),
-§9.7.13.4 (``fence.mbarrier_init``), §9.7.9.25.4 (bulk copies) and ``ptx_rules.md`` §2. MB6
+§9.7.13.4 (``fence.mbarrier_init``), §9.7.9.25.4 (bulk copies) and ``docs/ptx_rules.md`` §2. MB6
 (phase run-ahead: a second arrive without a wait) lives in :mod:`verifier.rules.hazards`; its
 second half (phase skew of one elected arriver for a warp group) is not checked.
 """
@@ -99,7 +99,7 @@ def mbar_object_invalid(ctx: Context) -> list[Finding]:
         misalignment: no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.1, .8, .13; ptx_rules.md MB1.
+        PTX ISA 9.1 §9.7.13.15.1, .8, .13; docs/ptx_rules.md MB1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _uses_mbar):
@@ -147,7 +147,7 @@ def mbar_count_out_of_range(ctx: Context) -> list[Finding]:
         no (not even for immediates).
 
     References:
-        PTX ISA 9.1 §9.7.13.15.2, .9; ptx_rules.md MB2.
+        PTX ISA 9.1 §9.7.13.15.2, .9; docs/ptx_rules.md MB2.
     """
     out: list[Finding] = []
     lim = (1 << 20) - 1
@@ -252,7 +252,7 @@ def mbar_lifecycle(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15, .3, .9, .10; triton#10409; ptx_rules.md MB3.
+        PTX ISA 9.1 §9.7.13.15, .3, .9, .10; triton#10409; docs/ptx_rules.md MB3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _uses_mbar):
@@ -335,7 +335,7 @@ def mbar_init_not_visible(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.4, §9.7.9.25.4.1; ptx_rules.md MB4.
+        PTX ISA 9.1 §9.7.13.4, §9.7.9.25.4.1; docs/ptx_rules.md MB4.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _uses_mbar):
@@ -414,7 +414,7 @@ def mbar_parity(ctx: Context) -> list[Finding]:
         parity immediates outside {0, 1}: ERR; wrong-but-valid parity: no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.4, .16; flash-attention#1317; ptx_rules.md MB5.
+        PTX ISA 9.1 §9.7.13.15.4, .16; flash-attention#1317; docs/ptx_rules.md MB5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_mbar_wait):
@@ -560,7 +560,7 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.7, .13-.15; DeepGEMM#51, #429; ptx_rules.md MB7.
+        PTX ISA 9.1 §9.7.13.15.7, .13-.15; DeepGEMM#51, #429; docs/ptx_rules.md MB7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_mbar):
@@ -652,7 +652,7 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.2, .5, .6; cutlass#851; ptx_rules.md MB8.
+        PTX ISA 9.1 §9.7.13.15.2, .5, .6; cutlass#851; docs/ptx_rules.md MB8.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _is_tx_copy):
@@ -816,7 +816,7 @@ def mbar_relaxed_wait(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.16, §9.7.13.4; ptx_rules.md MB9.
+        PTX ISA 9.1 §9.7.13.15.16, §9.7.13.4; docs/ptx_rules.md MB9.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_mbar_wait(x) and "relaxed" in x.parts):
@@ -847,7 +847,7 @@ def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.13.15.16; ptx_rules.md MB10.
+        PTX ISA 9.1 §9.7.13.15.16; docs/ptx_rules.md MB10.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_mbar_wait(x) and x.parts[1] == "try_wait"):

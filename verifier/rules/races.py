@@ -12,7 +12,7 @@ a path with no barrier between; anything not evaluable is not reported.
 
 Sources: PTX ISA 9.1 §8 (memory consistency: no order between threads without
 synchronization), §9.7.13.1 (``bar.sync`` orders the memory accesses of its participants);
-``shared/reference/ptx_rules.md`` B6.
+``docs/ptx_rules.md`` B6.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""G: target / version gating (PTX ISA 9.1 "Target ISA notes"; ptx_rules.md §0)."""
+"""G: target / version gating (PTX ISA 9.1 "Target ISA notes"; docs/ptx_rules.md §0)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def target_mismatch(ctx: Context) -> list[Finding]:
         named (the mismatch with the request is invisible to ptxas).
 
     References:
-        PTX ISA 9.1 §11.3.2 (``.target``); ptx_rules.md §0.
+        PTX ISA 9.1 §11.3.2 (``.target``); docs/ptx_rules.md §0.
     """
     mod = ctx.module
     if not mod.targets:
@@ -107,7 +107,7 @@ def wgmma_needs_sm90a(ctx: Context) -> list[Finding]:
         ERR.
 
     References:
-        PTX ISA 9.1 §9.7.15 (wgmma), target ISA notes; ptx_rules.md §0 (G2).
+        PTX ISA 9.1 §9.7.15 (wgmma), target ISA notes; docs/ptx_rules.md §0 (G2).
     """
     return _gated(ctx, "G2", "wgmma", frozenset({"sm_90a"}), "'.target sm_90a'")
 
@@ -134,7 +134,7 @@ def tcgen05_needs_sm100a(ctx: Context) -> list[Finding]:
         ERR.
 
     References:
-        PTX ISA 9.1 §9.7.16 (tcgen05), target ISA notes; ptx_rules.md §0 (G1).
+        PTX ISA 9.1 §9.7.16 (tcgen05), target ISA notes; docs/ptx_rules.md §0 (G1).
     """
     return _gated(ctx, "G1", "tcgen05", TCGEN05_TARGETS,
                   "'.target sm_100a', 'sm_101a', 'sm_103a' or a family target")

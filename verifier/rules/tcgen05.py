@@ -2,7 +2,7 @@
 
 TMEM allocation lifecycle (TA), tcgen05.ld/st/wait (TL), mma/cp/shift with decoded constant
 instruction and shared-memory descriptors (TM), commit (TC) and ordering/fences (TF). Sources:
-PTX ISA 9.1 §9.7.16 (tcgen05) and ``shared/reference/ptx_rules.md`` §1. TA11 is a warning-only
+PTX ISA 9.1 §9.7.16 (tcgen05) and ``docs/ptx_rules.md`` §1. TA11 is a warning-only
 convention. TL6, TM2 and TC4 live in :mod:`verifier.rules.hazards`; TC3 and TF1 are guarantees
 the analyses model (registry status ``semantics``, documented there).
 """
@@ -94,7 +94,7 @@ def tmem_ncols_invalid(ctx: Context) -> list[Finding]:
         ERR for an immediate on alloc only; register counts and dealloc (96, 1024) pass.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1, §9.7.16.1.2; ptx_rules.md TA1.
+        PTX ISA 9.1 §9.7.16.7.1, §9.7.16.1.2; docs/ptx_rules.md TA1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc", "dealloc")):
@@ -137,7 +137,8 @@ def tmem_alloc_not_one_warp(ctx: Context) -> list[Finding]:
         no (a lane-predicated alloc is accepted).
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1, §9.7.16.5; CUTLASS ``tmem_allocator_sm100.hpp``; ptx_rules.md TA2.
+        PTX ISA 9.1 §9.7.16.7.1, §9.7.16.5; CUTLASS ``tmem_allocator_sm100.hpp``;
+        docs/ptx_rules.md TA2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc", "dealloc",
@@ -184,7 +185,7 @@ def tmem_mixed_cta_group(ctx: Context) -> list[Finding]:
         ERR in whole-program mode; no with ``ptxas -c``.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; ptx_rules.md TA8.
+        PTX ISA 9.1 §9.7.16.7.1; docs/ptx_rules.md TA8.
     """
     out: list[Finding] = []
     by_name = {fi.fn.name: fi for fi in ctx.bodies()}
@@ -240,7 +241,7 @@ def tmem_no_relinquish(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1 ("potentially blocking"); ptx_rules.md TA11.
+        PTX ISA 9.1 §9.7.16.7.1 ("potentially blocking"); docs/ptx_rules.md TA11.
     """
     out: list[Finding] = []
     for fi in ctx.bodies():
@@ -343,7 +344,7 @@ def tmem_leak_on_exit(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.1.2, §9.7.16.7.1; ptx_rules.md TA4.
+        PTX ISA 9.1 §9.7.16.1.2, §9.7.16.7.1; docs/ptx_rules.md TA4.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -375,7 +376,7 @@ def tmem_dealloc_mismatch(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; ptx_rules.md TA5.
+        PTX ISA 9.1 §9.7.16.7.1; docs/ptx_rules.md TA5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "dealloc")):
@@ -424,7 +425,7 @@ def tmem_alloc_after_relinquish(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; ptx_rules.md TA6.
+        PTX ISA 9.1 §9.7.16.7.1; docs/ptx_rules.md TA6.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -451,7 +452,7 @@ def tmem_ncols_increase(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; ptx_rules.md TA7.
+        PTX ISA 9.1 §9.7.16.7.1; docs/ptx_rules.md TA7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -480,7 +481,7 @@ def tmem_pair_alloc_without_cluster_sync(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.5, §9.7.16.7.1; ptx_rules.md TA9.
+        PTX ISA 9.1 §9.7.16.5, §9.7.16.7.1; docs/ptx_rules.md TA9.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -566,7 +567,7 @@ def tmem_addr_unpublished(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; cutlass#2835; ptx_rules.md TA3.
+        PTX ISA 9.1 §9.7.16.7.1; cutlass#2835; docs/ptx_rules.md TA3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -597,7 +598,7 @@ def tc_alloc_fence_sandwich(ctx: Context) -> list[Finding]:
         no (the fences lower to scheduling constraints only).
 
     References:
-        PTX ISA 9.1 §9.7.16.5, §9.7.16.6.4; ptx_rules.md TF4, TF5.
+        PTX ISA 9.1 §9.7.16.5, §9.7.16.6.4; docs/ptx_rules.md TF4, TF5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -856,7 +857,7 @@ def tmem_ld_without_wait(ctx: Context) -> list[Finding]:
         no (``wait::ld`` lowers to a scoreboard wait).
 
     References:
-        PTX ISA 9.1 §9.7.16.6.4.5, §9.7.16.8.5; cutlass#2525; ptx_rules.md TL4.
+        PTX ISA 9.1 §9.7.16.6.4.5, §9.7.16.8.5; cutlass#2525; docs/ptx_rules.md TL4.
     """
     return _access_rule("TL4")(ctx)
 
@@ -882,7 +883,7 @@ def tmem_st_without_wait(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.8.5, §9.7.16.6.4.2; ptx_rules.md TL5.
+        PTX ISA 9.1 §9.7.16.8.5, §9.7.16.6.4.2; docs/ptx_rules.md TL5.
     """
     return _access_rule("TL5")(ctx)
 
@@ -910,7 +911,7 @@ def tmem_mma_read_race(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.4.2; ptx_rules.md TF1, TF2.
+        PTX ISA 9.1 §9.7.16.6.4.2; docs/ptx_rules.md TF1, TF2.
     """
     return _access_rule("TF2")(ctx)
 
@@ -938,7 +939,7 @@ def tmem_dealloc_unordered(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.5; ptx_rules.md TA10.
+        PTX ISA 9.1 §9.7.16.5; docs/ptx_rules.md TA10.
     """
     return _access_rule("TA10")(ctx)
 
@@ -966,7 +967,7 @@ def tc_wait_without_fence_after(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.4; cutlass#2974; ptx_rules.md TF5.
+        PTX ISA 9.1 §9.7.16.6.4; cutlass#2974; docs/ptx_rules.md TF5.
     """
     return _access_rule("TF5")(ctx)
 
@@ -992,7 +993,7 @@ def tc_fence_before_signal(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.6.3, §9.7.16.6.4.3-4; ptx_rules.md TF3.
+        PTX ISA 9.1 §9.7.16.6.3, §9.7.16.6.4.3-4; docs/ptx_rules.md TF3.
     """
     return _access_rule("TF3")(ctx)
 
@@ -1020,7 +1021,7 @@ def tmem_access_divergent(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.8.3-5; ptx_rules.md TL1.
+        PTX ISA 9.1 §9.7.16.8.3-5; docs/ptx_rules.md TL1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "ld", "st", "wait::ld", "wait::st")):
@@ -1112,7 +1113,7 @@ def tmem_lane_quarter(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.8.1, §9.7.16.1.1; ptx_rules.md TL2.
+        PTX ISA 9.1 §9.7.16.8.1, §9.7.16.1.1; docs/ptx_rules.md TL2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "ld", "st")):
@@ -1162,7 +1163,7 @@ def tmem_vector_length(ctx: Context) -> list[Finding]:
         ERR.
 
     References:
-        PTX ISA 9.1 §9.7.16.8.3-4 (Tables 49, 50); ptx_rules.md TL3.
+        PTX ISA 9.1 §9.7.16.8.3-4 (Tables 49, 50); docs/ptx_rules.md TL3.
     """
     out: list[Finding] = []
     for fi in ctx.bodies():
@@ -1210,7 +1211,7 @@ def tmem_out_of_bounds(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.1; ptx_rules.md TM6.
+        PTX ISA 9.1 §9.7.16.1; docs/ptx_rules.md TM6.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -1315,7 +1316,7 @@ def mma_issued_by_warp(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.5, §9.7.16.10.9.1; ptx_rules.md TM1.
+        PTX ISA 9.1 §9.7.16.5, §9.7.16.10.9.1; docs/ptx_rules.md TM1.
     """
     out: list[Finding] = []
     single = called_single_lane(ctx)
@@ -1354,7 +1355,7 @@ def commit_not_issuer(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.12.1; ptx_rules.md TC1.
+        PTX ISA 9.1 §9.7.16.12.1; docs/ptx_rules.md TC1.
     """
     out: list[Finding] = []
     single = called_single_lane(ctx)
@@ -1393,7 +1394,7 @@ def commit_missing(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.12.1; ptx_rules.md TC2.
+        PTX ISA 9.1 §9.7.16.12.1; docs/ptx_rules.md TC2.
     """
     from verifier.rules.mbarrier import arrival_sources
 
@@ -1466,7 +1467,7 @@ def mma_shape_invalid(ctx: Context) -> list[Finding]:
         no (even an immediate descriptor is accepted).
 
     References:
-        PTX ISA 9.1 §9.7.16.2.1 (Table 39), §9.7.16.4.2; ptx_rules.md TM3.
+        PTX ISA 9.1 §9.7.16.2.1 (Table 39), §9.7.16.4.2; docs/ptx_rules.md TM3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "mma")):
@@ -1517,7 +1518,7 @@ def mma_idesc_invalid(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.4.2 (Table 44); ptx_rules.md TM4.
+        PTX ISA 9.1 §9.7.16.4.2 (Table 44); docs/ptx_rules.md TM4.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "mma")):
@@ -1572,7 +1573,7 @@ def mma_sdesc_invalid(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.4.1; ptx_rules.md TM5.
+        PTX ISA 9.1 §9.7.16.4.1; docs/ptx_rules.md TM5.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "mma")):
@@ -1622,7 +1623,7 @@ def tc_operand_rules(ctx: Context) -> list[Finding]:
         partially (syntax); shift lane alignment: no.
 
     References:
-        PTX ISA 9.1 §9.7.16.9.2-3; ptx_rules.md TM7.
+        PTX ISA 9.1 §9.7.16.9.2-3; docs/ptx_rules.md TM7.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "shift", "cp")):

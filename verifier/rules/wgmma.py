@@ -1,6 +1,6 @@
 """W: wgmma (Hopper warpgroup MMA) rules. W5 lives in :mod:`verifier.rules.async_proxy`.
 
-Sources: PTX ISA 9.1 §9.7.15 (wgmma) and ``ptx_rules.md`` §4. W6 (stage WAR) and W7
+Sources: PTX ISA 9.1 §9.7.15 (wgmma) and ``docs/ptx_rules.md`` §4. W6 (stage WAR) and W7
 (results shared without a barrier) live in :mod:`verifier.rules.hazards`.
 """
 
@@ -46,7 +46,7 @@ def wgmma_divergent(ctx: Context) -> list[Finding]:
         no; INFO C7520 for a lane-predicated wgmma.
 
     References:
-        PTX ISA 9.1 §9.7.15.1, §9.7.15.7; ptx_rules.md W1.
+        PTX ISA 9.1 §9.7.15.1, §9.7.15.7; docs/ptx_rules.md W1.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _wg):
@@ -180,7 +180,7 @@ def wgmma_fence_missing(ctx: Context) -> list[Finding]:
         INFO C7519 (silent repair).
 
     References:
-        PTX ISA 9.1 §9.7.15.7.1; ptx_rules.md W2.
+        PTX ISA 9.1 §9.7.15.7.1; docs/ptx_rules.md W2.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "mma_async")):
@@ -210,7 +210,7 @@ def wgmma_acc_in_flight(ctx: Context) -> list[Finding]:
         INFO C7517 + C7514 (silent repair).
 
     References:
-        PTX ISA 9.1 §9.7.15.7.3; ptx_rules.md W3.
+        PTX ISA 9.1 §9.7.15.7.3; docs/ptx_rules.md W3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "mma_async")):
@@ -240,7 +240,7 @@ def wgmma_uncommitted(ctx: Context) -> list[Finding]:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.15.7.2-3; ptx_rules.md W4.
+        PTX ISA 9.1 §9.7.15.7.2-3; docs/ptx_rules.md W4.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "mma_async")):
@@ -276,7 +276,7 @@ def wgmma_shape_invalid(ctx: Context) -> list[Finding]:
         shape: syntax only; descriptor: no.
 
     References:
-        PTX ISA 9.1 §9.7.15.2, §9.7.15.5.1.2; ptx_rules.md W8.
+        PTX ISA 9.1 §9.7.15.2, §9.7.15.5.1.2; docs/ptx_rules.md W8.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: _wg(x, "mma_async")):
