@@ -219,8 +219,8 @@ class FusedOps:
 
 
 def test_the_readme_spec_example_loads_and_compiles(tmp_path):
-    """Docs are tests: the README's full YAML example is a valid spec for a class kernel."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    """Docs are tests: the user guide's full YAML example is a valid spec for a class kernel."""
+    readme = (Path(__file__).parents[2] / "docs" / "user-guide.md").read_text()
     block = readme.split("# mykernels.yaml: every field of a KernelSpec\n", 1)[1].split("```", 1)[0]
     (tmp_path / "research").mkdir()
     (tmp_path / "research" / "ops.py").write_text(README_KERNEL)
