@@ -11,11 +11,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+
+from ailower._common import console
+from ailower._output import table
 
 __all__ = ["register", "leaderboard_command", "render_text"]
-
-console = Console()
 
 
 def _f(x: float | None, fmt: str = "{:.4f}") -> str:
@@ -24,14 +24,13 @@ def _f(x: float | None, fmt: str = "{:.4f}") -> str:
 
 def render_text(lb, con: Console) -> None:
     """Print ``lb`` (a :class:`campaign.Leaderboard`): the kernel x arch matrix, the detail per
-    arch and the summary rows."""
+    arch and the summary rows. No cell is ever cut: piped, ``con`` is wide enough for every
+    table (:func:`ailower._output.make_console`); on a narrow terminal, key columns (kernel,
+    provider/model, arch) stay whole and the others wrap."""
     from campaign.html import _matrix_cell
 
-    m = Table(title="best verified candidate per kernel x arch (speedup over autotuned Triton)")
-    m.add_column("kernel")
-    m.add_column("family")
-    for a in lb.archs:
-        m.add_column(a)
+    m = table("best verified candidate per kernel x arch (speedup over autotuned Triton)",
+              ("kernel", "family", *lb.archs), keys=("kernel",))
     for k in lb.rows:
         fam = next(e.family for e in lb.entries if e.kernel == k)
         cells = []
@@ -41,10 +40,10 @@ def render_text(lb, con: Console) -> None:
         m.add_row(k, fam, *cells)
     con.print(m)
     for a in lb.archs:
-        t = Table(title=f"{a}: every cell")
-        for col in ("kernel", "provider/model", "Triton config", "Triton ms", "cand ms", "speedup",
-                    "outcome", "roofline T/c", "verdict", "verifier e/w", "seeds", "iter", "cost"):
-            t.add_column(col)
+        t = table(f"{a}: every cell",
+                  ("kernel", "provider/model", "Triton config", "Triton ms", "cand ms", "speedup",
+                   "outcome", "roofline T/c", "verdict", "verifier e/w", "seeds", "iter", "cost"),
+                  keys=("kernel", "provider/model"))
         for e in (e for e in lb.entries if e.arch == a):
             static = e.outcome == "static"
             t.add_row(e.kernel, e.who, e.baseline_config or "-",
@@ -56,10 +55,9 @@ def render_text(lb, con: Console) -> None:
                       f"{e.verifier_errors}/{e.verifier_warnings}", str(e.seeds_checked),
                       _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"))
         con.print(t)
-    s = Table(title=f"summary ({lb.tie_rule})")
-    for col in ("arch", "provider/model", "cells", "timed", "geomean", "win", "tie", "loss",
-                "static", "no valid", "failed", "verifier errors", "cost"):
-        s.add_column(col)
+    s = table(f"summary ({lb.tie_rule})",
+              ("arch", "provider/model", "cells", "timed", "geomean", "win", "tie", "loss",
+               "static", "no valid", "failed", "verifier errors", "cost"), keys=("arch", "provider/model"))
     for r in lb.summary:
         s.add_row(r.arch, r.who, str(r.cells), str(r.timed), _f(r.geomean_speedup, "{:.3f}x"),
                   str(r.win), str(r.tie), str(r.loss), str(r.static), str(r.invalid),

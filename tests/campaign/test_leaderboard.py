@@ -124,3 +124,24 @@ def test_rerunning_a_finished_campaign_runs_nothing(board_db):
     r = cli(["suite", "list", "--json"], board_db)
     got = {c["name"]: (c["done"], c["failed"]) for c in json.loads(r.stdout)}
     assert got == {"static": (3, 0), "fixture-gpu": (5, 0)}
+
+
+def test_tables_are_never_cut_piped_or_at_120_columns(board, board_db):
+    """Issue 21 defect 1: piped output and a 120-column terminal kept `ke…`, `pr…`, `relu.f…`."""
+    import io
+
+    from rich.console import Console
+
+    from ailower.cmd_leaderboard import render_text
+
+    r = cli(["leaderboard"], board_db)  # piped
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    for e in board.entries:
+        assert e.kernel in r.stdout and e.who in r.stdout
+    buf = io.StringIO()
+    render_text(board, Console(file=buf, width=120, force_terminal=True, color_system=None))
+    text = buf.getvalue()
+    assert "…" not in text
+    for e in board.entries:
+        assert e.kernel in text, e.kernel  # key columns stay whole on a narrow terminal
