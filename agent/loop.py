@@ -400,7 +400,9 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             result.best_iteration = len(result.iterations) - 1
             result.best_candidate = cand
             result.best_cubin = asm.cubin
-    event("done", best_iteration=result.best_iteration, stop_reason=result.stop_reason,
+    best = result.best  # the event names the 1-based iteration, as every other view does
+    event("done", best_iteration=best.iteration if best is not None else None,
+          stop_reason=result.stop_reason,
           seconds=time.perf_counter() - t0)
     return result
 

@@ -181,6 +181,11 @@ def run_job(job_id: str, owner: str) -> int:
         from agent.providers.triton import TritonProvider
 
         provider = TritonProvider(cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version)
+    elif req["provider"] == "search":  # suite kernels only (server.submit refuses a spec)
+        from agent.providers.search import SearchProvider
+
+        provider = SearchProvider(cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version,
+                                  ptxas=settings.ptxas)
     elif req["provider"] == "anthropic":
         from agent.providers.anthropic import AnthropicProvider
 
@@ -189,7 +194,7 @@ def run_job(job_id: str, owner: str) -> int:
         from agent.providers.openai import OpenAIProvider
 
         provider = OpenAIProvider(model=req["model"], base_url=ss.openai_base_url)
-    if budget.get("max_cost_usd") and req["provider"] != "triton":
+    if budget.get("max_cost_usd") and req["provider"] in ("anthropic", "openai"):
         p_in, p_out = ss.price_per_mtok[req["model"]]
         provider = CostCappedProvider(provider, budget["max_cost_usd"], p_in, p_out)
     iterations = int(budget.get("iterations", settings.iterations))

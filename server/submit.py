@@ -120,7 +120,13 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
         raise ApiError(422, "budget-too-large", f"budget.wall_time_s {b.wall_time_s:g} exceeds "
                        f"the server's limit {ss.max_wall_time_s:g}",
                        loc=["body", "budget", "wall_time_s"])
-    if body.provider != "triton":
+    if body.provider == "search" and body.spec is not None:
+        # the search compiles configs beyond the autotune space in the runner, outside the
+        # sandbox that compiles submitted source: only suite kernels may be searched
+        raise ApiError(422, "provider-not-allowed", "provider 'search' compiles new configs "
+                       "outside the sandbox, so it takes suite kernels only ('kernel'), not a "
+                       "submitted 'spec'; use 'triton' for a spec", loc=["body", "provider"])
+    if body.provider in ("anthropic", "openai"):
         if body.model is None:
             raise ApiError(422, "model-required", f"provider {body.provider!r} needs 'model'",
                            loc=["body", "model"])

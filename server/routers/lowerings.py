@@ -41,14 +41,20 @@ router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"])
 
 
 def to_public(job: Job, artifacts: list[str]) -> LoweringPublic:
-    """The API view of ``job``."""
+    """The API view of ``job``. A finished job's ``progress.stage`` is its terminal status and
+    its ``progress.best_iteration`` the best candidate's 1-based iteration (as in ``best`` and
+    the SSE ``done`` event), whatever stage its runner reported last."""
     summary = job.summary or {}
+    progress = dict(job.progress or {})
+    if job.status in TERMINAL:
+        progress["stage"] = job.status
+        progress["best_iteration"] = (summary.get("best") or {}).get("iteration")
     return LoweringPublic(
         id=job.id, status=job.status, kernel=job.kernel, arch=job.arch, provider=job.provider,
         model=job.model, budget=Budget.model_validate(job.request.get("budget") or {}),
         created_at=as_utc(job.created_at), started_at=as_utc(job.started_at),
         finished_at=as_utc(job.finished_at), attempts=job.attempts,
-        cancel_requested=job.cancel_requested, progress=job.progress or {},
+        cancel_requested=job.cancel_requested, progress=progress,
         best=summary.get("best"), stop_reason=summary.get("stop_reason"),
         gpu=summary.get("gpu"), gpu_note=summary.get("gpu_note"), error=job.error,
         artifacts=artifacts)
@@ -241,11 +247,19 @@ def get_lowering(id: str, session: SessionDep, key: ApiKeyDep) -> LoweringPublic
 
 
 @router.post("/{id}/cancel", response_model=LoweringPublic, status_code=202,
-             responses=error_responses(401, 404), summary="Cancel a lowering")
-def cancel_lowering(id: str, session: SessionDep, key: ApiKeyDep) -> LoweringPublic:
+             responses={**error_responses(401, 404),
+                        200: {"model": LoweringPublic,
+                              "description": "The job had already finished: nothing changed"}},
+             summary="Cancel a lowering")
+def cancel_lowering(id: str, session: SessionDep, key: ApiKeyDep,
+                    response: Response) -> LoweringPublic:
     """A queued job is cancelled at once; a running one is stopped by its worker within about a
-    second (``cancel_requested`` is set meanwhile). Cancelling a finished job changes nothing."""
+    second (``cancel_requested`` is set meanwhile): 202. Cancelling a finished job changes
+    nothing and answers 200 with the job as it is."""
     job = _own_job(session, key, id)
+    if job.status in TERMINAL:
+        response.status_code = 200
+        return to_public(job, _artifact_names(session, job.id))
     if job.status == "queued" and not J.cancel_queued(session, job):
         session.refresh(job)
     if job.status == "running":

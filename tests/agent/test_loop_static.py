@@ -23,8 +23,11 @@ def test_triton_provider_walks_the_autotune_space(ref_cache, tmp_path):
     assert all(r.verdict == "static-only" for r in res.iterations)
     assert res.stop_reason == "exhausted" and res.best_iteration == 0
     assert res.best_candidate.ptx.startswith("//") and res.best_cubin[:4] == b"\x7fELF"
-    events = [json.loads(line)["event"] for line in tx.read_text().splitlines()]
+    lines = [json.loads(line) for line in tx.read_text().splitlines()]
+    events = [e["event"] for e in lines]
     assert events[0] == "reference_compiled" and events[-1] == "done"
+    # issue 21 defect 7: the done event names the same 1-based iteration as the records
+    assert lines[-1]["best_iteration"] == res.best.iteration == 1
     assert events.count("iteration") == len(spec.configs())
     rep = build_report(res)
     assert rep["verifier"]["ok"] and rep["assembly"]["ok"] and rep["evaluation"] is None
