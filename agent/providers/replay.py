@@ -49,6 +49,7 @@ def read_transcript(path: str | Path) -> dict[int, list[dict[str, Any]]]:
     except UnicodeDecodeError:
         raise ReplayError(f"{p}: not a text file (UTF-8 JSON lines expected)") from None
     out: dict[int, list[dict[str, Any]]] = {}
+    origins: list[str] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -58,16 +59,32 @@ def read_transcript(path: str | Path) -> dict[int, list[dict[str, Any]]]:
             raise ReplayError(f"{p}:{n}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict):
             raise ReplayError(f"{p}:{n}: expected a JSON object")
+        if row.get("event") == "iteration" and isinstance(row.get("origin"), str):
+            origins.append(row["origin"])
         if row.get("event") != "provider":
             continue
         it = row.get("iteration")
         if not isinstance(it, int) or it < 1:
             raise ReplayError(f"{p}:{n}: provider event without a valid iteration number")
         out.setdefault(it, []).append(row)
+    offline = _OFFLINE_EVENT_TYPES
+    if out and all(ev.get("type") in offline for evs in out.values() for ev in evs):
+        name = next((o.split(":", 1)[0] for o in origins if ":" in o), None)
+        raise ReplayError(
+            f"{p}: written by the {name!r} provider, which proposes without a model: only "
+            "transcripts of model providers (anthropic, openai) replay; run "
+            f"'ailower lower KERNEL --provider {name}' again instead" if name else
+            f"{p}: its provider proposed without a model: only transcripts of model providers "
+            "(anthropic, openai) replay")
     if not out:
-        raise ReplayError(f"{p}: no provider events (was it written by 'ailower lower' with a "
-                          "model provider?)")
+        raise ReplayError(f"{p}: no provider events: only transcripts that 'ailower lower' "
+                          "wrote with a model provider (anthropic, openai) replay")
     return out
+
+
+_OFFLINE_EVENT_TYPES = frozenset({"propose", "skip", "search"})
+"""Provider event types of the offline providers (``triton``: propose/skip; ``search``:
+propose/search): a transcript with only these has no model turns to replay."""
 
 
 class ReplayProvider(Provider):

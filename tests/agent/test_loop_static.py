@@ -28,6 +28,12 @@ def test_triton_provider_walks_the_autotune_space(ref_cache, tmp_path):
     assert events[0] == "reference_compiled" and events[-1] == "done"
     # issue 21 defect 7: the done event names the same 1-based iteration as the records
     assert lines[-1]["best_iteration"] == res.best.iteration == 1
+    # issue 21 defect 4: an offline provider's transcript is refused up front, saying why
+    from agent.providers.replay import ReplayError, read_transcript
+
+    with pytest.raises(ReplayError, match=r"'triton' provider.*only transcripts of model "
+                                          r"providers \(anthropic, openai\) replay"):
+        read_transcript(tx)
     assert events.count("iteration") == len(spec.configs())
     rep = build_report(res)
     assert rep["verifier"]["ok"] and rep["assembly"]["ok"] and rep["evaluation"] is None
