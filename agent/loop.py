@@ -57,6 +57,8 @@ class LoopOptions(BaseModel):
         max_ptx_version: PTX ISA cap for the reference compile.
         seeds: correctness seeds (>= 3).
         max_tool_calls: per proposal, for model providers.
+        ptx_filename: the name ptxas and verifier diagnostics give the candidate (``ailower eval``
+            passes the user's file).
         race_gate: run compute-sanitizer racecheck/synccheck on an accepted candidate about to
             become the best (skipped, with a note, where the toolkit lacks compute-sanitizer).
     """
@@ -71,6 +73,7 @@ class LoopOptions(BaseModel):
     seeds: tuple[int, ...] = (0, 1, 2)
     max_tool_calls: int = 16
     race_gate: bool = True
+    ptx_filename: str = Field(default="candidate.ptx", min_length=1)
 
 
 class IterationRecord(BaseModel):
@@ -197,7 +200,7 @@ EMULATION_TIME_LIMIT_S = 60.0
 
 
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
-             launch: dict[str, Any]):
+             launch: dict[str, Any], filename: str = "candidate.ptx"):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
     the spec's ``verify`` size with the candidate's launch settings."""
     from emulator import run_kernel
@@ -207,7 +210,7 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
                       dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
                       global_scratch_size=art.abi.global_scratch_size,
                       time_limit_s=EMULATION_TIME_LIMIT_S,
-                      filename="candidate.ptx")
+                      filename=filename)
 
 
 def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[ReferenceArtifacts],
@@ -340,10 +343,10 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         rec.assembly = _assembly_dict(asm)
         t = time.perf_counter()
         rep = verifier.verify(cand.ptx, arch=arch, abi=art.abi, threads=cand.threads,
-                              filename="candidate.ptx")
+                              filename=options.ptx_filename)
         times["verify"] = time.perf_counter() - t
         rec.verifier = rep.to_dict()
-        parts = [asm.summary(cand.ptx)]
+        parts = [asm.summary(cand.ptx, filename=options.ptx_filename)]
         rendered = rep.render("full")
         parts.append("verifier: " + ("no errors" if rep.ok else "REJECTED") + (
             "\n" + rendered if rendered else ""))
@@ -354,7 +357,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         elif not gpu:
             rec.verdict = "static-only"
             t = time.perf_counter()
-            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump())
+            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump(),
+                           options.ptx_filename)
             times["emulate"] = time.perf_counter() - t
             rec.emulation = emu.model_dump(mode="json")
             parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())

@@ -105,14 +105,16 @@ def eval_command(
     prov = FileProvider(text, f"file:{file.name}", threads=threads, meta=meta_values,
                         dynamic_smem=smem)
     opts = LoopOptions(iterations=1, gpu=evaluator is not None, ptxas=settings.ptxas,
-                       cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
+                       cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version,
+                       ptx_filename=str(file))  # diagnostics name the user's file
     log = console
     if json_out:  # progress to stderr, the report alone on stdout
         from ailower._common import err as log
     log.print(f"[bold]ailower eval[/] {escape(str(file))} as {escape(ks.name)} on {target}")
     if gpu_note:
         log.print(f"[yellow]{escape(gpu_note)}[/]"
-                  + (": static judgement only (assemble, verify)" if evaluator is None else ""))
+                  + (": static judgement (assemble, verify) and emulated correctness on the CPU"
+                     if evaluator is None else ""))
     result, report, _run_id, _folder = execute_run(
         ks, target, prov, opts, evaluator=evaluator, gpu_note=gpu_note, out_dir=out,
         model=None, store=store, console=log,

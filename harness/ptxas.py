@@ -110,9 +110,10 @@ class AssemblyResult(BaseModel):
         """Info lines where ptxas silently changed the program (C7514/C7517/C7519/C7520)."""
         return [d for d in self.diagnostics if d.code in WGMMA_REPAIR_CODES]
 
-    def summary(self, source: str | None = None) -> str:
+    def summary(self, source: str | None = None, filename: str = "candidate.ptx") -> str:
         """A concise multi-line rendering for logs and model feedback; with the PTX ``source``,
-        each diagnostic that has a line is followed by that source line."""
+        each diagnostic that has a line is followed by that source line. Diagnostics name
+        ``filename`` (the user's file for ``ailower eval``)."""
         head = (f"ptxas {self.ptxas_version} ({self.ptxas_source}) for {self.arch}: "
                 + ("ok" if self.ok else f"FAILED (exit {self.returncode})"))
         if self.ok:
@@ -124,7 +125,7 @@ class AssemblyResult(BaseModel):
         for d in self.diagnostics:
             if d.severity == "info" and not d.code:
                 continue
-            lines.append(d.render())
+            lines.append(d.render(filename))
             if d.line and 0 < d.line <= len(src):
                 lines.append(f"    | {src[d.line - 1].strip()}")
         return "\n".join(lines)

@@ -110,6 +110,8 @@ def test_eval_judges_a_hand_edited_ptx_like_lower(world):
     assert "file:softmax_hand.ptx" in r.stdout and "static-only" in r.stdout
     assert "GPU evaluation skipped" in r.stdout and "verifier: no errors" in r.stdout
     assert "ptxas" in r.stdout and "registers" in r.stdout
+    # issue 21 defect 8: it says what it does (it emulates), not "static judgement only"
+    assert "static judgement only" not in r.stdout and "emulated correctness" in r.stdout
     rep = json.loads((root / "ev" / "report.json").read_text())
     lower_rep = json.loads((root / "sm" / "report.json").read_text())
     assert set(rep) == set(lower_rep)  # the same report as lower
@@ -119,6 +121,8 @@ def test_eval_judges_a_hand_edited_ptx_like_lower(world):
     r = ailower("eval", str(bad), "--kernel", "softmax", env_extra=env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "rejected-assembly" in r.stdout and "%r9999" in r.stdout
+    # issue 21 defect 6: diagnostics name the user's file, not the loop's 'candidate.ptx'
+    assert f"{bad}:" in r.stdout and "candidate.ptx" not in r.stdout
     r = ailower("eval", str(bad), "--kernel", "softmax", "--json", env_extra=env)
     assert r.returncode == 1
     doc = json.loads(r.stdout)
