@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 import traceback
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -59,7 +59,53 @@ def _register_commands() -> None:
         importlib.import_module(f"ailower.{name}").register(app)
 
 
+def _tidy_help(t: typer.Typer) -> None:
+    """Help text that reads as prose, for every command of ``t`` and of its groups.
+
+    Typer's rich help keeps a docstring's line breaks (sentences broke mid-line at the source's
+    100 columns): each paragraph of a command's docstring becomes one line, which the terminal
+    wraps.
+    """
+    import inspect
+
+    for info in t.registered_commands:
+        if info.callback is None:
+            continue
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(par.split()) for par in doc.split("\n\n")) or None
+    for group in t.registered_groups:
+        if group.typer_instance is not None:
+            _tidy_help(group.typer_instance)
+
+
+def build_command() -> Any:
+    """The click command of the app, with no type shown for flags in help.
+
+    Typer (0.2x) shows ``<bool>`` in the type column of every flag, ``--help`` included; a flag
+    takes no value, so its column is left empty (each command's ``get_params`` is wrapped).
+    """
+    cmd = typer.main.get_command(app)
+
+    def untype_flags(c: Any) -> None:  # typer's own (vendored) click classes: duck-typed
+        orig = c.get_params
+
+        def get_params(ctx: Any) -> list[Any]:
+            params = orig(ctx)
+            for p in params:
+                if getattr(p, "is_flag", False):
+                    p.display_type_rich = lambda ctx: None  # type: ignore[attr-defined]
+            return params
+
+        c.get_params = get_params  # type: ignore[method-assign]
+        for sub in getattr(c, "commands", {}).values():
+            untype_flags(sub)
+
+    untype_flags(cmd)
+    return cmd
+
+
 _register_commands()
+_tidy_help(app)
 
 
 def main() -> None:
@@ -68,7 +114,7 @@ def main() -> None:
     Usage errors (unknown option, bad value) are handled by typer itself (exit status 2).
     """
     try:
-        app()
+        build_command()()
     except KeyboardInterrupt:
         err.print("aborted", markup=False)
         sys.exit(130)

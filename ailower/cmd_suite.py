@@ -12,14 +12,15 @@ import time
 from typing import Annotated
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["register", "suite_app"]
+from ailower._common import console  # piped: no hard wrap, no cell cut
 
-console = Console()
+__all__ = ["register", "start_line", "suite_app"]
+
 suite_app = typer.Typer(no_args_is_help=True, help="Campaigns over the kernel suite.")
 
 
@@ -41,6 +42,21 @@ def _parse_prices(prices: list[str]) -> dict[str, tuple[float, float]]:
             _fail(f"--price {p!r}: use MODEL=IN,OUT with non-negative prices")
         out[model] = (a, b)
     return out
+
+
+def start_line(start: dict, n_kernels: int) -> str:
+    """The campaign's first line (rich markup): cells, kernels x archs x providers, iterations.
+
+    ``start`` is the ``start`` event (``campaign``, ``cells``, ``added``, ``already_done``,
+    ``archs``, ``providers``, ``iterations``, ``backend``); lists are joined with commas, never
+    printed as Python lists."""
+    from rich.markup import escape
+
+    return (f"[bold]ailower suite run[/]: campaign [cyan]{escape(start['campaign'])}[/], "
+            f"{start['cells']} cells ({start['added']} new, {start['already_done']} already "
+            f"done), {n_kernels} kernels x {escape(', '.join(start['archs']))} x "
+            f"{escape(', '.join(map(str, start['providers'])))}, {start['iterations']} "
+            f"iterations, backend {start['backend']}")
 
 
 def _fmt_s(s: float | None) -> str:
@@ -160,10 +176,7 @@ def suite_run(
     if json_out:
         emit(start)
     else:
-        console.print(f"[bold]ailower suite run[/]: campaign [cyan]{camp.name}[/], "
-                      f"{start['cells']} cells ({added} new, {counts['done']} already done), "
-                      f"{len(targets)} kernels x {archs} x {plan['providers']}, "
-                      f"{iters} iterations, backend {backend}")
+        console.print(start_line(start, len(targets)))
     live = None if json_out else Live(console=console, refresh_per_second=4, transient=False)
     last: list[tuple] = []
 

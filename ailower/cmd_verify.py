@@ -91,6 +91,8 @@ def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4"
     import verifier
     from verifier.registry import REDIRECTS, RULES
 
+    if rule_id not in RULES and rule_id not in REDIRECTS and rule_id.upper() in (*RULES, *REDIRECTS):
+        rule_id = rule_id.upper()  # ids are upper case; 'ta4' means TA4
     if rule_id not in RULES and rule_id not in REDIRECTS:
         from ailower._output import did_you_mean
         from ailower._common import CliFailure

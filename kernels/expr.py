@@ -184,8 +184,13 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
         return lambda env: op1(inner(env))
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            fname = node.func.id if isinstance(node.func, ast.Name) else ast.dump(node.func)
-            raise ExprError(text, f"unknown function {fname!r}; allowed: "
+            if isinstance(node.func, ast.Name):
+                what = f"unknown function {node.func.id!r}"
+            else:  # an attribute or computed callee: name its source text, never its AST
+                callee = ast.unparse(node.func)
+                what = (f"{callee[:60] + ('...' if len(callee) > 60 else '')!r} is not a "
+                        "function name")
+            raise ExprError(text, f"{what}; only these functions may be called: "
                                   f"{', '.join(sorted(FUNCTIONS))}", col)
         if node.keywords:
             raise ExprError(text, "keyword arguments are not allowed", col)
