@@ -189,7 +189,8 @@ class RunStore:
             baseline_config=base.get("baseline", {}).get("config", ""), baseline_ms=baseline_ms,
             best_iteration=best.iteration if best else None, best_origin=best.origin if best else None,
             best_speedup=best.speedup if best else None, best_verdict=best.verdict if best else None,
-            stop_reason=result.stop_reason, out_dir=str(out_dir) if out_dir else None,
+            stop_reason=result.stop_reason,
+            out_dir=str(Path(out_dir).absolute()) if out_dir else None,  # cwd-independent
             best_ptx=result.best_candidate.ptx if result.best_candidate else None,
             report=json.loads(json.dumps(report, default=str)),
             iterations=[IterationRow(iteration=r.iteration, origin=r.origin, verdict=r.verdict,

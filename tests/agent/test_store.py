@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,14 @@ def test_record_and_read_back(tmp_path, result):
     assert row.report["verifier"]["ok"] is True
     assert [r.id for r in store.runs(kernel="vector_add")] == [rid]
     assert store.runs(kernel="softmax") == []
+
+
+def test_out_dir_is_recorded_absolute(tmp_path, result, monkeypatch):
+    """Issue 21 defect 8: a relative --out was stored as given, meaningless from another cwd."""
+    monkeypatch.chdir(tmp_path)
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    rid = store.record(result, build_report(result), out_dir=Path("ailower-out/x"))
+    assert store.get(rid).out_dir == str(tmp_path / "ailower-out" / "x")
 
 
 def test_old_database_gains_new_columns_and_keeps_rows(tmp_path, result):
