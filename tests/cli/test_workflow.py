@@ -282,6 +282,7 @@ def test_export_writes_the_override_layout_and_triton_jit_uses_it(world, monkeyp
     ov = tmp_path / "override"
     r = ailower("export", "1", "--triton-override", str(ov), env_extra=env)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "TRITON_DEFAULT_FP_FUSION" not in r.stderr  # issue 21 defect 8: no Triton warning leaks
     assert "TRITON_KERNEL_OVERRIDE=1" in r.stdout and "num_warps=4" in r.stdout
     assert "never checked on a GPU (verdict static-only)" in r.stdout
     assert "use this folder only on sm_90a GPUs" in r.stdout
