@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
             engine.dispose()
 
     app = FastAPI(title="ailower", version="1", lifespan=lifespan,
-                  max_body_size=ss.max_body_bytes,
+                  max_body_size=ss.max_body_bytes, docs_url=None,  # /docs: offline_docs below
                   description="Lower Triton kernels to verified, measured PTX over HTTP. "
                               "Every /v1 route except /v1/kernels needs "
                               "'Authorization: Bearer <API key>'.")
@@ -83,4 +83,32 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
     app.include_router(verify_router)
     app.include_router(ops_router)
     app.include_router(leaderboard_router)
+    offline_docs(app)
     return app
+
+
+SWAGGER_ASSETS = "/docs-assets"
+"""Where ``/docs`` loads Swagger UI's script and style from (this server, never a CDN)."""
+
+
+def offline_docs(app: FastAPI) -> None:
+    """Serve ``/docs`` (Swagger UI) from the ``swagger-ui-bundle-v2`` wheel's own files.
+
+    FastAPI's default page loads Swagger UI from a CDN, so offline (the usual case beside GPUs
+    with no internet) it was blank. The bundle's ``swagger-ui-bundle.js`` and ``swagger-ui.css``
+    are served at :data:`SWAGGER_ASSETS`; the page reads ``/openapi.json`` as before.
+    """
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from starlette.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(SWAGGER_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json",
+                                   title="ailower - Swagger UI",
+                                   swagger_js_url=f"{SWAGGER_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{SWAGGER_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{SWAGGER_ASSETS}/favicon-32x32.png")

@@ -1,5 +1,5 @@
-"""Issue 21 defects 2 and 7, in process (no worker, no subprocess): the REST service takes the
-CLI's default provider, and a finished job's state agrees with itself."""
+"""Issue 21 defects 2, 7 and 8, in process (no worker, no subprocess): the REST service takes the
+CLI's default provider, a finished job's state agrees with itself, and ``/docs`` works offline."""
 
 from __future__ import annotations
 
@@ -64,3 +64,21 @@ def test_a_finished_job_reports_a_terminal_stage_and_cancel_changes_nothing(api)
     r = client.post(f"/v1/lowerings/{job2}/cancel")
     assert r.status_code == 200 and r.json()["status"] == "succeeded"
     assert r.json()["cancel_requested"] is False
+
+
+def test_docs_page_loads_swagger_ui_from_this_server_only(api):
+    import re
+
+    client, _, _ = api
+    client.headers.pop("Authorization")
+    page = client.get("/docs")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    urls = re.findall(r"(?:src|href)=['\"]([^'\"]+)['\"]", page.text)
+    assert urls and all(u.startswith("/") for u in urls), urls  # no CDN, no other host
+    assert "cdn." not in page.text and "http://" not in page.text and "https://" not in page.text
+    for u in urls:
+        r = client.get(u)
+        assert r.status_code == 200 and len(r.content) > 100, u
+    js = client.get("/docs-assets/swagger-ui-bundle.js")
+    assert "javascript" in js.headers["content-type"] and len(js.content) > 500_000
+    assert client.get("/openapi.json").json()["info"]["title"] == "ailower"
