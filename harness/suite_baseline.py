@@ -309,7 +309,11 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
         raise UsageError(f"--arch {arch} but the GPU is {dev}: the cubins would not load")
     names = list(names or all_names())
     specs = {n: get(n) for n in names}
-    cache = Path(cache_dir or Path.home() / ".ailower" / "cache")
+    if cache_dir is None:  # the data directory's cache (AILOWER_DATA_DIR), not always ~
+        from common.settings import get_settings
+
+        cache_dir = get_settings().cache_dir
+    cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     report = SuiteBaselineReport(arch=arch)
     t_all = time.perf_counter()

@@ -163,7 +163,11 @@ class SourceRef(BaseModel):
                 except SourceExtractError as exc:
                     raise SpecError(f"source {exc.where}", exc.reason) from None
                 digest = hashlib.sha256(ext.text.encode()).hexdigest()[:16]
-                root = Path(cache_dir) if cache_dir else Path.home() / ".ailower"
+                if cache_dir is None:  # the data directory's (AILOWER_DATA_DIR), not always ~
+                    from common.settings import get_settings
+
+                    cache_dir = get_settings().cache_dir
+                root = Path(cache_dir)
                 stem = Path(self.path).stem if self.path else "src"
                 stem = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
                 file = root / "sources" / f"{stem}_{digest}.py"

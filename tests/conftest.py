@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,13 @@ _GPU, _WHY = probe_gpu()
 # The loop, CLI, service and campaign tests run the fast, deterministic `triton` provider; the
 # default provider (`search`) has its own tests (tests/search, tests/cli/test_default_provider.py).
 os.environ.setdefault("AILOWER_PROVIDER", "triton")
+
+# Never the user's data directory (~/.ailower: caches, extracted sources, the run database), in
+# this process or the CLI/server subprocesses the tests start (issue 21 defect 9); tests that need
+# an empty one use the ``data_dir`` fixture.
+_SESSION_DATA = tempfile.mkdtemp(prefix="ailower-test-data-")
+os.environ["AILOWER_DATA_DIR"] = _SESSION_DATA
+atexit.register(shutil.rmtree, _SESSION_DATA, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
