@@ -411,6 +411,31 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     return result
 
 
+def is_triton_own(origin: str | None) -> bool:
+    """Whether a candidate of this ``origin`` is Triton's own PTX for one of the spec's configs,
+    unmodified (``triton:<config>``, ``search:baseline``, ``search:triton[<config>]``)."""
+    o = origin or ""
+    return (o.startswith("triton:") or o == "search:baseline"
+            or (o.startswith("search:triton[") and o.endswith("]") and "+" not in o))
+
+
+def reference_suspect(result: LoweringResult) -> str | None:
+    """A hint when Triton's own PTX fails the spec's correctness check, else None.
+
+    Triton's own compile of the kernel is the reference implementation: when every such
+    candidate that was evaluated (on the GPU or in the emulator) was rejected, and none passed,
+    the spec (roles, dtypes, shapes, sizes, distributions) or its NumPy reference is the likely
+    culprit, not the candidates."""
+    own = [r for r in result.iterations if is_triton_own(r.origin)]
+    failed = [r for r in own if r.verdict == "rejected-evaluation"]
+    if not failed or any(r.verdict in ("accepted", "static-only") for r in own):
+        return None
+    return (f"Triton's own PTX fails the reference check ({len(failed)} of {len(own)} of its "
+            f"configs, e.g. iteration {failed[0].iteration}, {failed[0].origin}): the spec or its "
+            "reference is probably wrong (check the parameters' roles, dtypes and shapes, the "
+            "sizes and the reference function)")
+
+
 def build_report(result: LoweringResult) -> dict[str, Any]:
     """The ``report.json`` document: reference, best candidate, its assembly, verifier findings and
     evaluation, plus a one-line summary of every iteration."""

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from ailower._common import (_fail, _load_spec, _make_provider, _print_result, _resolve_arch,
-                             console, get_settings)
+                             console, err, get_settings)
 
 __all__ = ["lower", "register"]
 
@@ -33,6 +33,10 @@ def lower(
     settings = get_settings()
     ks = _load_spec(kernel, spec)
     ks.load_reference()  # a broken reference fails now, not after the work (SpecError)
+    from kernels.lint import out_read_before_write
+
+    for finding in out_read_before_write(ks):
+        err.print(f"[yellow]warning:[/] {escape(finding.message())}")
     target, dev = _resolve_arch(arch)
     prov_name = provider or settings.provider
     prov = _make_provider(prov_name, model or settings.model, base_url, settings)
@@ -56,7 +60,12 @@ def lower(
         _fail(f"the provider {prov_name!r} produced no candidate: "
               f"{result.iterations[-1].provider_error}")
     if result.best_candidate is None:
+        from agent.loop import reference_suspect
+
         console.print("[red]no valid candidate[/]")
+        hint = reference_suspect(result)
+        if hint:
+            console.print(f"[yellow]{escape(hint)}[/]")
         raise typer.Exit(1)
 
 

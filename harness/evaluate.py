@@ -462,8 +462,12 @@ def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEva
                                           min_reps=10, max_reps=100))
     if res.status != "ok" or res.best is None:
         detail = "; ".join(f"{k.label}: {k.status} {k.message}" for k in res.kernels)
+        # every config ran and none matched: Triton's own kernel disagrees with the reference
+        hint = ("; Triton's own kernel fails the reference, so the spec or its reference is "
+                "probably wrong (roles, dtypes, shapes, sizes, the reference function)"
+                if res.status == "ok" and res.kernels else "")
         raise WorkerError(f"autotune of {spec.name} found no correct config ({res.status}: "
-                          f"{res.message.strip()[:500]}) {detail}")
+                          f"{res.message.strip()[:500]}) {detail}{hint}")
     best = next(a for a, k in zip(refs, kuts) if k.label == res.best)
     return Baseline(best, res)
 

@@ -77,3 +77,61 @@ def test_every_cli_module_prints_through_the_shared_consoles():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Console":
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []
+
+
+ADD = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(output_ptr + offsets, x + y, mask=mask)
+'''
+
+REF = '''def wrong(inputs, dims):
+    return {"output_ptr": inputs["x_ptr"] - inputs["y_ptr"]}
+'''
+
+
+def _add_spec(y_role: str, reference: str | None) -> str:
+    return ("name: add\nsource: {path: add.py, function: add_kernel}\nparams:\n"
+            "  - {name: x_ptr, kind: pointer, dtype: fp32, shape: [N], role: in}\n"
+            f"  - {{name: y_ptr, kind: pointer, dtype: fp32, shape: [N], role: {y_role}}}\n"
+            "  - {name: output_ptr, kind: pointer, dtype: fp32, shape: [N], role: out}\n"
+            "  - {name: n_elements, kind: scalar, dtype: i32, value: N}\n"
+            "  - {name: BLOCK_SIZE, kind: constexpr}\n"
+            "sizes: {verify: {N: 1000}, bench: {N: 4096}}\ngrid: ['cdiv(N, BLOCK_SIZE)']\n"
+            "autotune: {meta: {BLOCK_SIZE: [256]}, num_warps: [4]}\n"
+            + (f"reference: {reference}\n" if reference else ""))
+
+
+def test_lower_warns_when_an_out_buffer_is_read_before_it_is_written(tmp_path):
+    """Issue 21 defect 5: `spec init` guessed `y_ptr` as out; nothing flagged the wrong spec."""
+    (tmp_path / "add.py").write_text(ADD)
+    (tmp_path / "bad.yaml").write_text(_add_spec("out", None))
+    (tmp_path / "good.yaml").write_text(_add_spec("in", None))
+    r = _ailower("lower", "add.py::add_kernel", "--spec", "bad.yaml", "--provider", "triton",
+                 "--iterations", "1", "--arch", "sm_90a", "--out", "o1", tmp_path=tmp_path)
+    assert f"{tmp_path / 'add.py'}:11: 'y_ptr' is declared 'role: out'" in " ".join(r.stderr.split())
+    assert "'role: inout'" in r.stderr
+    r = _ailower("lower", "add.py::add_kernel", "--spec", "good.yaml", "--provider", "triton",
+                 "--iterations", "1", "--arch", "sm_90a", "--out", "o2", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "declared 'role: out'" not in r.stderr
+
+
+def test_lower_says_the_spec_is_probably_wrong_when_tritons_own_ptx_fails_it(tmp_path):
+    (tmp_path / "add.py").write_text(ADD)
+    (tmp_path / "ref.py").write_text(REF)
+    (tmp_path / "spec.yaml").write_text(_add_spec("in", "ref.py::wrong"))
+    r = _ailower("lower", "add.py::add_kernel", "--spec", "spec.yaml", "--provider", "triton",
+                 "--iterations", "1", "--arch", "sm_90a", "--out", "o", tmp_path=tmp_path)
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no valid candidate" in out and "rejected-evaluation" in out
+    assert "the spec or its reference is probably wrong" in out
