@@ -37,6 +37,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+LOAD_FACTOR = 10
+"""How much longer than the product's the CPU budgets are in tests (issue 21 defect 10)."""
+
+
+@pytest.fixture(autouse=True)
+def _analysis_budgets_independent_of_load(monkeypatch):
+    """Findings that must not depend on how busy the machine is.
+
+    The verifier bounds its path-sensitive dataflow (``TIME_BUDGET_S``, 1 s) and B9's per-thread
+    barrier evaluation (``BUDGET_S``, 0.5 s) by CPU time: past the budget a finding degrades to a
+    note. On a loaded 2-core CI machine a test's PTX can cross that line (the B9 barrier tests
+    failed once and passed on rerun), so tests run with budgets :data:`LOAD_FACTOR` times longer;
+    the degradation itself is tested with budgets forced to zero
+    (``tests/verifier/test_verifier_budget.py``) and speed is measured in ``bench/``. The loop's
+    emulation wall limit (60 s) gets the same factor."""
+    import agent.loop
+    import verifier.analysis.dataflow as dataflow
+    import verifier.rules.races as races
+
+    monkeypatch.setattr(dataflow, "TIME_BUDGET_S", dataflow.TIME_BUDGET_S * LOAD_FACTOR)
+    monkeypatch.setattr(races, "BUDGET_S", races.BUDGET_S * LOAD_FACTOR)
+    monkeypatch.setattr(agent.loop, "EMULATION_TIME_LIMIT_S",
+                        agent.loop.EMULATION_TIME_LIMIT_S * LOAD_FACTOR)
+
+
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """An empty ``AILOWER_DATA_DIR`` (and default database) for one test."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -55,12 +56,14 @@ class Reply:
 
 @dataclass
 class RecordedRequest:
-    """One request the server received: method, path, headers (lower-case names), body."""
+    """One request the server received: method, path, headers (lower-case names), body, and
+    when it arrived (``time.monotonic()``, seconds)."""
 
     method: str
     path: str
     headers: dict[str, str]
     raw: bytes
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def json(self) -> Any:
