@@ -79,8 +79,8 @@ def test_budget_from_environment(monkeypatch):
 
 
 def test_cli_knows_the_search_provider(monkeypatch):
-    from ailower import cli
-    from ailower.settings import get_settings
+    from ailower import _common as cli
+    from common.settings import get_settings
 
     assert "search" in cli.PROVIDERS
     prov = cli._make_provider("search", None, None, get_settings())

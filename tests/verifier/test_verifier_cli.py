@@ -12,8 +12,7 @@ from verifier_testlib import FIXTURES
 from ailower import cmd_verify
 
 APP = typer.Typer()
-APP.command("verify")(cmd_verify.verify_command)
-cmd_verify.register(APP)
+cmd_verify.register(APP)  # verify, rule, rules
 RUN = CliRunner()
 GOOD = FIXTURES / "handwritten" / "tc_gemm_sm100a.ptx"
 
