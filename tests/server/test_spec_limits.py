@@ -149,3 +149,35 @@ def test_27k_spec_refused_in_under_half_a_second(srv):
         r = c.post("/v1/lowerings", json=body)
         assert r.status_code == 422 and r.json()["type"] == "autotune-space-too-large"
         assert r.json()["loc"] == ["body", "spec", "autotune"]
+
+
+def test_refused_submissions_count_against_the_rate_limit(srv):
+    key = srv.new_key("refused", "--rate-per-minute", "4", "--max-concurrent", "10")
+    bad = uploaded_relu()
+    bad["sizes"]["verify"]["N"] = 2**27
+    with srv.client(key) as c:
+        assert c.post("/v1/lowerings", json={"spec": bad}).status_code == 422
+        assert c.post("/v1/lowerings", json={"spec": spec_27k()}).status_code == 422
+        assert c.post("/v1/lowerings", json={"kernel": 5}).status_code == 422  # body schema
+        assert c.post("/v1/lowerings", json={"kernel": "no_such"}).status_code == 422
+        # four refusals in the minute: the next submission, even a valid one, is 429 (was 202)
+        r = c.post("/v1/lowerings", json={"kernel": "softmax"})
+        assert r.status_code == 429 and r.json()["type"] == "rate-limited", r.text
+        assert 1 <= int(r.headers["Retry-After"]) <= 60
+        r = c.post("/v1/lowerings", json={"spec": bad})
+        assert r.status_code == 429  # answered before the spec is looked at
+        assert c.get("/v1/lowerings").json()["count"] == 0
+    other = srv.new_key("bystander2")
+    with srv.client(other) as c:  # another key is not affected
+        assert c.post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 202
+
+
+def test_idempotent_replay_is_not_rate_limited(srv):
+    key = srv.new_key("replayer", "--rate-per-minute", "1", "--max-concurrent", "10")
+    h = {"Idempotency-Key": "once"}
+    with srv.client(key) as c:
+        first = c.post("/v1/lowerings", json={"kernel": "softmax"}, headers=h)
+        assert first.status_code == 202
+        again = c.post("/v1/lowerings", json={"kernel": "softmax"}, headers=h)
+        assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
+        assert c.post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 429
