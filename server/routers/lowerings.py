@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
+from server.bodies import JsonDepthRoute
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
 from server.deps import ApiKeyDep, SessionDep, bearer, check_body_size, get_api_key
 from server.errors import ApiError, error_responses
@@ -36,7 +37,7 @@ from server.schemas import (
 )
 from server.submit import validate_submission
 
-router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"])
+router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"], route_class=JsonDepthRoute)
 
 
 

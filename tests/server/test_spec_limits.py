@@ -12,8 +12,11 @@ import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels import get
+from server.bodies import json_depth
 from server.errors import ApiError
 from server.spec_limits import SpecLimits
 from server.submit import _check_spec
@@ -181,3 +184,52 @@ def test_idempotent_replay_is_not_rate_limited(srv):
         again = c.post("/v1/lowerings", json={"kernel": "softmax"}, headers=h)
         assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
         assert c.post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 429
+
+
+def _nesting(o) -> int:
+    """Reference depth of a parsed JSON value (recursive; test data only)."""
+    if isinstance(o, list):
+        return 1 + max((_nesting(x) for x in o), default=0)
+    if isinstance(o, dict):
+        return 1 + max((_nesting(x) for x in o.values()), default=0)
+    return 0
+
+
+_JSON = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\ab\u2028', max_size=6),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    max_leaves=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_JSON)
+def test_json_depth_matches_the_parsed_nesting(value):
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
+        assert json_depth(text.encode()) == _nesting(value)
+
+
+def test_json_depth_is_linear_and_needs_no_recursion():
+    assert json_depth(b"[" * 2_000_000) == 2_000_000  # json.loads: RecursionError
+    t0 = time.perf_counter()
+    json_depth(b'""' * 1_000_000)  # the most pieces a 2 MB body can hold
+    assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("depth", [900, 200_000])
+def test_deeply_nested_spec_is_a_422(srv, depth):
+    key = srv.new_key(f"deep{depth}")
+    d = uploaded_relu()
+    d["description"] = None
+    raw = json.dumps({"spec": d}).replace('"description": null',
+                                          '"description": ' + "[" * depth + "]" * depth)
+    with srv.client(key) as c:
+        r = c.post("/v1/lowerings", content=raw, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422, r.text[:300]  # before: 500 (pydantic: depth exceeded)
+        assert r.json()["type"] == "json-too-deep" and r.json()["loc"] == ["body"]
+        r = c.post("/v1/verify", content="[" * depth + "]" * depth,
+                   headers={"Content-Type": "application/json"})
+        assert r.status_code == 422 and r.json()["type"] == "json-too-deep"
+        d["description"] = json.loads("[" * 20 + "]" * 20)  # under the limit: the spec check
+        r = c.post("/v1/lowerings", json={"spec": d})  # runs (and refuses a list description)
+        assert r.status_code == 422 and r.json()["type"] == "invalid-spec", r.text
