@@ -106,7 +106,7 @@ class ServerSettings(BaseSettings):
     spec_max_params: int = Field(default=64, ge=1)
     spec_max_sizes: int = Field(default=8, ge=2)
     spec_max_dims: int = Field(default=16, ge=1)
-    spec_max_eval_work: int = Field(default=10_000, ge=100)
+    spec_max_eval_work: int = Field(default=4_000, ge=100)
     spec_max_verify_bytes: int = Field(default=64 << 20, ge=1024)
     spec_max_bench_bytes: int = Field(default=4 << 30, ge=1024)
     spec_max_grid_programs: int = Field(default=1 << 22, ge=1)

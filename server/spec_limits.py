@@ -50,7 +50,8 @@ class SpecLimits:
 
     The defaults leave every suite kernel far inside (largest measured 2026-12-01: 12 MiB of
     ``verify`` buffers and 262,400 emulated threads for vector_add, 768 MiB of ``bench`` buffers,
-    131,072 programs, 9 configs, no constraints).
+    131,072 programs, 9 configs, no constraints, 430 units of ``max_eval_work``; a spec at 3,968
+    units with 250-character expressions took 0.08-0.12 s to check, 0.38 s with cold caches).
 
     Attributes:
         max_configs: autotune configs before constraints (``maxnreg`` values counted).
@@ -79,7 +80,7 @@ class SpecLimits:
     max_params: int = 64
     max_sizes: int = 8
     max_dims: int = 16
-    max_eval_work: int = 10_000
+    max_eval_work: int = 4_000
     max_verify_bytes: int = 64 << 20
     max_bench_bytes: int = 4 << 30
     max_grid_programs: int = 1 << 22
