@@ -34,14 +34,107 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
 __all__ = ["SourceExtractError", "ExtractedKernel", "extract_kernel", "find_function",
-           "KernelSignature", "compact"]
+           "KernelSignature", "compact", "split_lines", "unsafe_characters"]
 
 _ALLOWED_IMPORT_ROOTS = ("triton", "math")
 _DROP_DECORATORS = ("autotune", "heuristics", "jit", "staticmethod", "must_use_result")
 _BUILTINS = set(dir(builtins))
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """``text`` split into lines exactly where Python's tokenizer ends a line: at ``\\n``,
+    ``\\r\\n`` and ``\\r`` only (the tokenizer translates both to ``\\n``; CPython
+    ``Parser/tokenizer.c``, ``translate_newlines``), so line ``i`` of the result is line ``i`` of
+    :func:`ast.parse`'s line numbers.
+
+    Not :meth:`str.splitlines`, which also splits at ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``,
+    U+0085, U+2028 and U+2029: a comment holding one of those is a comment to the parser but two
+    lines to a tool that rebuilds the module from ``splitlines()``, and its second half becomes a
+    statement (issue 17, item 2). Every line-based rebuilding of a kernel's source in ailower goes
+    through this function.
+
+    Args:
+        text: any text.
+        keepends: keep each line's terminator.
+
+    Returns:
+        The lines; like :meth:`str.splitlines`, a final terminator gives no empty last line.
+    """
+    out: list[str] = []
+    start = 0
+    for m in _LINE_END.finditer(text):
+        out.append(text[start:m.end() if keepends else m.start()])
+        start = m.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+_ASCII_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _is_unsafe(ch: str) -> bool:
+    return ch not in "\t\n\r" and unicodedata.category(ch) in _UNSAFE_CATEGORIES
+
+
+def unsafe_characters(text: str) -> list[tuple[int, int, str]]:
+    """Line terminators other than ``\\n`` / ``\\r\\n`` / ``\\r`` and control or format
+    characters (Unicode categories Cc except tab, LF and CR; Cf; Zl; Zp) that lie outside string
+    literals.
+
+    Such a character is either a syntax error to Python or sits in a comment or in whitespace,
+    where no legitimate kernel needs it, while tools that split lines their own way (or editors
+    that render it) disagree with the parser about what the code is. String literals may hold
+    them (the parser gives them to the string).
+
+    String literals are found with :mod:`tokenize`; when the text cannot be tokenized, every such
+    character counts as outside a string (the answer errs towards reporting).
+
+    Args:
+        text: a Python module's source.
+
+    Returns:
+        ``(line, col, char)`` for each such character, in order; ``line`` and ``col`` are 1-based
+        (lines as :func:`split_lines` gives them, columns in characters).
+    """
+    if text.isascii():
+        if not _ASCII_UNSAFE.search(text):
+            return []
+        rx = _ASCII_UNSAFE
+    else:
+        bad = sorted({ch for ch in set(text) if _is_unsafe(ch)})
+        if not bad:
+            return []
+        rx = re.compile("[" + "".join(re.escape(c) for c in bad) + "]")
+    lines = split_lines(text, keepends=True)
+    found = [(ln, m.start(), m.group()) for ln, line in enumerate(lines, 1)
+             for m in rx.finditer(line)]
+    spans = _string_spans(lines)
+    return [(ln, col + 1, ch) for ln, col, ch in found
+            if not any(a <= (ln, col) < b for a, b in spans)]
+
+
+def _string_spans(lines: list[str]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """``((row, col), (end_row, end_col))`` of each string literal part (``tokenize`` positions:
+    rows 1-based, columns 0-based); ``[]`` when the lines cannot be tokenized."""
+    import tokenize
+
+    kinds = {tokenize.STRING} | {getattr(tokenize, k) for k in ("FSTRING_MIDDLE", "TSTRING_MIDDLE")
+                                  if hasattr(tokenize, k)}
+    try:
+        return [(t.start, t.end) for t in tokenize.generate_tokens(iter(lines).__next__)
+                if t.type in kinds]
+    except (tokenize.TokenError, SyntaxError, StopIteration):
+        return []
 
 
 class SourceExtractError(ValueError):
@@ -512,7 +605,7 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
     import inspect
     import textwrap
 
-    src_lines = text.splitlines(keepends=True)
+    src_lines = split_lines(text, keepends=True)
     lines: dict[int, str] = {}
     owner: dict[int, str] = {}  # line -> "fn" | "global" | "class"
     tail: list[str] = []
@@ -531,9 +624,11 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
             block = inspect.getblock(src_lines[first - 1:])
         except (SyntaxError, IndentationError, tokenize_error()):
             block = src_lines[first - 1:node.end_lineno]
-        body = textwrap.dedent("".join(block)).splitlines()
+        # one line splitting, the parser's (split_lines): never str.splitlines(), see there
+        body = split_lines(textwrap.dedent("\n".join(split_lines("".join(block))) + "\n"))
         n_dec = node.lineno - first
-        pad = body[n_dec][:len(body[n_dec]) - len(body[n_dec].lstrip())] if n_dec < len(body) else ""
+        pad = (body[n_dec][:len(body[n_dec]) - len(body[n_dec].lstrip(" \t"))]
+               if n_dec < len(body) else "")  # indentation is spaces and tabs, as for Python
         if pad:  # a string in the body is less indented than the def: Triton's own dedent
             # leaves the def indented (and cannot load it); keep the text loadable
             body = [b[len(pad):] if b.startswith(pad) else b for b in body]
@@ -597,7 +692,7 @@ def compact(text: str) -> str:
     extracted module keeps the user's line numbers, so it has many blank lines)."""
     out: list[str] = []
     blank = 0
-    for line in text.splitlines():
+    for line in split_lines(text):
         blank = blank + 1 if not line.strip() else 0
         if blank <= 2:
             out.append(line)

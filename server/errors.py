@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-__all__ = ["ApiError", "install_handlers", "error_responses"]
+__all__ = ["ApiError", "install_handlers", "error_responses", "note_refusal"]
 
 DOCS = "https://github.com/ailower/ailower/blob/main/docs/rest.md"
 """Where every error type is documented: ``{DOCS}#error-{type}`` (``docs/rest.md``, "Errors")."""
@@ -32,16 +32,26 @@ def _body(type: str, message: str, loc: list[Any] | None = None, **extra: Any) -
             **extra}
 
 
+def note_refusal(request: Request, status: int) -> None:
+    """Count a 4xx answer (but 401 and 429) against the caller's rate limit, where a route set
+    ``request.state.on_refusal`` (the submit route: :mod:`server.refusals`)."""
+    hook = getattr(request.state, "on_refusal", None)
+    if hook is not None and 400 <= status < 500 and status not in (401, 429):
+        hook()
+
+
 def install_handlers(app: FastAPI) -> None:
     """Register the handlers for :class:`ApiError`, request validation and HTTP errors."""
 
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        note_refusal(request, exc.status)
         return JSONResponse(_body(exc.type, exc.message, exc.loc), status_code=exc.status,
                             headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        note_refusal(request, 422)
         errs = exc.errors()
         first = errs[0] if errs else {}
         detail = [{"type": e.get("type"), "loc": [str(x) for x in e.get("loc", ())],
@@ -52,6 +62,7 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        note_refusal(request, exc.status_code)
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:  # Starlette names only the first matching route's methods
             import re

@@ -53,6 +53,14 @@ class ServerSettings(BaseSettings):
         max_streams_per_key: SSE streams one key may hold open at once in this process (429
             ``too-many-streams``): each open stream polls the database, so unbounded streams
             from one key slow every tenant.
+        spec_max_configs / spec_max_constraints / spec_max_constraint_evals /
+            spec_max_expr_chars / spec_max_expressions / spec_max_params / spec_max_sizes /
+            spec_max_dims / spec_max_eval_work / spec_max_verify_bytes / spec_max_bench_bytes /
+            spec_max_grid_programs / spec_max_emulated_threads: bounds on the work a submitted
+            spec asks for, checked before that work (:class:`server.spec_limits.SpecLimits`
+            says what each counts; defaults there).
+        max_json_depth: deepest nesting of arrays and objects in a JSON request body (422
+            ``json-too-deep``, checked on the raw bytes before the body is parsed).
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
             provider without credentials is refused at submission.
         price_per_mtok: USD per million tokens by model, ``{"model": [input, output]}``; needed to
@@ -90,6 +98,20 @@ class ServerSettings(BaseSettings):
     verify_concurrency: int = Field(default=4, ge=1)
     verify_per_key: int = Field(default=1, ge=1)
     verify_memory_mb: int = Field(default=4096, ge=256)
+    spec_max_configs: int = Field(default=64, ge=1, le=4096)
+    spec_max_constraints: int = Field(default=16, ge=0)
+    spec_max_constraint_evals: int = Field(default=512, ge=0)
+    spec_max_expr_chars: int = Field(default=256, ge=16, le=512)
+    spec_max_expressions: int = Field(default=512, ge=8)
+    spec_max_params: int = Field(default=64, ge=1)
+    spec_max_sizes: int = Field(default=8, ge=2)
+    spec_max_dims: int = Field(default=16, ge=1)
+    spec_max_eval_work: int = Field(default=4_000, ge=100)
+    spec_max_verify_bytes: int = Field(default=64 << 20, ge=1024)
+    spec_max_bench_bytes: int = Field(default=4 << 30, ge=1024)
+    spec_max_grid_programs: int = Field(default=1 << 22, ge=1)
+    spec_max_emulated_threads: int = Field(default=1 << 20, ge=32)
+    max_json_depth: int = Field(default=32, ge=4, le=256)
     anthropic_api_key: SecretStr | None = None
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
@@ -102,6 +124,13 @@ class ServerSettings(BaseSettings):
         return SandboxLimits(cpu_s=self.sandbox_cpu_s, memory_mb=self.sandbox_memory_mb,
                              wall_s=self.sandbox_wall_s, output_bytes=self.sandbox_output_bytes,
                              uid=self.sandbox_uid, gid=self.sandbox_gid)
+
+    def spec_limits(self):
+        """The :class:`server.spec_limits.SpecLimits` these settings give."""
+        from server.spec_limits import SpecLimits
+
+        return SpecLimits(**{f: getattr(self, f"spec_{f}")
+                             for f in SpecLimits.__dataclass_fields__})
 
     def secrets(self) -> list[str]:
         """Every credential value, for redaction of events, logs and artifacts."""

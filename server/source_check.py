@@ -40,6 +40,13 @@ Inside a ``@triton.jit`` body:
   burns compile time);
 * ``tl.inline_asm_elementwise`` only when the operator allows it (``allow_inline_asm``).
 
+The text checked is the text compiled: lines end only at ``\\n``, ``\\r\\n`` and ``\\r`` (as for
+Python's tokenizer; :func:`kernels.source.split_lines`, which the extractor that builds the
+compiled module uses too), and a line terminator other than those or any control or format
+character (Unicode categories Cc except tab/LF/CR, Cf, Zl, Zp) outside a string literal is refused
+(:func:`kernels.source.unsafe_characters`): ``# note<U+2028>    tl.core.builtins.exec(...)`` is
+one comment to the parser and was two lines to a ``str.splitlines()`` rebuild (issue 17).
+
 This is the first of two layers: the compile itself runs in the OS sandbox of
 :mod:`server.sandbox` whatever this check says. Every rejection names the offending expression and
 its ``source:LINE:COL``.
@@ -49,7 +56,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import unicodedata
 from dataclasses import dataclass
+
+from kernels.source import split_lines, unsafe_characters
 
 __all__ = ["SourceRejected", "check_triton_source", "TL_API", "ALLOWED_CHAINS", "VALUE_ATTRS",
            "BUILTINS", "RESERVED_LOCALS", "JIT_KWARGS", "MAX_STR", "MAX_NODES", "MAX_DEPTH"]
@@ -204,7 +214,7 @@ def check_triton_source(source: str, function: str, *, allow_inline_asm: bool = 
             ``MAX_DEPTH``), or a rule broken; the message names the expression and carries
             ``source:LINE:COL``.
     """
-    lines = source.splitlines()
+    lines = split_lines(source)  # the parser's lines (never str.splitlines: see split_lines)
 
     def fail(reason: str, node: ast.AST | None = None) -> SourceRejected:
         ln = getattr(node, "lineno", 0) or 0
@@ -213,6 +223,15 @@ def check_triton_source(source: str, function: str, *, allow_inline_asm: bool = 
 
     if "\x00" in source:
         raise SourceRejected("the source contains a NUL character")
+    bad = unsafe_characters(source)
+    if bad:
+        ln, col, ch = bad[0]
+        raise SourceRejected(
+            f"character U+{ord(ch):04X} ({unicodedata.name(ch, 'control character').lower()}) "
+            "outside a string literal is not allowed: lines end only at \\n, \\r\\n or \\r, and "
+            f"control and format characters may appear only inside strings ({len(bad)} found)",
+            ln, col, (lines[ln - 1] if 0 < ln <= len(lines) else "").translate(
+                {ord(c): f"\\u{ord(c):04x}" for _, _, c in bad}))
     try:
         tree = ast.parse(source, filename="source", mode="exec")
     except SyntaxError as exc:

@@ -2,14 +2,16 @@
 
 A submitted spec's ``source`` must be ``{"function", "text"}``; the text is checked with
 :func:`server.source_check.check_triton_source` (``ast`` only); a NumPy ``reference`` (a module to
-import) is refused; the autotune space is capped at :data:`MAX_CONFIGS`; problem dims must be in
-``[1, 2**31)``; expressions may use ``**`` at most once each. Only then is the spec built with
-:class:`kernels.KernelSpec` (whose expressions go through the safe evaluator).
+import) is refused. Counts and lengths (parameters, sizes, expressions, the autotune space with
+its ``maxnreg`` values, constraints) are bounded before anything is parsed, then the buffer bytes
+at each size (:mod:`server.spec_limits`); problem dims must be in ``[1, 2**31)``; expressions may
+use ``**`` at most once each. Only then is the spec built with :class:`kernels.KernelSpec` (its
+expressions go through the safe evaluator, in time the first checks bounded), and its grid and
+emulation size are checked.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -21,10 +23,12 @@ from server.errors import ApiError
 from server.schemas import LoweringCreate
 from server.settings import ServerSettings
 from server.source_check import SourceRejected, check_triton_source
+from server.spec_limits import SpecLimits, check_buffers, check_launch, check_raw
 
 __all__ = ["validate_submission", "MAX_CONFIGS"]
 
-MAX_CONFIGS = 64
+MAX_CONFIGS = SpecLimits.max_configs
+"""The default bound on a submitted autotune space (``AILOWER_SERVER_SPEC_MAX_CONFIGS``)."""
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -39,7 +43,8 @@ def _strings(obj: Any) -> list[str]:
 
 
 def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
-                allow_inline_asm: bool = False) -> KernelSpec:
+                allow_inline_asm: bool = False, limits: SpecLimits | None = None) -> KernelSpec:
+    lim = limits or SpecLimits()
     name = spec.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ApiError(422, "invalid-spec", "spec.name must be 1-100 characters of letters, "
@@ -59,6 +64,7 @@ def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
         raise ApiError(422, "reference-not-allowed", "a submitted spec may not name a NumPy "
                        "reference (it would be imported); omit 'reference'",
                        loc=["body", "spec", "reference"])
+    check_raw(spec, lim)  # counts and lengths: before anything is parsed or evaluated
     try:
         check_triton_source(src["text"], src["function"], allow_inline_asm=allow_inline_asm)
     except SourceRejected as exc:
@@ -75,19 +81,7 @@ def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
                 if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v < 2**31:
                     raise ApiError(422, "validation-error", f"sizes.{sname}.{d} must be an "
                                    "integer in [1, 2**31)", loc=["body", "spec", "sizes", sname, d])
-    at = spec.get("autotune")
-    if isinstance(at, dict):
-        n = 1
-        for k in ("num_warps", "num_stages", "num_ctas"):
-            v = at.get(k)
-            n *= len(v) if isinstance(v, list | tuple) else 1
-        meta = at.get("meta") or {}
-        if isinstance(meta, dict):
-            n *= math.prod(len(v) if isinstance(v, list | tuple) else 1 for v in meta.values())
-        n += len(at.get("configs") or ()) if isinstance(at.get("configs"), list) else 0
-        if n > MAX_CONFIGS:
-            raise ApiError(422, "autotune-space-too-large", f"the autotune space has up to {n} "
-                           f"configs; the limit is {MAX_CONFIGS}", loc=["body", "spec", "autotune"])
+    check_buffers(spec, lim)
     try:
         ks = KernelSpec.model_validate(spec)
     except ValidationError as exc:
@@ -96,10 +90,10 @@ def _check_spec(spec: dict[str, Any], max_source_bytes: int, *,
                        loc=["body", "spec", *[str(x) for x in e["loc"]]]) from None
     except (SpecError, ExprError, ValueError, ArithmeticError, RecursionError) as exc:
         raise ApiError(422, "invalid-spec", str(exc)[:1000], loc=["body", "spec"]) from None
-    if len(ks.configs()) > MAX_CONFIGS:
-        raise ApiError(422, "autotune-space-too-large", f"the autotune space has "
-                       f"{len(ks.configs())} configs; the limit is {MAX_CONFIGS}",
-                       loc=["body", "spec", "autotune"])
+    try:
+        check_launch(ks, lim)
+    except (SpecError, ExprError, ValueError, ArithmeticError) as exc:
+        raise ApiError(422, "invalid-spec", str(exc)[:1000], loc=["body", "spec"]) from None
     return ks
 
 
@@ -146,7 +140,8 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
         return body.kernel, False
     from server.sandbox import isolation_status
 
-    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm)
+    ks = _check_spec(body.spec or {}, max_source_bytes, allow_inline_asm=ss.allow_inline_asm,
+                     limits=ss.spec_limits())
     ok, why = isolation_status()
     if not ok:
         raise ApiError(503, "isolation-unavailable", "this server does not accept kernel source: "

@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -23,9 +22,11 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
+from server.bodies import JsonDepthRoute
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
-from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep, bearer, get_api_key
+from server.deps import ApiKeyDep, SessionDep, bearer, check_body_size, get_api_key
 from server.errors import ApiError, error_responses
+from server.refusals import REFUSALS, WINDOW
 from server.schemas import (
     Budget,
     LoweringCreate,
@@ -36,7 +37,7 @@ from server.schemas import (
 )
 from server.submit import validate_submission
 
-router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"])
+router = APIRouter(prefix="/v1/lowerings", tags=["lowerings"], route_class=JsonDepthRoute)
 
 
 
@@ -132,14 +133,14 @@ def _artifact_names(session, job_id: str) -> list[str]:
              responses=error_responses(400, 401, 409, 413, 422, 429, 503),
              summary="Submit a lowering")
 def create_lowering(body: LoweringCreate, request: Request, response: Response,
-                    session: SessionDep, key: BodyLimitedKeyDep,
+                    session: SessionDep, key: SubmitKeyDep,
                     idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                     ) -> LoweringCreated:
     """Queue a lowering of a suite kernel or a submitted spec; returns ``202`` with its id.
 
     A repeated ``Idempotency-Key`` with the same body returns the first job; with a different
     body, ``409``. ``429`` (with ``Retry-After``) when the key's submissions per minute or
-    concurrent jobs are at their limit.
+    concurrent jobs are at their limit; refused submissions (4xx) count against the rate.
     """
     ss = request.app.state.server_settings
     payload = body.model_dump(mode="json")
@@ -153,9 +154,66 @@ def create_lowering(body: LoweringCreate, request: Request, response: Response,
                                "different request body", loc=["header", "Idempotency-Key"])
             return _created(old, request)
     kernel, untrusted = validate_submission(body, ss, key.max_source_bytes)
+    _release_connection(session, key)  # hold no pooled connection while waiting for the lock
     with _key_lock(key.key_id):
         return _admit(body, request, session, key, payload, rhash, idempotency_key, kernel,
                       untrusted)
+
+
+def _rate_window(session, key: ApiKey, now) -> list:
+    """Times of the key's jobs created and submissions refused in the rolling minute, oldest
+    first (:mod:`server.refusals`)."""
+    jobs = session.scalars(select(Job.created_at).where(
+        Job.key_id == key.key_id, Job.created_at > now - WINDOW)).all()
+    return sorted([as_utc(t) for t in jobs] + REFUSALS.since(key.key_id, now - WINDOW))
+
+
+def _check_rate(window: list, key: ApiKey, now) -> None:
+    """429 ``rate-limited`` (with ``Retry-After``) when ``window`` holds ``rate_per_minute``."""
+    if len(window) >= key.rate_per_minute:
+        oldest = window[-key.rate_per_minute]
+        wait = max(1, math.ceil(60 - (now - oldest).total_seconds()))
+        raise ApiError(429, "rate-limited", f"{key.rate_per_minute} submissions per minute "
+                       f"(refused ones included) allowed for this key; retry in {wait} s",
+                       headers={"Retry-After": str(wait)})
+
+
+def rate_checked_key(request: Request, session: SessionDep, key: ApiKeyDep,
+                     idempotency_key: Annotated[str | None, Header(max_length=200)] = None
+                     ) -> ApiKey:
+    """Dependency of the submit route, before the body is validated: from here on a 4xx answer
+    counts as a refused submission of this key (the error handlers call
+    ``request.state.on_refusal``), and a key at its rate is answered 429 at once, before its
+    body is checked (except the replay of an ``Idempotency-Key`` the key already used, which
+    returns its job as before)."""
+    request.state.on_refusal = lambda: REFUSALS.record(key.key_id)
+    now = utcnow()
+    replay = idempotency_key is not None and session.scalar(select(Job.id).where(
+        Job.key_id == key.key_id, Job.idempotency_key == idempotency_key)) is not None
+    if not replay:
+        _check_rate(_rate_window(session, key, now), key, now)
+    _release_connection(session, key)
+    return key
+
+
+def _release_connection(session, key: ApiKey) -> None:
+    """End the session's read transaction, so that its pooled connection is not held while the
+    request waits (for the key's lock in :func:`create_lowering`: 40 parallel submits of one
+    key holding 15 pooled connections while the lock holder needs one waited out the pool
+    timeout). ``key`` is detached first, so that the rollback does not expire it (its columns
+    stay loaded; reading them later needs no connection)."""
+    if key in session:
+        session.expunge(key)
+    session.rollback()
+
+
+async def submit_key(request: Request,
+                     key: Annotated[ApiKey, Depends(rate_checked_key)]) -> ApiKey:
+    """The submitting key, rate-checked, with its ``max_body_bytes`` enforced (413)."""
+    return await check_body_size(request, key)
+
+
+SubmitKeyDep = Annotated[ApiKey, Depends(submit_key)]
 
 
 _key_locks: dict[str, threading.Lock] = {}
@@ -176,15 +234,11 @@ def _admit(body: LoweringCreate, request: Request, session, key, payload: dict, 
     session.rollback()  # start a fresh transaction: the reads below must see every commit
     session.execute(select(ApiKey.id).where(ApiKey.key_id == key.key_id).with_for_update())
     now = utcnow()
-    window = session.scalars(select(Job.created_at).where(
-        Job.key_id == key.key_id, Job.created_at > now - timedelta(seconds=60))
-        .order_by(Job.created_at)).all()
-    if len(window) >= key.rate_per_minute:
+    try:
+        _check_rate(_rate_window(session, key, now), key, now)
+    except ApiError:
         session.rollback()
-        oldest = as_utc(window[-key.rate_per_minute])
-        wait = max(1, math.ceil(60 - (now - oldest).total_seconds()))
-        raise ApiError(429, "rate-limited", f"{key.rate_per_minute} submissions per minute "
-                       f"allowed for this key; retry in {wait} s", headers={"Retry-After": str(wait)})
+        raise
     active = session.scalar(select(func.count()).select_from(Job).where(
         Job.key_id == key.key_id, Job.status.in_(("queued", "running"))))
     if active >= key.max_concurrent:

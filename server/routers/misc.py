@@ -15,13 +15,14 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from server.bodies import JsonDepthRoute
 from server.deps import BodyLimitedKeyDep, SessionDep
 from server.errors import ApiError, error_responses
 from server.schemas import KernelInfo, KernelsPublic, VerifyRequest, VerifyResponse
 
-kernels_router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
-verify_router = APIRouter(prefix="/v1/verify", tags=["verify"])
-ops_router = APIRouter(tags=["ops"])
+kernels_router = APIRouter(prefix="/v1/kernels", tags=["kernels"], route_class=JsonDepthRoute)
+verify_router = APIRouter(prefix="/v1/verify", tags=["verify"], route_class=JsonDepthRoute)
+ops_router = APIRouter(tags=["ops"], route_class=JsonDepthRoute)
 
 
 @kernels_router.get("", response_model=KernelsPublic, summary="The kernel suite")
