@@ -54,7 +54,8 @@ def visible_gpus() -> list[str]:
 
 def _pid_namespace() -> list[str]:
     """The prefix that starts the runner as init of its own PID namespace (util-linux
-    ``unshare --pid --fork --kill-child``, root only): when the runner dies -- killed by its slot,
+    ``unshare --pid --fork --kill-child --mount-proc``, root only; the private ``/proc`` is
+    what bwrap reads its own namespaces from): when the runner dies -- killed by its slot,
     or by ``PR_SET_PDEATHSIG`` when the server is SIGKILLed -- the kernel kills every process it
     started (ptxas, the GPU worker, a box's bwrap), so none is left as an orphan. Empty where that
     is unavailable (not root, no ``unshare``)."""
@@ -63,7 +64,7 @@ def _pid_namespace() -> list[str]:
     exe = shutil.which("unshare")
     if exe is None or os.geteuid() != 0:
         return []
-    return [exe, "--pid", "--fork", "--kill-child"]
+    return [exe, "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
 def _runner_preexec() -> None:

@@ -22,15 +22,15 @@ from server.sandbox import (
     SandboxError,
     SandboxLimits,
     compile_untrusted,
-    isolation_status,
     run_isolated,
 )
 from server.source_check import SourceRejected, check_triton_source
 
 from .sandbox_payloads import softmax_with
 
-pytestmark = pytest.mark.skipif(not isolation_status()[0],
-                                reason=f"no isolation on this host: {isolation_status()[1]}")
+from .conftest import needs_isolation  # noqa: E402  (an error, not a skip, in CI)
+
+pytestmark = needs_isolation
 
 SECRET = "sk-ant-test-" + "7" * 24
 
@@ -304,7 +304,6 @@ def test_one_box_process_flood_leaves_another_uid_box_working(tmp_path):
     finally:
         t.join(40)
     assert res["flood"].pids_refused and res["flood"].killed == "wall"
-    del sp
 
 
 def test_undeclared_output_is_discarded(tmp_path):
