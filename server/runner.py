@@ -1,8 +1,10 @@
 """The job runner: one process per job attempt, started by a job slot (:mod:`server.workers`).
 
-``python -m server.runner JOB_ID OWNER`` loads the job, compiles a submitted spec's source in the
-sandbox (:mod:`server.sandbox`), runs :func:`agent.loop.lower` (the loop spawns the GPU worker
-subprocess itself when a GPU matching the arch is present), appends every progress event to the
+``python -m server.runner JOB_ID OWNER`` loads the job; for a submitted spec it compiles the source
+in one box and runs :func:`agent.loop.lower` on the box's output in a second box
+(:mod:`server.sandbox`; model calls are made here and relayed), for a suite kernel it runs the
+loop here (the loop spawns the GPU worker subprocess itself when a GPU matching the arch is
+present); it appends every progress event to the
 job's event log, writes the artifacts (best PTX, cubin, ``report.json``, ``transcript.jsonl``)
 under the job folder and records them, then finishes the job. Provider credentials reach this
 process through its environment only (set by the slot from the server settings); every event,

@@ -1,34 +1,38 @@
-"""OS-level isolation of untrusted work: the compile of a submitted kernel runs in a bubblewrap box.
+"""OS-level isolation of untrusted work: a source job's compile, and the agent loop on what it
+produced, each run in a bubblewrap box with limits the kernel counts.
 
 Untrusted Triton source executes Python at compile time (Triton's code generator calls what it
-reaches), so the compile is treated as arbitrary code. :func:`run_isolated` runs a command as
-follows (the server must start as root; it never runs untrusted code as root):
+reaches), so the compile is treated as arbitrary code (:func:`compile_untrusted`); the loop on
+its output (the reference cache, which that code could have replaced) runs in a second box
+(:func:`lower_in_box`). :func:`run_isolated` builds a box as follows (the server must start as
+root; it never runs untrusted code as root). ``docs/threat-model.md`` ("Isolation: the box") has
+the full table, what a host needs for each limit, and measured figures.
 
-* ``bwrap`` (bubblewrap, Debian package ``bubblewrap``) builds new mount, PID, network, IPC, UTS
-  and cgroup namespaces; the new root is a tmpfs holding, read-only, ``/usr`` and the Python
-  environment's own folders (``sys.prefix``, ``sys.base_prefix``, the ``sys.path`` folders outside
-  the project and the data directory), the two project packages the compile needs
-  (``harness``, ``kernels``, at ``/opt/ailower``), a fresh ``/proc`` (only the box's processes),
-  a minimal ``/dev``, a size-capped private ``/tmp`` and, read-write, one work folder of the job
-  at ``/sandbox``. Nothing else of the host is visible: not the data directory, the database,
-  the repository (its ``.env``), ``/etc``, ``/root``, other processes or their environments.
-  The network namespace has only a down loopback.
-* ``setpriv`` (util-linux) then drops to an unprivileged uid/gid (default 65534, ``nobody``)
-  with no supplementary groups, an empty capability bounding set and ``no_new_privs``; the
-  environment is emptied (``--clearenv``) and only ``HOME``, ``PATH``, ``TRITON_CACHE_DIR`` set.
-* rlimits: ``RLIMIT_CPU`` (CPU seconds), ``RLIMIT_AS`` (address space), ``RLIMIT_FSIZE`` (bytes per
-  file), ``RLIMIT_NPROC`` (processes of the sandbox uid), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0;
-  the parent enforces the wall-clock limit, a cap on the bytes written under ``/sandbox`` (polled)
-  and a cap on stdout+stderr bytes (only a head and a tail are kept, so a flood cannot grow the
-  parent's memory).
+* ``bwrap`` (bubblewrap) builds new mount, PID, network, IPC, UTS and cgroup namespaces; the new
+  root is a tmpfs holding, read-only, ``/usr`` and the Python environment's own folders (prefixes
+  and ``site-packages``/``dist-packages``, wherever they are: a venv under ``/tmp`` too), the
+  project packages the box needs (at ``/opt/ailower``), a fresh ``/proc``, a minimal ``/dev``, a
+  size-capped private ``/tmp`` and ``/sandbox`` (tmpfs; ``HOME``), and, read-write, one host
+  folder at ``/sandbox/out`` for the declared output. Nothing else of the host is visible. The
+  network namespace has only a down loopback.
+* cgroups (:mod:`server.cgroups`, v2 or v1, probed): the box's memory (tmpfs/shmem/memfd pages
+  included), its processes + threads and its CPU quota; the limits the server requires are a
+  setting, and a box that cannot get them is refused (:class:`IsolationUnavailable`).
+* ``setpriv`` (util-linux) drops to an unprivileged uid/gid (the server gives each job slot its
+  own) with no supplementary groups, an empty capability bounding set and ``no_new_privs``; the
+  environment is emptied and only ``HOME``, ``PATH`` and what the caller names are set.
+* rlimits: ``RLIMIT_CPU``, ``RLIMIT_AS`` (unless ``as_limit`` is off), ``RLIMIT_FSIZE``,
+  ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0, and ``RLIMIT_NPROC`` only where the pids cgroup is
+  missing; the parent enforces the wall clock, a cap on the bytes in ``/sandbox/out`` (polled)
+  and a cap on stdout+stderr bytes (only a head and a tail are kept).
 * at the end (normal exit, a limit, or the parent dying: ``--die-with-parent`` and
-  ``PR_SET_PDEATHSIG``), the box's PID namespace is torn down, which kills every descendant,
-  ``setsid`` daemons included. Afterwards every symlink, FIFO, socket, device node and
-  multiply-linked file is removed from the work folder before the caller reads it.
+  ``PR_SET_PDEATHSIG``) the box's PID namespace is torn down and what is left in its cgroups is
+  SIGKILLed; then every undeclared file, symlink, FIFO, socket, device node and multiply-linked
+  file is removed from the output folder before the caller reads it.
 
-When bwrap or setpriv is missing, user namespaces are disabled, or the service is not root,
-:func:`isolation_status` says why and :func:`run_isolated` raises :class:`IsolationUnavailable`;
-the service then refuses source submissions (suite-kernel submissions still work).
+When bwrap or setpriv is missing, the service is not root, a required cgroup limit cannot be
+enforced, or a probe box cannot import the job's packages, :func:`isolation_status` says why and
+the service refuses source submissions (suite-kernel submissions still work).
 """
 
 from __future__ import annotations
@@ -274,22 +278,9 @@ def isolation_status(require: tuple[str, ...] | None = None) -> tuple[bool, str]
 
 @functools.lru_cache(maxsize=8)
 def _isolation_status(require: tuple[str, ...]) -> tuple[bool, str]:
-    if sys.platform != "linux":
-        return False, f"isolation needs Linux namespaces; this is {sys.platform}"
-    if os.geteuid() != 0:
-        return False, ("the service must start as root so the compile of untrusted source can run "
-                       "in a bubblewrap box as a separate unprivileged uid; it runs as uid "
-                       f"{os.geteuid()}")
-    bwrap, setpriv = _which("bwrap"), _which("setpriv")
-    if bwrap is None:
-        return False, "bubblewrap ('bwrap') is not installed (Debian: apt-get install bubblewrap)"
-    if setpriv is None:
-        return False, "'setpriv' (util-linux) is not installed"
-    missing = [c for c in require if c not in cgroups.enforced()]
-    if missing:
-        return False, (f"the box's required cgroup limits ({', '.join(missing)}) cannot be "
-                       f"enforced on this host: {cgroups.describe()} (setting "
-                       "AILOWER_SERVER_SANDBOX_REQUIRE lists the required ones)")
+    ok, why = _host_ready(require)
+    if not ok:
+        return ok, why
     mods = ("numpy", "ml_dtypes", "triton", *RUNNER_PACKAGES)
     code = (f"import sys; sys.path.insert(0, {PACKAGES_DIR!r})\n"
             f"for m in {mods!r}: __import__(m)\nprint('imported', len({mods!r}))")
@@ -309,6 +300,28 @@ def _isolation_status(require: tuple[str, ...]) -> tuple[bool, str]:
                   f"limits: {cgroups.describe()}; rlimits: CPU, AS, FSIZE, NOFILE, CORE; "
                   f"private tmpfs /tmp and /sandbox (size-capped, charged to the memory group); "
                   f"probe imported {', '.join(mods)} in {run.seconds:.1f} s")
+
+
+@functools.lru_cache(maxsize=8)
+def _host_ready(require: tuple[str, ...]) -> tuple[bool, str]:
+    """The cheap part of :func:`isolation_status` (no probe box): platform, root, tools, cgroups."""
+    if sys.platform != "linux":
+        return False, f"isolation needs Linux namespaces; this is {sys.platform}"
+    if os.geteuid() != 0:
+        return False, ("the service must start as root so the compile of untrusted source can run "
+                       "in a bubblewrap box as a separate unprivileged uid; it runs as uid "
+                       f"{os.geteuid()}")
+    bwrap, setpriv = _which("bwrap"), _which("setpriv")
+    if bwrap is None:
+        return False, "bubblewrap ('bwrap') is not installed (Debian: apt-get install bubblewrap)"
+    if setpriv is None:
+        return False, "'setpriv' (util-linux) is not installed"
+    missing = [c for c in require if c not in cgroups.enforced()]
+    if missing:
+        return False, (f"the box's required cgroup limits ({', '.join(missing)}) cannot be "
+                       f"enforced on this host: {cgroups.describe()} (setting "
+                       "AILOWER_SERVER_SANDBOX_REQUIRE lists the required ones)")
+    return True, "bubblewrap + setpriv"
 
 
 def _base_args(lim: SandboxLimits) -> list[str]:
@@ -498,7 +511,9 @@ def run_isolated(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: b
             cgroup limit in ``limits.require``).
         SandboxError: the box could not start.
     """
-    ok, why = isolation_status(limits.require)
+    # the cheap checks only: the probe box of isolation_status ran in the server process that
+    # accepted the job (a job's runner must not pay seconds for it on every job)
+    ok, why = _host_ready(tuple(sorted(limits.require)))
     if not ok:
         raise IsolationUnavailable(f"untrusted code cannot be isolated on this host: {why}")
     return _run_box(argv, work=work, limits=limits, stdin=stdin, env=env, binds=ro_binds,
@@ -519,9 +534,10 @@ def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes
     os.chown(work, limits.uid, limits.gid)
     os.chmod(work, 0o700)
     args = [bwrap, *_base_args(limits)]  # type: ignore[list-item]
-    made: set[Path] = set()
-    bound: list[Path] = [Path("/usr"), Path("/proc"), Path("/dev"), Path("/tmp"),
-                         Path(SANDBOX_DIR)]
+    # /tmp and /sandbox are the box's tmpfs: folders leading to a venv under /tmp are made in it
+    # with mode 0755 (bwrap's own would not be traversable by the sandbox uid)
+    made: set[Path] = {Path("/tmp"), Path(SANDBOX_DIR)}
+    bound: list[Path] = [Path("/usr"), Path("/proc"), Path("/dev")]
     for d in _python_dirs(list(exclude or [])):
         _mkdirs(args, d, made, bound)
         args += ["--ro-bind", str(d), str(d)]
@@ -734,6 +750,10 @@ _RUNNER_CHILD = Path(__file__).resolve().parent / "_runner_child.py"
 #: the runner box's declared output
 RUNNER_OUTPUT = ("transcript.jsonl",)
 _MAX_LINE = 64 << 20  # bytes of one protocol line from the runner box
+#: progress events one job box may send, and the JSON bytes of each (they are stored in the
+#: database): a loop sends a handful per iteration, an iteration event is a few KiB
+MAX_BOX_EVENTS = 10_000
+MAX_EVENT_BYTES = 256 << 10
 
 
 def _readline(stdout) -> dict[str, Any]:
@@ -791,6 +811,19 @@ def lower_in_box(request: dict[str, Any], *, cache: Path, work: Path, limits: Sa
     if ptxas:
         binds[ptxas] = Path(ptxas)
     answer: dict[str, Any] = {}
+    n_events = [0]
+
+    def relay(msg: dict[str, Any]) -> None:
+        """One progress event from the box, bounded in number and size before it is stored."""
+        n_events[0] += 1
+        data = msg.get("data") or {}
+        if n_events[0] > MAX_BOX_EVENTS:
+            raise SandboxError(f"the job's box sent more than {MAX_BOX_EVENTS} events")
+        if not isinstance(data, dict) or len(json.dumps(data, default=str)) > MAX_EVENT_BYTES:
+            raise SandboxError(f"the job's box sent an event that is not an object of at most "
+                               f"{MAX_EVENT_BYTES} bytes")
+        if on_event is not None:
+            on_event(str(msg.get("kind"))[:64], data)
 
     def interact(stdin, stdout) -> None:
         from agent.providers.base import ProposalContext
@@ -805,8 +838,7 @@ def lower_in_box(request: dict[str, Any], *, cache: Path, work: Path, limits: Sa
             msg = _readline(stdout)
             op = msg.get("op")
             if op == "event":
-                if on_event is not None:
-                    on_event(str(msg.get("kind")), dict(msg.get("data") or {}))
+                relay(msg)
             elif op == "propose":
                 if provider is None:
                     raise SandboxError("the runner box asked for a proposal of the triton provider")
@@ -822,8 +854,7 @@ def lower_in_box(request: dict[str, Any], *, cache: Path, work: Path, limits: Sa
                     while True:
                         m = _readline(stdout)
                         if m.get("op") == "event":
-                            if on_event is not None:
-                                on_event(str(m.get("kind")), dict(m.get("data") or {}))
+                            relay(m)
                             continue
                         if m.get("op") != "tool_result":
                             raise SandboxError(f"the runner box answered a tool call with "
@@ -840,13 +871,14 @@ def lower_in_box(request: dict[str, Any], *, cache: Path, work: Path, limits: Sa
             else:
                 raise SandboxError(f"the runner box sent an unknown message {op!r}")
 
-    binds_ok, why = isolation_status(limits.require)
-    if not binds_ok:
+    ready, why = _host_ready(tuple(sorted(limits.require)))
+    if not ready:
         raise IsolationUnavailable(f"untrusted work cannot be isolated on this host: {why}")
     run = _run_box([sys.executable, "-I", "-c",
                     f"import sys; sys.path.insert(0, {PACKAGES_DIR!r}); import _runner_child; "
                     "_runner_child.main()"], work=work, limits=limits, binds=binds,
-                   exclude=exclude, keep=RUNNER_OUTPUT, interact=interact, devices=devices)
+                   exclude=exclude, keep=RUNNER_OUTPUT, interact=interact, devices=devices,
+                   env={"PYTHONPATH": PACKAGES_DIR})  # the GPU worker is a `python -m harness...`
     tail = run.stderr.decode(errors="replace")[-2000:]
     if run.oom_killed:
         raise SandboxError(f"the job's box ran out of its memory limit ({limits.memory_mb} MiB) "

@@ -13,6 +13,7 @@ A pool runs inside ``ailower serve`` by default; ``python -m server.workers`` ru
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -58,13 +59,31 @@ def _pid_namespace() -> list[str]:
     what bwrap reads its own namespaces from): when the runner dies -- killed by its slot,
     or by ``PR_SET_PDEATHSIG`` when the server is SIGKILLed -- the kernel kills every process it
     started (ptxas, the GPU worker, a box's bwrap), so none is left as an orphan. Empty where that
-    is unavailable (not root, no ``unshare``)."""
+    is unavailable (not root, no ``unshare``, or a probe run fails: the reason is logged once)."""
+    return list(_pid_namespace_probe())
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_namespace_probe() -> tuple[str, ...]:
     import shutil
 
     exe = shutil.which("unshare")
     if exe is None or os.geteuid() != 0:
-        return []
-    return [exe, "--pid", "--fork", "--kill-child", "--mount-proc"]
+        log.warning("runners start without their own PID namespace (%s): a process a runner "
+                    "starts outside a box may outlive a SIGKILLed server",
+                    "no unshare" if exe is None else "not root")
+        return ()
+    argv = (exe, "--pid", "--fork", "--kill-child", "--mount-proc")
+    try:
+        r = subprocess.run([*argv, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("runners start without their own PID namespace: %s", exc)
+        return ()
+    if r.returncode != 0:
+        log.warning("runners start without their own PID namespace: unshare failed: %s",
+                    r.stderr.decode(errors="replace").strip()[:300])
+        return ()
+    return argv
 
 
 def _runner_preexec() -> None:

@@ -240,7 +240,7 @@ def test_compile_wall_limit_is_a_clear_error(tmp_path):
 def test_isolation_unavailable_is_explicit(monkeypatch, tmp_path):
     import server.sandbox as sb
 
-    monkeypatch.setattr(sb, "isolation_status", lambda *a: (False, "bwrap missing (test)"))
+    monkeypatch.setattr(sb, "_host_ready", lambda *a: (False, "bwrap missing (test)"))
     with pytest.raises(IsolationUnavailable, match="bwrap missing"):
         run_isolated(["/usr/bin/true"], work=tmp_path / "w", limits=SandboxLimits())
 
@@ -317,7 +317,8 @@ def test_undeclared_output_is_discarded(tmp_path):
             "open('/sandbox/scratch.bin', 'wb').write(b'2' * (8 << 20))\n")
     work = tmp_path / "w"
     run = run_isolated([sys.executable, "-I", "-c", code], work=work,
-                       limits=SandboxLimits(wall_s=30), keep=("result.json", "cache/reference/*/kernel.ptx"))
+                       limits=SandboxLimits(wall_s=30),
+                       keep=("result.json", "cache/reference/*/kernel.ptx"))
     assert run.returncode == 0, run.stderr
     files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
     assert files == ["cache/reference/k/kernel.ptx", "result.json"]
@@ -329,12 +330,19 @@ def test_undeclared_output_is_discarded(tmp_path):
     assert list((tmp_path / "w2").iterdir()) == []
 
 
-def test_venv_under_tmp_is_visible_in_the_box(tmp_path):
-    """A venv under /tmp (the box has its own private /tmp) holding a package of its own: the box
-    imports it from the venv."""
+@pytest.mark.parametrize("layout", ["tmp", "in-project"])
+def test_venv_under_tmp_is_visible_in_the_box(tmp_path, layout):
+    """A venv under /tmp (the box has its own private /tmp) holding a package of its own, alone or
+    as the ``.venv`` of a checkout under /tmp: the box imports the package from the venv."""
     import subprocess as sp
 
-    venv = Path(tempfile_dir := "/tmp") / f"ail-venv-{os.getpid()}-{time.monotonic_ns()}"
+    top = Path("/tmp") / f"ail-venv-{os.getpid()}-{time.monotonic_ns()}"
+    venv = top if layout == "tmp" else top / "proj" / ".venv"
+    root = "" if layout == "tmp" else (f"import server.sandbox as sb; "
+                                       f"sb._ROOT = Path({str(top / 'proj')!r})\n")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    if layout == "in-project":
+        (top / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     sp.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
            check=True, timeout=120)
     try:
@@ -345,15 +353,44 @@ def test_venv_under_tmp_is_visible_in_the_box(tmp_path):
         code = ("import sys; sys.path.insert(0, '.')\n"
                 "from pathlib import Path\n"
                 "from server.sandbox import run_isolated, SandboxLimits, _python_dirs\n"
-                f"r = run_isolated([sys.executable, '-I', '-c', 'import ail_venv_probe, ml_dtypes;"
-                f" print(ail_venv_probe.WHERE, ail_venv_probe.__file__)'], work=Path({str(tmp_path / 'w')!r}),"
-                " limits=SandboxLimits(wall_s=60))\n"
+                + root +
+                "r = run_isolated([sys.executable, '-I', '-c', 'import ail_venv_probe, ml_dtypes;"
+                " print(ail_venv_probe.WHERE, ail_venv_probe.__file__)'],"
+                f" work=Path({str(tmp_path / 'w')!r}), limits=SandboxLimits(wall_s=60))\n"
                 "print(r.returncode, r.stdout.decode().strip(), r.stderr.decode()[-300:])")
         out = sp.run([str(py), "-c", code], capture_output=True, text=True, timeout=120,
                      cwd=str(Path(__file__).resolve().parents[2]))
         assert out.stdout.split()[:2] == ["0", "venv"], (out.stdout, out.stderr[-2000:])
-        assert str(venv) in out.stdout and tempfile_dir == "/tmp"
+        assert str(venv) in out.stdout
     finally:
         import shutil
 
-        shutil.rmtree(venv, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_required_cgroup_limit_missing_is_refused(monkeypatch, tmp_path):
+    """A host that cannot enforce a required limit refuses the box, naming the limit; the server
+    gives each job slot its own uid."""
+    import server.cgroups as cg
+    import server.sandbox as sb
+    from server.settings import ServerSettings
+
+    found, why = cg.probe()
+    monkeypatch.setattr(cg, "probe", lambda: ({k: v for k, v in found.items() if k != "pids"},
+                                              {**why, "pids": "not mounted (test)"}))
+    sb._host_ready.cache_clear()
+    try:
+        ok, text = sb.isolation_status(("memory", "pids"))
+        assert not ok and "pids" in text and "not mounted (test)" in text
+        with pytest.raises(IsolationUnavailable, match=r"required cgroup limits \(pids\)"):
+            run_isolated(["/usr/bin/true"], work=tmp_path / "w",
+                         limits=SandboxLimits(require=("pids",)))
+        assert sb.isolation_status(("memory",))[0]  # what is enforced still works
+    finally:
+        sb._host_ready.cache_clear()
+        sb._isolation_status.cache_clear()
+    ss = ServerSettings(sandbox_require="memory,pids")
+    a, b = ss.sandbox_limits(0), ss.sandbox_limits(1)
+    assert (a.uid, b.uid) == (100_000, 100_001) and a.require == ("memory", "pids")
+    with pytest.raises(ValueError, match="unknown cgroup controller"):
+        ServerSettings(sandbox_require="memory,disk").required_cgroups()
