@@ -156,3 +156,44 @@ def test_runner_box_runs_the_loop_on_the_compiled_reference(tmp_path):
     assert "reference_compiled" in events and "iteration" in events
     assert {"memory", "pids", "cpu"} <= run.cgroups
     assert [p.name for p in (tmp_path / "loop").iterdir()] == ["transcript.jsonl"]
+
+
+def test_model_provider_runs_outside_and_its_tools_inside_the_job_box(tmp_path):
+    """A model provider (no network or credentials in the box) is called outside; its tool calls
+    (``compile`` = ptxas, ``verify``) are relayed into the box and answered there."""
+    from agent.providers.base import Proposal, Provider
+    from harness.candidate import Candidate
+
+    class Scripted(Provider):
+        name = "scripted"
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+            self.pids: list[int] = []
+
+        def propose(self, ctx, feedback, tools):
+            self.pids.append(os.getpid())
+            for tool in ("compile", "verify"):
+                self.calls.append((tool, tools(tool, {"ptx": ctx.reference_ptx,
+                                                      "threads": ctx.abi.threads})))
+            with pytest.raises(ValueError, match="unknown tool"):
+                tools("no-such-tool", {})
+            return Proposal(candidate=Candidate(ptx=ctx.reference_ptx, threads=ctx.abi.threads,
+                                                meta=dict(ctx.config.meta), origin="scripted"))
+
+    spec = softmax_with([])
+    sb = compile_untrusted(spec, "sm_90a", work=tmp_path / "compile", max_ptx_version=90,
+                           limits=SandboxLimits(wall_s=120))
+    assert sb.complete
+    prov = Scripted()
+    data, cubin, run = lower_in_box(
+        {"spec": spec, "arch": "sm_90a", "iterations": 2, "gpu": False, "max_ptx_version": 90,
+         "provider": "scripted", "hang_timeout_s": 10, "job_timeout_s": 60},
+        cache=tmp_path / "compile" / "cache", work=tmp_path / "loop",
+        limits=SandboxLimits(wall_s=120), provider=prov)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert prov.pids == [os.getpid()] * 2  # called here, once per iteration
+    assert [t for t, _ in prov.calls] == ["compile", "verify"] * 2
+    assert prov.calls[0][1].startswith("ptxas ") and ": ok; " in prov.calls[0][1]  # ran in box
+    assert data["best_candidate"]["origin"] == "scripted" and len(cubin) > 1000
+    assert [r["verdict"] for r in data["iterations"]] == ["static-only"] * 2
