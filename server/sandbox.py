@@ -523,8 +523,7 @@ def run_isolated(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: b
 def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes = b"",
              env: dict[str, str] | None = None, binds: dict[str, Path] | None = None,
              exclude: list[Path] | None = None, keep: tuple[str, ...] | None = None,
-             interact: Any = None, devices: list[str] | None = None,
-             rw_binds: dict[str, Path] | None = None) -> IsolatedRun:
+             interact: Any = None, devices: list[str] | None = None) -> IsolatedRun:
     missing = [c for c in limits.require if c not in cgroups.enforced()]
     if missing:
         raise IsolationUnavailable(f"the box's required cgroup limits ({', '.join(missing)}) "
@@ -613,7 +612,7 @@ def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes
         # every process that held the pipes is dead and the readers see EOF
         out.thread.join(10)
         err.thread.join(10)
-        if isinstance(out, _Talk) and out.error is not None:
+        if killed is None and isinstance(out, _Talk) and out.error is not None:
             killed = f"protocol: {type(out.error).__name__}: {out.error}"[:500]
         peak, oom, refused = group.memory_peak(), group.oom_killed(), group.pids_refused()
         controllers = group.controllers
