@@ -1,8 +1,10 @@
 """The job runner: one process per job attempt, started by a job slot (:mod:`server.workers`).
 
-``python -m server.runner JOB_ID OWNER`` loads the job, compiles a submitted spec's source in the
-sandbox (:mod:`server.sandbox`), runs :func:`agent.loop.lower` (the loop spawns the GPU worker
-subprocess itself when a GPU matching the arch is present), appends every progress event to the
+``python -m server.runner JOB_ID OWNER`` loads the job; for a submitted spec it compiles the source
+in one box and runs :func:`agent.loop.lower` on the box's output in a second box
+(:mod:`server.sandbox`; model calls are made here and relayed), for a suite kernel it runs the
+loop here (the loop spawns the GPU worker subprocess itself when a GPU matching the arch is
+present); it appends every progress event to the
 job's event log, writes the artifacts (best PTX, cubin, ``report.json``, ``transcript.jsonl``)
 under the job folder and records them, then finishes the job. Provider credentials reach this
 process through its environment only (set by the slot from the server settings); every event,
@@ -14,10 +16,14 @@ owned the job.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import shutil
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from agent.providers.base import Proposal, ProposalContext, Provider, ToolExecutor, redact
@@ -94,22 +100,22 @@ def _iteration_event(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_job(job_id: str, owner: str) -> int:
-    """Run one attempt of job ``job_id`` as lease owner ``owner``; see the module docstring."""
-    from agent.loop import LoopOptions, Transcript, build_report, lower
+    """Run one attempt of job ``job_id`` as lease owner ``owner``; see the module docstring.
+
+    A source job's work is done in boxes (:mod:`server.sandbox`) under a fresh folder
+    ``<job>/box/attempt-N`` (whatever an earlier attempt left is removed first), and the whole
+    ``<job>/box`` folder is removed when the attempt ends: only the job's own artifacts
+    (``best.ptx``, ``best.cubin``, ``report.json``, ``transcript.jsonl``) stay.
+    """
+    from agent.loop import build_report
     from harness import GPUEvaluator, device_arch, gpu_available
     from kernels import KernelSpec, get
     from server import jobs as J
     from server.db import Job, make_engine, make_sessionmaker
-    from server.sandbox import (
-        SandboxError,
-        compile_untrusted,
-        forbid_text_source_import,
-    )
+    from server.sandbox import forbid_text_source_import
     from server.settings import get_server_settings
 
     settings, ss = get_server_settings()
-    import os
-
     secrets = [*ss.secrets(), *(os.environ[k] for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
                                 if os.environ.get(k))]
     engine = make_engine(settings.database_url)
@@ -144,63 +150,17 @@ def run_job(job_id: str, owner: str) -> int:
     budget = req.get("budget") or {}
     arch = req["arch"]
     emit("started", {"attempt": attempt, "arch": arch, "provider": req["provider"]})
-    cache_dir = settings.cache_dir
-    if req.get("kernel"):
-        spec = get(req["kernel"])
-    else:
-        forbid_text_source_import()  # this process never imports the submitted text
-        spec = KernelSpec.model_validate(req["spec"])
-        cache_dir = folder / "sandbox" / "cache"
-        progress(stage="sandbox-compile")
-        try:
-            sb = compile_untrusted(spec.model_dump(mode="json"), arch, work=folder / "sandbox",
-                                   max_ptx_version=settings.max_ptx_version,
-                                   limits=ss.sandbox_limits(), exclude=[settings.data_dir])
-        except SandboxError as exc:
-            return fail("sandbox-compile", str(exc))
-        emit("sandbox_compiled", {"compiled": sb.compiled, "failures": sb.failures,
-                                  "seconds": round(sb.seconds, 3)})
-        if not sb.complete:
-            # the runner must find every config in the cache: it never imports the source
-            return fail("reference-compile", "every config of a submitted spec must compile "
-                        f"(prune the space with constraints); Triton failed on: {sb.failures}")
-
     gpu_ok, why = gpu_available()
     dev = device_arch() if gpu_ok else None
-    evaluator, gpu_note = None, ""
+    gpu, gpu_note = False, ""
     if not gpu_ok:
         gpu_note = f"GPU evaluation skipped: {why}"
     elif dev != arch:
         gpu_note = f"GPU evaluation skipped: the GPU is {dev}, the target is {arch}"
     else:
-        evaluator = GPUEvaluator(hang_timeout_s=settings.hang_timeout_s,
-                                 job_timeout_s=settings.job_timeout_s,
-                                 input_cache=settings.cache_dir)
-    provider: Provider
-    if req["provider"] == "triton":
-        from agent.providers.triton import TritonProvider
-
-        provider = TritonProvider(cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version)
-    elif req["provider"] == "search":  # suite kernels only (server.submit refuses a spec)
-        from agent.providers.search import SearchProvider
-
-        provider = SearchProvider(cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version,
-                                  ptxas=settings.ptxas)
-    elif req["provider"] == "anthropic":
-        from agent.providers.anthropic import AnthropicProvider
-
-        provider = AnthropicProvider(model=req["model"])
-    else:
-        from agent.providers.openai import OpenAIProvider
-
-        provider = OpenAIProvider(model=req["model"], base_url=ss.openai_base_url)
-    if budget.get("max_cost_usd") and req["provider"] in ("anthropic", "openai"):
-        p_in, p_out = ss.price_per_mtok[req["model"]]
-        provider = CostCappedProvider(provider, budget["max_cost_usd"], p_in, p_out)
+        gpu = True
+    provider = _provider(req, budget, ss, settings)
     iterations = int(budget.get("iterations", settings.iterations))
-    opts = LoopOptions(iterations=iterations, gpu=evaluator is not None, ptxas=settings.ptxas,
-                       cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version)
-    progress(stage="reference-compile", iteration=0, iterations=iterations, gpu=evaluator is not None)
     transcript_path = folder / "transcript.jsonl"
     transcript_path.unlink(missing_ok=True)
 
@@ -214,15 +174,39 @@ def run_job(job_id: str, owner: str) -> int:
             if kind == "baseline":
                 progress(stage="iterating", baseline_ms=data.get("median_ms"))
             elif kind == "reference_compiled":
-                progress(stage="baseline" if evaluator is not None else "iterating")
+                progress(stage="baseline" if gpu else "iterating")
 
     t0 = time.monotonic()
-    try:
-        result = lower(spec, arch, provider, opts, evaluator=evaluator,
-                       transcript=Transcript(transcript_path), on_event=on_event)
-    except Exception as exc:  # the loop's documented failures and ailower bugs: the job fails
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return fail(type(exc).__name__, detail[:4000])
+    if req.get("kernel"):
+        from agent.loop import LoopOptions, Transcript, lower
+
+        spec = get(req["kernel"])
+        evaluator = GPUEvaluator(hang_timeout_s=settings.hang_timeout_s,
+                                 job_timeout_s=settings.job_timeout_s,
+                                 input_cache=settings.cache_dir) if gpu else None
+        opts = LoopOptions(iterations=iterations, gpu=gpu, ptxas=settings.ptxas,
+                           cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
+        progress(stage="reference-compile", iteration=0, iterations=iterations, gpu=gpu)
+        try:
+            result = lower(spec, arch, provider or _triton(settings, settings.cache_dir), opts,
+                           evaluator=evaluator, transcript=Transcript(transcript_path),
+                           on_event=on_event)
+        except Exception as exc:  # the loop's documented failures and ailower bugs: job fails
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            return fail(type(exc).__name__, detail[:4000])
+    else:
+        forbid_text_source_import()  # this process never imports the submitted text
+        spec = KernelSpec.model_validate(req["spec"])
+        box_root = folder / "box"
+        shutil.rmtree(box_root, ignore_errors=True)  # an earlier attempt's boxes: discarded
+        try:
+            result = _boxed_source_job(spec, req, box_root / f"attempt-{attempt}", settings, ss,
+                                       gpu, iterations, provider, progress, emit, on_event,
+                                       transcript_path, budget)
+        except _JobFailed as exc:
+            return fail(exc.kind, str(exc))
+        finally:
+            shutil.rmtree(box_root, ignore_errors=True)  # box output is gone after the job
     result.gpu_note = gpu_note
     report = redact(build_report(result), secrets)
     report["job_id"] = job_id
@@ -262,6 +246,110 @@ def run_job(job_id: str, owner: str) -> int:
             emit("succeeded", summary)
             ok = J.finish(s, job_id, owner, "succeeded", summary=summary)
     return 0 if ok else 3
+
+
+class _JobFailed(Exception):
+    """A source job's box failed; ``kind`` is the job error's type."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _triton(settings: Any, cache_dir: Path) -> Provider:
+    from agent.providers.triton import TritonProvider
+
+    return TritonProvider(cache_dir=cache_dir, max_ptx_version=settings.max_ptx_version)
+
+
+def _provider(req: dict[str, Any], budget: dict[str, Any], ss: Any, settings: Any
+              ) -> Provider | None:
+    """The job's model provider (cost-capped where the job asks), or None for ``triton``."""
+    provider: Provider
+    if req["provider"] == "triton":
+        return None
+    if req["provider"] == "search":  # suite kernels only (server.submit refuses a spec)
+        from agent.providers.search import SearchProvider
+
+        return SearchProvider(cache_dir=settings.cache_dir,
+                              max_ptx_version=settings.max_ptx_version, ptxas=settings.ptxas)
+    if req["provider"] == "anthropic":
+        from agent.providers.anthropic import AnthropicProvider
+
+        provider = AnthropicProvider(model=req["model"])
+    else:
+        from agent.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(model=req["model"], base_url=ss.openai_base_url)
+    if budget.get("max_cost_usd"):
+        p_in, p_out = ss.price_per_mtok[req["model"]]
+        provider = CostCappedProvider(provider, budget["max_cost_usd"], p_in, p_out)
+    return provider
+
+
+def _gpu_devices() -> list[str]:
+    """The NVIDIA device nodes a boxed GPU evaluation needs (``/dev/nvidia*``)."""
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir())
+
+
+def _boxed_source_job(spec: Any, req: dict[str, Any], work: Path, settings: Any, ss: Any,
+                      gpu: bool, iterations: int, provider: Provider | None, progress: Any,
+                      emit: Any, on_event: Any, transcript_path: Path, budget: dict[str, Any]):
+    """A source job: the compile in one box, the loop on its output in a second; returns the
+    validated :class:`agent.loop.LoweringResult`.
+
+    Raises:
+        _JobFailed: a box failed or was killed (the job fails with that reason).
+    """
+    from agent.loop import LoweringResult
+    from harness.ptxas import resolve_ptxas
+    from server.sandbox import SandboxError, compile_untrusted, lower_in_box
+
+    slot = int(os.environ.get("AILOWER_SLOT", "0"))  # set by the job slot: its own uid
+    limits = ss.sandbox_limits(slot)
+    progress(stage="sandbox-compile")
+    try:
+        sb = compile_untrusted(spec.model_dump(mode="json"), req["arch"], work=work / "compile",
+                               max_ptx_version=settings.max_ptx_version, limits=limits,
+                               exclude=[settings.data_dir])
+    except SandboxError as exc:
+        raise _JobFailed("sandbox-compile", str(exc)) from None
+    emit("sandbox_compiled", {"compiled": sb.compiled, "failures": sb.failures,
+                              "seconds": round(sb.seconds, 3)})
+    if not sb.complete:
+        # the runner must find every config in the cache: it never imports the source
+        raise _JobFailed("reference-compile", "every config of a submitted spec must compile "
+                         f"(prune the space with constraints); Triton failed on: {sb.failures}")
+    progress(stage="reference-compile", iteration=0, iterations=iterations, gpu=gpu)
+    wall = float(budget.get("wall_time_s", 900.0))
+    box_limits = dataclasses.replace(limits, wall_s=wall + 30, cpu_s=int(wall) + 30,
+                                     memory_mb=ss.sandbox_memory_mb,
+                                     # CUDA reserves address space far past any RSS: on a GPU
+                                     # the memory cgroup is the limit
+                                     **({"as_limit": False} if gpu else {}))
+    try:
+        ptxas = resolve_ptxas(req["arch"], settings.ptxas)[0]
+    except Exception as exc:  # PtxasNotFound / UsageError: the job fails with the reason
+        raise _JobFailed(type(exc).__name__, str(exc)) from None
+    try:
+        data, cubin, _run = lower_in_box(
+            {"spec": spec.model_dump(mode="json"), "arch": req["arch"], "iterations": iterations,
+             "gpu": gpu, "max_ptx_version": settings.max_ptx_version, "provider": req["provider"],
+             "hang_timeout_s": settings.hang_timeout_s, "job_timeout_s": settings.job_timeout_s},
+            cache=work / "compile" / "cache", work=work / "loop", limits=box_limits,
+            provider=provider, on_event=on_event, exclude=[settings.data_dir], ptxas=ptxas,
+            devices=_gpu_devices() if gpu else None)
+    except SandboxError as exc:
+        raise _JobFailed("job-box", str(exc)) from None
+    try:
+        result = LoweringResult.model_validate(data)
+    except ValueError as exc:
+        raise _JobFailed("job-box", f"the job's box answered a malformed result: {exc}") from None
+    result.best_cubin = cubin or None
+    tx = work / "loop" / "transcript.jsonl"
+    if tx.is_file():
+        shutil.copyfile(tx, transcript_path)
+    return result
 
 
 def main() -> None:

@@ -39,8 +39,14 @@ class ServerSettings(BaseSettings):
             untrusted Triton source (``RLIMIT_CPU`` seconds, ``RLIMIT_AS`` MiB, wall seconds).
         sandbox_output_bytes: stdout + stderr bytes the sandboxed compile may write before it is
             killed (``tl.static_print`` floods).
-        sandbox_uid / sandbox_gid: the unprivileged identity the sandboxed compile runs as
-            (never 0; default 65534, ``nobody``).
+        sandbox_uid / sandbox_gid: the first of the unprivileged identities boxes run as: job
+            slot ``i`` uses ``sandbox_uid + i`` / ``sandbox_gid + i`` (never 0; default 100000,
+            an otherwise unused range), so no two concurrent jobs share a uid.
+        sandbox_cpus / sandbox_pids: a box's CPU quota (cores) and process + thread limit
+            (cgroups, :mod:`server.cgroups`).
+        sandbox_require: comma-separated cgroup controllers (``memory``, ``pids``, ``cpu``) a box
+            must get; on a host that cannot enforce one, source submissions are refused (503
+            ``isolation-unavailable`` naming the missing limit). Empty: rlimits only.
         allow_inline_asm: accept ``tl.inline_asm_elementwise`` in submitted source (off: arbitrary
             PTX inside the reference would defeat the reference's role).
         verify_wall_s / verify_max_lines / verify_concurrency / verify_memory_mb: bounds of
@@ -88,8 +94,11 @@ class ServerSettings(BaseSettings):
     sandbox_memory_mb: int = Field(default=8192, ge=256)
     sandbox_wall_s: float = Field(default=600.0, gt=0)
     sandbox_output_bytes: int = Field(default=16 << 20, ge=4096)
-    sandbox_uid: int = Field(default=65534, ge=1)
-    sandbox_gid: int = Field(default=65534, ge=1)
+    sandbox_uid: int = Field(default=100_000, ge=1)
+    sandbox_gid: int = Field(default=100_000, ge=1)
+    sandbox_cpus: float = Field(default=1.0, gt=0)
+    sandbox_pids: int = Field(default=512, ge=16)
+    sandbox_require: str = "memory,pids,cpu"
     max_stream_s: float = Field(default=600.0, gt=0)
     max_streams_per_key: int = Field(default=8, ge=1)
     allow_inline_asm: bool = False
@@ -117,13 +126,28 @@ class ServerSettings(BaseSettings):
     openai_base_url: str | None = None
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
-    def sandbox_limits(self):
-        """The :class:`server.sandbox.SandboxLimits` these settings give."""
+    def required_cgroups(self) -> tuple[str, ...]:
+        """``sandbox_require`` as a tuple of controller names.
+
+        Raises:
+            ValueError: a name other than ``memory``, ``pids``, ``cpu``.
+        """
+        names = tuple(n.strip() for n in self.sandbox_require.split(",") if n.strip())
+        bad = [n for n in names if n not in ("memory", "pids", "cpu")]
+        if bad:
+            raise ValueError(f"AILOWER_SERVER_SANDBOX_REQUIRE: unknown cgroup controller(s) "
+                             f"{bad}; known: memory, pids, cpu")
+        return names
+
+    def sandbox_limits(self, slot: int = 0):
+        """The :class:`server.sandbox.SandboxLimits` of job slot ``slot`` (its own uid/gid)."""
         from server.sandbox import SandboxLimits
 
         return SandboxLimits(cpu_s=self.sandbox_cpu_s, memory_mb=self.sandbox_memory_mb,
                              wall_s=self.sandbox_wall_s, output_bytes=self.sandbox_output_bytes,
-                             uid=self.sandbox_uid, gid=self.sandbox_gid)
+                             cpus=self.sandbox_cpus, pids=self.sandbox_pids,
+                             require=self.required_cgroups(),
+                             uid=self.sandbox_uid + slot, gid=self.sandbox_gid + slot)
 
     def spec_limits(self):
         """The :class:`server.spec_limits.SpecLimits` these settings give."""

@@ -13,6 +13,7 @@ A pool runs inside ``ailower serve`` by default; ``python -m server.workers`` ru
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -50,6 +51,39 @@ def visible_gpus() -> list[str]:
 
     m = re.search(r"(\d+) device", why)
     return [str(i) for i in range(int(m.group(1)) if m else 1)]
+
+
+def _pid_namespace() -> list[str]:
+    """The prefix that starts the runner as init of its own PID namespace (util-linux
+    ``unshare --pid --fork --kill-child --mount-proc``, root only; the private ``/proc`` is
+    what bwrap reads its own namespaces from): when the runner dies -- killed by its slot,
+    or by ``PR_SET_PDEATHSIG`` when the server is SIGKILLed -- the kernel kills every process it
+    started (ptxas, the GPU worker, a box's bwrap), so none is left as an orphan. Empty where that
+    is unavailable (not root, no ``unshare``, or a probe run fails: the reason is logged once)."""
+    return list(_pid_namespace_probe())
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_namespace_probe() -> tuple[str, ...]:
+    import shutil
+
+    exe = shutil.which("unshare")
+    if exe is None or os.geteuid() != 0:
+        log.warning("runners start without their own PID namespace (%s): a process a runner "
+                    "starts outside a box may outlive a SIGKILLed server",
+                    "no unshare" if exe is None else "not root")
+        return ()
+    argv = (exe, "--pid", "--fork", "--kill-child", "--mount-proc")
+    try:
+        r = subprocess.run([*argv, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("runners start without their own PID namespace: %s", exc)
+        return ()
+    if r.returncode != 0:
+        log.warning("runners start without their own PID namespace: unshare failed: %s",
+                    r.stderr.decode(errors="replace").strip()[:300])
+        return ()
+    return argv
 
 
 def _runner_preexec() -> None:
@@ -137,6 +171,7 @@ class WorkerPool:
             env["OPENAI_API_KEY"] = self.ss.openai_api_key.get_secret_value()
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[i % len(self.gpus)]
+        env["AILOWER_SLOT"] = str(i)  # the runner's boxes run as this slot's own uid
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
@@ -146,7 +181,8 @@ class WorkerPool:
         folder = J.job_dir(self.settings.data_dir, job.id)
         folder.mkdir(parents=True, exist_ok=True)
         log_file = (folder / f"runner-{job.attempts}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", "server.runner", job.id, owner],
+        proc = subprocess.Popen([*_pid_namespace(), sys.executable, "-m", "server.runner",
+                                 job.id, owner],
                                 env=self._env(i, job.request.get("provider")),
                                 stdin=subprocess.DEVNULL, stdout=log_file,
                                 stderr=subprocess.STDOUT, preexec_fn=_runner_preexec,

@@ -20,9 +20,16 @@ from typer.testing import CliRunner
 from ailower.cmd_server import register
 from server.sandbox import isolation_status
 
-# source submissions need the bubblewrap sandbox (root + bwrap + setpriv); without it they are 503
-needs_isolation = pytest.mark.skipif(not isolation_status()[0],
-                                     reason=f"no isolation on this host: {isolation_status()[1]}")
+# source submissions need the bubblewrap sandbox (root + bwrap + setpriv + the required cgroups);
+# without it they are 503. In CI (CI=true or AILOWER_REQUIRE_ISOLATION=1, set by .ci/run) a host
+# without isolation is an error, never a silent skip.
+_ISO_OK, _ISO_WHY = isolation_status()
+REQUIRE_ISOLATION = (os.environ.get("CI", "").lower() in ("1", "true")
+                     or os.environ.get("AILOWER_REQUIRE_ISOLATION") == "1")
+if REQUIRE_ISOLATION and not _ISO_OK:
+    raise RuntimeError(f"CI requires the sandbox tests to run, but this host cannot isolate: "
+                       f"{_ISO_WHY}")
+needs_isolation = pytest.mark.skipif(not _ISO_OK, reason=f"no isolation on this host: {_ISO_WHY}")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,15 +22,15 @@ from server.sandbox import (
     SandboxError,
     SandboxLimits,
     compile_untrusted,
-    isolation_status,
     run_isolated,
 )
 from server.source_check import SourceRejected, check_triton_source
 
 from .sandbox_payloads import softmax_with
 
-pytestmark = pytest.mark.skipif(not isolation_status()[0],
-                                reason=f"no isolation on this host: {isolation_status()[1]}")
+from .conftest import needs_isolation  # noqa: E402  (an error, not a skip, in CI)
+
+pytestmark = needs_isolation
 
 SECRET = "sk-ant-test-" + "7" * 24
 
@@ -71,14 +71,14 @@ t("root_home", lambda: os.listdir("/root"))
 t("write_outside", lambda: open(OUTSIDE, "w").write("x"))
 t("write_usr", lambda: open("/usr/ail_probe", "w").write("x"))
 t("write_tmp", lambda: open("/tmp/ail_probe", "w").write("x"))
-t("symlink_db", lambda: os.symlink(DB, "/sandbox/link_to_db"))
+t("symlink_db", lambda: os.symlink(DB, "/sandbox/out/link_to_db"))
 t("net_out", lambda: socket.create_connection(("1.1.1.1", 80), timeout=2))
 t("net_host", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2))
 t("procs", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 t("setuid0", lambda: os.setuid(0))
 t("daemon", lambda: subprocess.Popen(["setsid", "sleep", "300"], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)
-open("/sandbox/probe.json", "w").write(json.dumps(r))
+open("/sandbox/out/probe.json", "w").write(json.dumps(r))
 '''
 
 
@@ -152,9 +152,13 @@ def test_python_payload_is_contained(host):
     assert (host["work"] / "probe.json").stat().st_uid == 0  # handed back to root
 
 
-def test_triton_escape_that_passed_the_policy_is_contained(host):
+def test_triton_escape_that_passed_the_policy_is_contained(host, monkeypatch):
     """The escape from issue 8, compiled by the sandbox child directly (as if it had passed the
     policy): it really executes -- and only inside the box."""
+    import server.sandbox as sb
+
+    # the payload's report is undeclared output, which is discarded: declare it for this test
+    monkeypatch.setattr(sb, "COMPILE_OUTPUT", (*sb.COMPILE_OUTPUT, "probe.json"))
     before = _nobody_pids()
     code = PROBE.replace("DB", repr(str(host["db"]))).replace("DATA", repr(str(host["data"]))) \
         .replace("REPO", repr(str(Path(__file__).resolve().parents[2]))) \
@@ -186,7 +190,7 @@ def test_limits_wall_and_output_and_fsize(tmp_path):
     assert run.killed == "output" and run.output_bytes > 4 << 20
     assert len(run.stdout) < 100_000  # only a head and a tail are kept
     run = run_isolated([sys.executable, "-I", "-c",
-                        "open('/sandbox/big', 'wb').write(b'0' * (3 << 20))"],
+                        "open('/sandbox/out/big', 'wb').write(b'0' * (3 << 20))"],
                        work=tmp_path / "w3", limits=SandboxLimits(wall_s=60, file_mb=1))
     assert run.returncode != 0 and (tmp_path / "w3" / "big").stat().st_size <= 1 << 20
 
@@ -211,7 +215,7 @@ def test_flood_under_the_cap_keeps_parent_memory_flat(tmp_path):
 def test_disk_and_process_limits(tmp_path):
     run = run_isolated([sys.executable, "-I", "-c",
                         "import os\nfor i in range(40):\n"
-                        "    open(f'/sandbox/f{i}', 'wb').write(os.urandom(8 << 20))"],
+                        "    open(f'/sandbox/out/f{i}', 'wb').write(os.urandom(8 << 20))"],
                        work=tmp_path / "w1", limits=SandboxLimits(wall_s=60, disk_mb=32,
                                                                   file_mb=16))
     assert run.killed == "disk", run
@@ -219,10 +223,10 @@ def test_disk_and_process_limits(tmp_path):
                         "import subprocess\nn = 0\ntry:\n    for _ in range(200):\n"
                         "        subprocess.Popen(['sleep', '30']); n += 1\n"
                         "except OSError as e:\n    print('stopped', n, type(e).__name__)"],
-                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=30, nproc=24))
+                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=30, pids=24))
     out = run.stdout.decode()
     assert out.startswith("stopped"), (out, run.stderr[-500:])
-    assert int(out.split()[1]) < 24
+    assert int(out.split()[1]) < 24 and run.pids_refused  # the box's pids cgroup said no
 
 
 def test_compile_wall_limit_is_a_clear_error(tmp_path):
@@ -236,6 +240,157 @@ def test_compile_wall_limit_is_a_clear_error(tmp_path):
 def test_isolation_unavailable_is_explicit(monkeypatch, tmp_path):
     import server.sandbox as sb
 
-    monkeypatch.setattr(sb, "isolation_status", lambda: (False, "bwrap missing (test)"))
+    monkeypatch.setattr(sb, "_host_ready", lambda *a: (False, "bwrap missing (test)"))
     with pytest.raises(IsolationUnavailable, match="bwrap missing"):
         run_isolated(["/usr/bin/true"], work=tmp_path / "w", limits=SandboxLimits())
+
+
+MEMFD = r'''
+import os, sys
+kind, n = sys.argv[1], 0
+if kind == "memfd":
+    fd = os.memfd_create("hold")
+else:
+    fd = os.open("/tmp/hold" if kind == "tmp" else "/sandbox/hold", os.O_CREAT | os.O_WRONLY)
+chunk = b"x" * (16 << 20)
+try:
+    for _ in range(64):          # up to 1 GiB of shmem pages, far past the 256 MiB limit
+        os.write(fd, chunk); n += 1
+        print(n * 16, flush=True)
+except OSError as e:
+    print("refused", type(e).__name__, flush=True)
+'''
+
+
+@pytest.mark.parametrize("kind", ["memfd", "tmp", "scratch"])
+def test_shared_memory_is_held_to_the_memory_limit(tmp_path, kind):
+    """memfd / tmpfs pages are not address space (RLIMIT_AS never sees them); the box's memory
+    cgroup counts them: the writer is stopped (killed or refused) near 256 MiB, not at 1 GiB."""
+    lim = SandboxLimits(wall_s=60, memory_mb=256, tmp_mb=2048, scratch_mb=2048)
+    run = run_isolated([sys.executable, "-I", "-c", MEMFD, kind], work=tmp_path / "w", limits=lim)
+    lines = run.stdout.decode().split()
+    held = max((int(x) for x in lines if x.isdigit()), default=0)  # MiB written and held
+    assert "memory" in run.cgroups
+    assert held <= 256, (held, run)
+    assert run.oom_killed or "refused" in lines, run
+    assert run.memory_peak is not None and run.memory_peak <= (256 << 20) + (4 << 20)
+
+
+def test_one_box_process_flood_leaves_another_uid_box_working(tmp_path):
+    """A box holding its whole pids limit (and sleeping on) does not stop a second box from
+    starting processes: pids are per box (cgroup), not per uid host-wide (RLIMIT_NPROC)."""
+    import subprocess as sp
+    import threading
+
+    flood = ("import subprocess, time\nps = []\ntry:\n    for _ in range(400):\n"
+             "        ps.append(subprocess.Popen(['sleep', '60']))\n"
+             "except OSError:\n    pass\nprint('holding', len(ps), flush=True)\ntime.sleep(60)")
+    res: dict = {}
+    t = threading.Thread(target=lambda: res.setdefault("flood", run_isolated(
+        [sys.executable, "-I", "-c", flood], work=tmp_path / "flood",
+        limits=SandboxLimits(wall_s=25, pids=64, uid=65534, gid=65534))))
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(_nobody_pids()) < 50:
+            time.sleep(0.2)
+        assert len(_nobody_pids()) >= 50  # the flood holds its processes now
+        other = run_isolated([sys.executable, "-I", "-c",
+                              "import subprocess\nps = [subprocess.Popen(['true']) "
+                              "for _ in range(32)]\nprint(sum(p.wait() == 0 for p in ps))"],
+                             work=tmp_path / "other",
+                             limits=SandboxLimits(wall_s=30, pids=64, uid=65534, gid=65534))
+        assert other.returncode == 0 and other.stdout.split() == [b"32"], other
+    finally:
+        t.join(40)
+    assert res["flood"].pids_refused and res["flood"].killed == "wall"
+
+
+def test_undeclared_output_is_discarded(tmp_path):
+    """Only declared files (regular, bounded in total) leave the box; the private /sandbox and
+    /tmp go with it."""
+    code = ("import os\nos.makedirs('/sandbox/out/cache/reference/k', exist_ok=True)\n"
+            "open('/sandbox/out/result.json', 'w').write('{}')\n"
+            "open('/sandbox/out/cache/reference/k/kernel.ptx', 'w').write('ptx')\n"
+            "open('/sandbox/out/junk.bin', 'wb').write(b'0' * (4 << 20))\n"
+            "open('/sandbox/out/cache/reference/k/extra.bin', 'wb').write(b'1')\n"
+            "open('/sandbox/scratch.bin', 'wb').write(b'2' * (8 << 20))\n")
+    work = tmp_path / "w"
+    run = run_isolated([sys.executable, "-I", "-c", code], work=work,
+                       limits=SandboxLimits(wall_s=30),
+                       keep=("result.json", "cache/reference/*/kernel.ptx"))
+    assert run.returncode == 0, run.stderr
+    files = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+    assert files == ["cache/reference/k/kernel.ptx", "result.json"]
+    assert sorted(run.discarded) == ["cache/reference/k/extra.bin", "junk.bin"]
+    # over the disk cap after the run: everything is discarded
+    run = run_isolated([sys.executable, "-I", "-c",
+                        "open('/sandbox/out/result.json', 'wb').write(b'0' * (3 << 20))"],
+                       work=tmp_path / "w2", limits=SandboxLimits(wall_s=30, disk_mb=1, file_mb=8))
+    assert list((tmp_path / "w2").iterdir()) == []
+
+
+@pytest.mark.parametrize("layout", ["tmp", "in-project"])
+def test_venv_under_tmp_is_visible_in_the_box(tmp_path, layout):
+    """A venv under /tmp (the box has its own private /tmp) holding a package of its own, alone or
+    as the ``.venv`` of a checkout under /tmp: the box imports the package from the venv."""
+    import subprocess as sp
+
+    top = Path("/tmp") / f"ail-venv-{os.getpid()}-{time.monotonic_ns()}"
+    venv = top if layout == "tmp" else top / "proj" / ".venv"
+    root = "" if layout == "tmp" else (f"import server.sandbox as sb; "
+                                       f"sb._ROOT = Path({str(top / 'proj')!r})\n")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    if layout == "in-project":
+        (top / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    sp.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+           check=True, timeout=120)
+    try:
+        site = next(venv.glob("lib/python*/site-packages"))
+        (site / "ail_venv_probe").mkdir()
+        (site / "ail_venv_probe" / "__init__.py").write_text("WHERE = 'venv'\n")
+        py = venv / "bin" / "python"
+        code = ("import sys; sys.path.insert(0, '.')\n"
+                "from pathlib import Path\n"
+                "from server.sandbox import run_isolated, SandboxLimits, _python_dirs\n"
+                + root +
+                "r = run_isolated([sys.executable, '-I', '-c', 'import ail_venv_probe, ml_dtypes;"
+                " print(ail_venv_probe.WHERE, ail_venv_probe.__file__)'],"
+                f" work=Path({str(tmp_path / 'w')!r}), limits=SandboxLimits(wall_s=60))\n"
+                "print(r.returncode, r.stdout.decode().strip(), r.stderr.decode()[-300:])")
+        out = sp.run([str(py), "-c", code], capture_output=True, text=True, timeout=120,
+                     cwd=str(Path(__file__).resolve().parents[2]))
+        assert out.stdout.split()[:2] == ["0", "venv"], (out.stdout, out.stderr[-2000:])
+        assert str(venv) in out.stdout
+    finally:
+        import shutil
+
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_required_cgroup_limit_missing_is_refused(monkeypatch, tmp_path):
+    """A host that cannot enforce a required limit refuses the box, naming the limit; the server
+    gives each job slot its own uid."""
+    import server.cgroups as cg
+    import server.sandbox as sb
+    from server.settings import ServerSettings
+
+    found, why = cg.probe()
+    monkeypatch.setattr(cg, "probe", lambda: ({k: v for k, v in found.items() if k != "pids"},
+                                              {**why, "pids": "not mounted (test)"}))
+    sb._host_ready.cache_clear()
+    try:
+        ok, text = sb.isolation_status(("memory", "pids"))
+        assert not ok and "pids" in text and "not mounted (test)" in text
+        with pytest.raises(IsolationUnavailable, match=r"required cgroup limits \(pids\)"):
+            run_isolated(["/usr/bin/true"], work=tmp_path / "w",
+                         limits=SandboxLimits(require=("pids",)))
+        assert sb.isolation_status(("memory",))[0]  # what is enforced still works
+    finally:
+        sb._host_ready.cache_clear()
+        sb._isolation_status.cache_clear()
+    ss = ServerSettings(sandbox_require="memory,pids")
+    a, b = ss.sandbox_limits(0), ss.sandbox_limits(1)
+    assert (a.uid, b.uid) == (100_000, 100_001) and a.require == ("memory", "pids")
+    with pytest.raises(ValueError, match="unknown cgroup controller"):
+        ServerSettings(sandbox_require="memory,disk").required_cgroups()
