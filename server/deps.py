@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from server.db import ApiKey
 from server.errors import ApiError
-from server.keys import KeyCheckBusy, authenticate
+from server.keys import AuthBackoff, KeyCheckBusy, authenticate
 
 __all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "check_body_size", "bearer"]
 
@@ -30,19 +30,30 @@ def get_session(request: Request) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_api_key(session: SessionDep,
+def client_address(request: Request) -> str | None:
+    """The peer address of the connection (uvicorn runs with ``proxy_headers=False``, so a client
+    cannot choose it with ``X-Forwarded-For``)."""
+    return request.client.host if request.client else None
+
+
+def get_api_key(request: Request, session: SessionDep,
                 creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> ApiKey:
     """The caller's live API key.
 
     Raises:
         ApiError: 401 ``unauthorized`` when the header is missing, not a Bearer key, or the key is
-            unknown, revoked or wrong.
+            unknown, revoked or wrong; 429 ``auth-backoff`` (``Retry-After``) after too many failed
+            authentications from this address or for this key id (:class:`server.keys.AuthLimiter`).
     """
     if creds is None or creds.scheme.lower() != "bearer":
         raise ApiError(401, "unauthorized", "missing 'Authorization: Bearer <API key>' header",
                        loc=["header", "Authorization"], headers={"WWW-Authenticate": "Bearer"})
     try:
-        row = authenticate(session, creds.credentials)
+        row = authenticate(session, creds.credentials, client=client_address(request),
+                           limiter=getattr(request.app.state, "auth_limiter", None))
+    except AuthBackoff as exc:
+        raise ApiError(429, "auth-backoff", str(exc), loc=["header", "Authorization"],
+                       headers={"Retry-After": str(exc.retry_after)}) from None
     except KeyCheckBusy as exc:
         raise ApiError(503, "auth-busy", f"{exc}; retry shortly", loc=["header", "Authorization"],
                        headers={"Retry-After": "2"}) from None

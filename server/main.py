@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from common.settings import Settings
 from server.db import make_engine, make_sessionmaker
 from server.errors import install_handlers
+from server.keys import AuthLimiter, dummy_key_hash
 from server.metrics import DBCollector
 from server.routers.leaderboard import leaderboard_router
 from server.routers.lowerings import router as lowerings_router
@@ -74,6 +75,9 @@ def create_app(settings: Settings | None = None, server_settings: ServerSettings
     app.state.engine, app.state.sessionmaker = engine, make_sessionmaker(engine)
     app.state.pool = None
     app.state.verify_slots = asyncio.Semaphore(ss.verify_concurrency)
+    app.state.auth_limiter = AuthLimiter(ss.auth_free_failures, ss.auth_window_s,
+                                         ss.auth_base_backoff_s, ss.auth_max_backoff_s)
+    dummy_key_hash()  # made now, so that the first unknown key id costs no extra hash
     registry = CollectorRegistry(auto_describe=True)
     registry.register(DBCollector(app.state.sessionmaker))
     app.state.metrics_registry = registry

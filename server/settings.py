@@ -69,6 +69,19 @@ class ServerSettings(BaseSettings):
             ``json-too-deep``, checked on the raw bytes before the body is parsed).
         anthropic_api_key / openai_api_key / openai_base_url: provider credentials for jobs; a
             provider without credentials is refused at submission.
+        header_timeout_s: a connection whose request headers are not complete this long after it
+            opened (or after its previous response) is closed (slowloris; ``server.netguard``).
+        body_timeout_s: a request body not complete this long after its headers is dropped.
+        keep_alive_s: an idle keep-alive connection is closed after this long (uvicorn
+            ``timeout_keep_alive``).
+        max_connections: open connections at most (None: the soft ``RLIMIT_NOFILE`` minus 256);
+            beyond it, the connection idle longest is closed.
+        auth_free_failures / auth_window_s / auth_base_backoff_s / auth_max_backoff_s: failed
+            authentications per client address and per key id allowed in a window before an
+            exponential backoff (429 ``auth-backoff``; :class:`server.keys.AuthLimiter`).
+        backlog: the kernel's listen queue length (``listen(2)``; capped by
+            ``net.core.somaxconn``).
+        max_header_bytes: the largest request head (line + headers) h11 buffers (bytes).
         price_per_mtok: USD per million tokens by model, ``{"model": [input, output]}``; needed to
             enforce a job's ``max_cost_usd``.
     """
@@ -125,6 +138,17 @@ class ServerSettings(BaseSettings):
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # connections (server.netguard)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    keep_alive_s: float = Field(default=5.0, gt=0)
+    max_connections: int | None = Field(default=None, ge=16)
+    max_header_bytes: int = Field(default=16384, ge=1024)
+    backlog: int = Field(default=4096, ge=16, le=65535)
+    auth_free_failures: int = Field(default=10, ge=1)
+    auth_window_s: float = Field(default=300.0, gt=0)
+    auth_base_backoff_s: float = Field(default=1.0, gt=0)
+    auth_max_backoff_s: float = Field(default=60.0, gt=0)
 
     def required_cgroups(self) -> tuple[str, ...]:
         """``sandbox_require`` as a tuple of controller names.

@@ -94,7 +94,7 @@ def stream_job(id: str, request: Request,
             when the key already holds ``max_streams_per_key`` open streams.
     """
     with request.app.state.sessionmaker() as s:
-        key = get_api_key(s, creds)
+        key = get_api_key(request, s, creds)
         job_id = _own_job(s, key, id).id
     cap = request.app.state.server_settings.max_streams_per_key
     with _open_streams_lock:
