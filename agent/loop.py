@@ -326,14 +326,16 @@ class _Checks:
 
 def _first_line(parts: list[str], verdict: str) -> str:
     """The line of a rejected variant's feedback that says why (ptxas error, verifier finding)."""
-    text = "\n".join(parts)
-    for ln in text.splitlines():
+    lines = "\n".join(parts).splitlines()
+    for n, ln in enumerate(lines):
         s = ln.strip()
-        if verdict == "rejected-assembly" and ("error" in s.lower() or "fatal" in s.lower()):
-            return s
-        if verdict == "rejected-verifier" and s.startswith("error"):
-            return s
-    return text.splitlines()[0] if text else verdict
+        hit = ((verdict == "rejected-assembly" and ("error" in s.lower() or "fatal" in s.lower()))
+               or (verdict == "rejected-verifier" and " error[" in f" {s}"))
+        if hit:
+            nxt = lines[n + 1].strip() if n + 1 < len(lines) else ""
+            src = nxt.split("|", 1)[1].strip() if "|" in nxt else ""
+            return s + (f" ({src})" if src else "")
+    return lines[0] if lines else verdict
 
 
 def _one_turn(i: int, cand: Candidate, checks: _Checks, times: dict[str, float],
