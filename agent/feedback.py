@@ -76,11 +76,12 @@ def ncu_table(cand: NcuReport, base: NcuReport) -> str:
         has no metrics (with the other's table when it has them).
     """
     out: list[str] = []
-    for who, r in (("candidate", cand), ("baseline", base)):
-        if not r.available:
-            out.append(f"  ncu unavailable for the {who}: {r.reason}")
-    have = [r for r in (cand, base) if r.available]
-    if not have:
+    missing = [(who, r) for who, r in (("candidate", cand), ("baseline", base)) if not r.available]
+    if len(missing) == 2 and cand.reason == base.reason:
+        out.append(f"  {_unavailable(cand.reason)}")
+    else:
+        out += [f"  {_unavailable(r.reason, who)}" for who, r in missing]
+    if len(missing) == 2:
         return "\n".join(out)
     rows = [("metric", "candidate", "baseline")]
     for m, label in NCU_METRICS.items():
@@ -89,17 +90,22 @@ def ncu_table(cand: NcuReport, base: NcuReport) -> str:
         if a is None and b is None:
             continue
         rows.append((label, _fmt(a), _fmt(b)))
-    for who, r in (("candidate", cand), ("baseline", base)):
-        if r.available:
-            top = r.stalls(3)
-            rows.append((f"top stalls ({who})",
-                         ", ".join(f"{n} {v:.2f}" for n, v in top) or "none", ""))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     out.append("  Nsight Compute (one bench-size launch, --clock-control none):")
     for a, b, c in rows:
-        out.append(f"    {a:<{w0}}  {b:>{w1}}  {c}".rstrip())
+        out.append(f"    {a:<{w0}}  {b:>{w1}}  {c:>{w1}}".rstrip())
+    for who, r in (("candidate", cand), ("baseline", base)):
+        if r.available:
+            top = r.stalls(3)
+            out.append(f"    top warp stalls ({who}, per issued instruction): "
+                       + (", ".join(f"{n} {v:.2f}" for n, v in top) or "none"))
     return "\n".join(out)
+
+
+def _unavailable(reason: str, who: str = "") -> str:
+    text = reason.removeprefix("ncu unavailable: ")
+    return f"ncu unavailable{' for the ' + who if who else ''}: {text}"
 
 
 def eval_feedback(res: EvalResult, profiles: tuple[NcuReport, NcuReport] | None = None,
