@@ -41,7 +41,8 @@ from harness import (
 from harness.errors import ReferenceCompileError
 from kernels.spec import KernelSpec
 
-__all__ = ["LoopOptions", "IterationRecord", "VariantRecord", "LoweringResult", "lower", "Transcript", "build_report"]
+__all__ = ["LoopOptions", "IterationRecord", "VariantRecord", "LoweringResult", "lower", "Transcript", "build_report",
+           "make_context"]
 
 Verdict = Literal["accepted", "rejected-provider", "rejected-assembly", "rejected-verifier",
                   "rejected-evaluation", "static-only"]
@@ -78,7 +79,7 @@ class LoopOptions(BaseModel):
     race_gate: bool = True
     variants: int = Field(default=1, ge=1, le=8)
     profile: bool = True
-    knowledge_tokens: int = Field(default=1500, ge=0, le=20000)
+    knowledge_tokens: int = Field(default=2500, ge=0, le=20000)
 
 
 class IterationRecord(BaseModel):
@@ -449,6 +450,25 @@ def _variant_turn(i: int, prop: Proposal, checks: _Checks, times: dict[str, floa
     return rec, ((cands[chosen - 1], cubins[chosen]) if chosen is not None else None)
 
 
+def make_context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, gpu: bool,
+                 options: LoopOptions) -> ProposalContext:
+    """The :class:`ProposalContext` the loop hands its provider for ``art`` (the baseline's
+    artifacts): the same one ``ailower prompt`` renders.
+
+    Raises:
+        ValueError: ``arch`` has no knowledge-base facts while ``options.knowledge_tokens`` > 0.
+    """
+    from agent.knowledge import knowledge_section
+
+    knowledge = (knowledge_section(spec, arch, art.ttgir, options.knowledge_tokens)
+                 if options.knowledge_tokens and arch in _KNOWN_ARCHS else "")
+    return _context(spec, arch, art, [], gpu, options.max_tool_calls, options.variants,
+                    knowledge)
+
+
+_KNOWN_ARCHS = ("sm_89", "sm_90a", "sm_100a")
+
+
 def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[ReferenceArtifacts],
              gpu: bool, max_tool_calls: int, max_variants: int = 1, knowledge: str = ""
              ) -> ProposalContext:
@@ -519,7 +539,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                              "autotuned": baseline is not None}
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,
                             provider=provider.name, started_at=started, reference=reference, gpu=gpu)
-    ctx = _context(spec, arch, art, refs, gpu, options.max_tool_calls, options.variants)
+    ctx = make_context(spec, arch, art, gpu, options)
 
     def run_tool(name: str, args: dict[str, Any]) -> str:
         ptx = args.get("ptx", "")

@@ -261,6 +261,7 @@ def _register_commands() -> None:
     """Add the command groups that live in their own modules (one per area)."""
     from ailower import (cmd_baseline, cmd_cache, cmd_eval, cmd_export, cmd_leaderboard, cmd_runs,
                          cmd_server, cmd_spec, cmd_suite, cmd_verify)
+    from ailower import cmd_mcp, cmd_prompt
 
     app.command("verify")(cmd_verify.verify_command)
     cmd_verify.register(app)
@@ -273,6 +274,8 @@ def _register_commands() -> None:
     cmd_spec.register(app)
     cmd_suite.register(app)
     cmd_leaderboard.register(app)
+    cmd_prompt.register(app)
+    cmd_mcp.register(app)
 
 
 _register_commands()
