@@ -89,11 +89,9 @@ def test_every_fact_and_entry_has_a_source():
     ("sm_90a", ["wgmma.mma_async", "228 KB per SM", "H100 SXM5: 132 SMs"]),
     ("sm_100a", ["128 lanes x 512 columns", "tcgen05.mma.cta_group::1", "DGX B200"]),
 ])
-def test_ailower_prompt_prints_facts_with_sources_and_is_deterministic(arch, must, ref_cache,
-                                                                        monkeypatch):
+def test_ailower_prompt_prints_facts_with_sources_and_is_deterministic(arch, must, data_dir):
     from ailower.cli import app
 
-    monkeypatch.setenv("AILOWER_CACHE_DIR", str(ref_cache))
     runner = CliRunner()
     a = runner.invoke(app, ["prompt", "softmax", "--arch", arch])
     assert a.exit_code == 0, a.output
