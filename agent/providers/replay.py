@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.providers.base import Proposal, ProposalContext, Provider, ProviderError, ToolExecutor
-from agent.tools import candidates_from_submit, submit_defaults, validate_tool_args
+from agent.tools import MAX_VARIANTS, candidates_from_submit, submit_defaults, validate_tool_args
 from agent.workspace import PatchError, Workspace
 
 __all__ = ["ReplayProvider", "ReplayError", "read_transcript"]
@@ -140,7 +140,8 @@ class ReplayProvider(Provider):
                     try:
                         made = candidates_from_submit(args, ws, f"replay:{self.source}",
                                                       defaults=submit_defaults(ctx),
-                                                      max_variants=ctx.max_variants)
+                                                      # the recording enforced its K
+                                                      max_variants=MAX_VARIANTS)
                     except ValueError as exc:
                         pending_submit = {"error": str(exc)}
                         continue

@@ -106,8 +106,8 @@ def test_three_variants_one_valid_seeds_the_next_turn_and_replays(wire, ref, tmp
     assert recorded == [[v.candidate_digest for v in it.variants] for it in (it1, it2)]
 
     # replay: offline, the same variants byte for byte (digests cover the PTX and launch)
-    res2 = lower(spec, "sm_90a", ReplayProvider(tx),
-                 LoopOptions(iterations=5, cache_dir=cache, variants=3))
+    # (K=1 in the replaying run: the recording enforced its K, replay rebuilds what it recorded)
+    res2 = lower(spec, "sm_90a", ReplayProvider(tx), LoopOptions(iterations=5, cache_dir=cache))
     assert [[v.candidate_digest for v in it.variants] for it in res2.iterations] == recorded
     assert [[v.verdict for v in it.variants] for it in res2.iterations] == \
         [[v.verdict for v in it.variants] for it in (it1, it2)]
