@@ -148,8 +148,12 @@ def parse_ncu_csv(text: str, *, source: str = "ncu output") -> list[NcuReport]:
             continue
         elif s.startswith('"'):
             csv_lines.append((n, line))
+    # ncu's first warning is often the clock note of --clock-control none; the one that says why
+    # nothing was profiled comes last
+    warn = next((w for w in reversed(warnings) if "profiled" in w.lower()),
+                warnings[-1] if warnings else "")
     if not csv_lines:
-        why = errors[0] if errors else (warnings[0] if warnings else "no kernel was profiled")
+        why = errors[0] if errors else (warn or "no kernel was profiled")
         return [NcuReport(available=False, reason=why)]
     rows = list(csv.reader(io.StringIO("\n".join(ln for _, ln in csv_lines))))
     header, line_of = rows[0], [n for n, _ in csv_lines]

@@ -1,6 +1,7 @@
 """Feedback a model can act on: both roofline fractions, the closer bound, the ncu metrics table.
 
-The ncu outputs under ``data/`` are written by hand in the exact layout of
+``data/ncu_softmax_h200_recorded.txt`` is a real ncu output (recorded on an H200). The others
+under ``data/`` are written by hand in the exact layout of
 ``ncu --csv --page raw --print-units base`` (``==PROF==`` lines and the worker's JSON lines
 interleaved, a header row of metric names, a unit row, one row per kernel; thousands separators
 in numbers), one per kernel for candidate and baseline, and one of a host where the counters
@@ -41,12 +42,29 @@ def test_parse_raw_csv_with_units_and_interleaved_lines():
     assert rep.metrics["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == 81.37
     assert rep.metrics["gpu__time_duration.sum"] == 86912.0  # "86,912"
     assert rep.metrics["launch__registers_per_thread"] == 28
-    assert rep.units["gpu__time_duration.sum"] == "nsecond"
+    assert rep.units["gpu__time_duration.sum"] == "ns"
     assert rep.units["launch__registers_per_thread"] == "register/thread"
     assert rep.stalls(3) == [("long_scoreboard", 9.84), ("barrier", 1.27), ("wait", 0.63)]
     [base] = parse_ncu_csv(_read("ncu_softmax_baseline.csv"))
     assert base.metrics["launch__shared_mem_per_block_dynamic"] == 32
     assert base.stalls(1) == [("long_scoreboard", 12.61)]
+
+
+def test_parse_a_recorded_h200_output():
+    """Recorded on an H200 (ncu 2025.3.1, in a Firecracker VM) with the metric set of
+    harness.profile (the stall metrics as ``regex:smsp__average_warps_issue_stalled_.*``): one
+    launch of softmax's Triton reference at the verify size; ``--page raw`` also lists every
+    device attribute."""
+    [rep] = parse_ncu_csv(_read("ncu_softmax_h200_recorded.txt"))
+    assert rep.available and rep.kernel == "softmax_kernel"
+    assert set(NCU_METRICS) | set(STALL_METRICS) <= set(rep.metrics)  # every name is real
+    assert rep.metrics["launch__registers_per_thread"] == 47
+    assert rep.metrics["gpu__time_duration.sum"] == 3648.0  # printed "3,648"
+    assert rep.metrics["lts__t_sector_hit_rate.pct"] == 61.51
+    assert rep.units["launch__shared_mem_per_block_dynamic"] == "byte/block"
+    assert rep.stalls(3) == [("short_scoreboard", 1.6), ("long_scoreboard", 1.53),
+                             ("wait", 1.52)]
+    assert "device__attribute_display_name" not in rep.metrics  # text cells are left out
 
 
 def test_counters_unavailable_gives_the_reason():
@@ -65,7 +83,8 @@ def test_parser_errors_name_the_line_and_na_values_are_left_out():
         parse_ncu_csv(f'==PROF== x\n{head}\n"0","k"\n', source="out.csv")
     with pytest.raises(NcuParseError, match="without a 'Kernel Name' column"):
         parse_ncu_csv('"a","b"\n"1","2"\n')
-    [none] = parse_ncu_csv("==WARNING== No kernels were profiled.\n")
+    [none] = parse_ncu_csv("==WARNING== Note: Running with unmodified GPU clocks.\n"
+                           "==WARNING== No kernels were profiled.\n")
     assert not none.available and none.reason == "No kernels were profiled."
 
 
