@@ -611,7 +611,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         else:
             rec, chosen = _one_turn(i, cand, checks, times, best_speed)
         result.iterations.append(rec)
-        event("iteration", **rec.model_dump(mode="json", exclude={"evaluation"}),
+        event("iteration", **rec.model_dump(
+            mode="json", exclude={"evaluation": True, "variants": {"__all__": {"evaluation"}}}),
               evaluation_status=(rec.evaluation or {}).get("status"))
         feedback = rec.feedback
         better = False
@@ -658,5 +659,10 @@ def build_report(result: LoweringResult) -> dict[str, Any]:
             {"iteration": r.iteration, "origin": r.origin, "verdict": r.verdict,
              "speedup": r.speedup, "provider_error": r.provider_error,
              "candidate_digest": r.candidate_digest, "seconds": r.seconds,
-             "feedback": r.feedback} for r in result.iterations],
+             "feedback": r.feedback,
+             **({"plan": r.plan, "chosen_variant": r.chosen_variant,
+                 "variants": [{"index": v.index, "verdict": v.verdict,
+                               "candidate_digest": v.candidate_digest, "summary": v.summary,
+                               "speedup": v.speedup} for v in r.variants]}
+                if r.variants else {})} for r in result.iterations],
     }

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import kernels
-from agent.loop import LoopOptions, Transcript, lower
+from agent.loop import LoopOptions, Transcript, build_report, lower
 from agent.providers.budget import Budget, BudgetedProvider
 from agent.providers.replay import ReplayProvider
 from agent.tools import candidates_from_submit, submit_defaults
@@ -98,8 +98,14 @@ def test_three_variants_one_valid_seeds_the_next_turn_and_replays(wire, ref, tmp
         ws, "x", defaults=submit_defaults(_Ctx(art)), max_variants=3)
     assert [v.candidate_digest for v in it2.variants] == [c.digest() for c in want.candidates]
 
-    # the transcript records the plan and every variant
+    # the report and the transcript record the plan and every variant
+    rep = build_report(res)["iterations"][0]
+    assert rep["plan"] == "try three small edits" and rep["chosen_variant"] == 3
+    assert [v["verdict"] for v in rep["variants"]] == ["rejected-assembly", "rejected-verifier",
+                                                        "static-only"]
     rows = [json.loads(line) for line in tx.read_text().splitlines()]
+    its = [r for r in rows if r.get("event") == "iteration"]
+    assert [len(r["variants"]) for r in its] == [3, 2] and its[0]["plan"] == it1.plan
     subs = [r for r in rows if r.get("type") == "submit"]
     assert [s["plan"] for s in subs] == ["try three small edits", "build on the best"]
     recorded = [[v["digest"] for v in s["variants"]] for s in subs]
