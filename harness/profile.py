@@ -221,7 +221,7 @@ def ncu_command(ncu: str, python: str, kernel_name: str) -> list[str]:
 
 
 def profile_once(request_json: str, kernel_name: str, *, python: str = sys.executable,
-                 timeout_s: float = 300.0, ncu: str | None = None) -> NcuReport:
+                 timeout_s: float = 120.0, ncu: str | None = None) -> NcuReport:
     """Profile the candidate of a ``launch_once`` worker request (one launch) under ncu.
 
     Args:
