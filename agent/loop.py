@@ -569,7 +569,10 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     def profiles(cand: Candidate, cubin: bytes) -> tuple[Any, str]:
         """(candidate, baseline) ncu reports of one bench-size launch, or (None, why not)."""
         if not options.profile:
-            return None, "ncu profiling off (--no-profile)"
+            return None, "ncu profiling off (LoopOptions.profile)"
+        if not isinstance(evaluator, GPUEvaluator):  # a plug-in evaluator: no local worker
+            return None, (f"ncu unavailable: the evaluator ({type(evaluator).__name__}) is not "
+                          "a local GPU worker")
         from harness.profile import profile_launch
 
         if not base_profile:

@@ -147,4 +147,4 @@ def test_feedback_without_counters_says_so_and_gives_the_rest():
     cand = parse_ncu_csv(_read("ncu_softmax_candidate.csv"))[0]
     half = ncu_table(cand, NcuReport(available=False, reason="ncu unavailable: timed out"))
     assert "ncu unavailable for the baseline: timed out" in half and "81.37" in half
-    assert "ncu profiling off" in eval_feedback(res, None, "ncu profiling off (--no-profile)")
+    assert "ncu profiling off" in eval_feedback(res, None, "ncu profiling off")

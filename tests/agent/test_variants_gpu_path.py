@@ -139,3 +139,23 @@ def test_evaluate_tool_without_ncu_says_ncu_unavailable(ref_cache, monkeypatch, 
     assert "roofline candidate: compute" in tool_result
     assert "ncu unavailable: no ncu found" in tool_result
     assert res.iterations[0].verdict == "accepted"
+
+
+class PluginEvaluator:
+    """An evaluator plug-in (``ailower.evaluators``): duck-typed, no local GPU worker."""
+
+    def __init__(self) -> None:
+        self._inner = ScriptedEvaluator({})
+        self.request, self.run = self._inner.request, self._inner.run
+
+
+def test_a_plugin_evaluator_is_not_profiled(ref_cache, fake_ncu):
+    spec = kernels.get("vector_add")
+    script = [Anthropic.turn(("s1", "submit", {"threads": 128}))]
+    with FakeLLMServer(script) as srv:
+        res = lower(spec, "sm_90a", Anthropic.provider(srv.url),
+                    LoopOptions(iterations=1, cache_dir=ref_cache, race_gate=False),
+                    evaluator=PluginEvaluator())
+    fb = res.iterations[0].feedback
+    assert res.iterations[0].verdict == "accepted" and "roofline candidate" in fb
+    assert "ncu unavailable: the evaluator (PluginEvaluator) is not a local GPU worker" in fb
