@@ -293,26 +293,47 @@ class _Checks:
 
     def joint(self, survivors: list[tuple[int, Candidate, bytes]]) -> dict[int, tuple[bool, float | None, str]]:
         """One worker job: the baseline and every survivor, correctness on the run's seeds and
-        interleaved timing (as a search round); returns index -> (correct, time ratio
-        baseline/variant, message)."""
+        interleaved timing (as a search round: a variant that hangs or crashes the worker is
+        taken out and the job runs again without it, three attempts at most); returns index ->
+        (correct, time ratio baseline/variant, message)."""
         from harness.evaluate import kernel_under_test, reference_under_test
 
         ev = self.evaluator
         assert ev is not None
-        kuts = [reference_under_test(self.spec, self.art, label="base")]
-        for j, c, cubin in survivors:
-            kuts.append(kernel_under_test(
-                self.spec, self.art.abi, cubin, label=f"variant {j}", role="candidate",
-                config=self.art.config, threads=c.threads, dynamic_smem=c.dynamic_smem,
-                cluster=c.cluster_dims, meta=c.meta, global_scratch_bytes=c.global_scratch_size,
-                global_scratch_align=c.global_scratch_align))
-        res = ev.run(ev.request(self.spec, "autotune", kuts, seeds=list(self.options.seeds),
-                                min_reps=10, max_reps=100))
+        out: dict[int, tuple[bool, float | None, str]] = {}
+        remaining = list(survivors)
+        for _attempt in range(3):  # a hang or crash takes its variant out; the rest run again
+            kuts = [reference_under_test(self.spec, self.art, label="base")]
+            for j, c, cubin in remaining:
+                kuts.append(kernel_under_test(
+                    self.spec, self.art.abi, cubin, label=f"variant {j}", role="candidate",
+                    config=self.art.config, threads=c.threads, dynamic_smem=c.dynamic_smem,
+                    cluster=c.cluster_dims, meta=c.meta,
+                    global_scratch_bytes=c.global_scratch_size,
+                    global_scratch_align=c.global_scratch_align))
+            res = ev.run(ev.request(self.spec, "autotune", kuts, seeds=list(self.options.seeds),
+                                    min_reps=10, max_reps=100))
+            if res.status not in ("hang", "crash"):
+                break
+            bad = {k.label for k in res.kernels if k.status in ("hang", "crash")}
+            culprits = [j for j, _c, _b in remaining if f"variant {j}" in bad]
+            if not culprits:  # the baseline, or nobody named: every variant fails
+                for j, _c, _b in remaining:
+                    out[j] = (False, None, f"{res.status}: {res.message[:200]}")
+                return out
+            for j in culprits:
+                out[j] = (False, None, f"{res.status}: {res.message[:200]}")
+            remaining = [x for x in remaining if x[0] not in culprits]
+            if not remaining:
+                return out
+        else:
+            for j, _c, _b in remaining:
+                out[j] = (False, None, "gave up after repeated hangs/crashes")
+            return out
         runs = {k.label: k for k in res.kernels}
         base = runs.get("base")
         base_ms = base.timing.median_ms if base and base.timing and base.status == "ok" else None
-        out: dict[int, tuple[bool, float | None, str]] = {}
-        for j, _c, _b in survivors:
+        for j, _c, _b in remaining:
             k = runs.get(f"variant {j}")
             if k is None or k.status != "ok" or k.timing is None:
                 why = (f"{k.status}: {k.message}" if k is not None

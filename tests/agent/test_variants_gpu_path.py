@@ -159,3 +159,38 @@ def test_a_plugin_evaluator_is_not_profiled(ref_cache, fake_ncu):
     fb = res.iterations[0].feedback
     assert res.iterations[0].verdict == "accepted" and "roofline candidate" in fb
     assert "ncu unavailable: the evaluator (PluginEvaluator) is not a local GPU worker" in fb
+
+
+class HangingEvaluator(ScriptedEvaluator):
+    """The joint job hangs on variant 4 while it is in the job."""
+
+    def run(self, req):  # noqa: D102
+        labels = [k.label for k in req.kernels]
+        if req.job == "autotune" and "variant 4" in labels:
+            self.jobs.append((req.job, labels))
+            return EvalResult(status="hang", message="variant 4 did not finish", device=DEVICE,
+                              kernels=[KernelRun(label="variant 4", role="candidate",
+                                                 status="hang")])
+        return super().run(req)
+
+
+def test_a_variant_that_hangs_the_joint_job_is_taken_out(ref_cache):
+    spec = kernels.get("vector_add")
+    from harness.reference import compile_reference
+
+    art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=ref_cache)
+    four = _three(art.ptx) + [{"edits": [{"search": ".address_size 64",
+                                          "replace": f".address_size 64\n{MARK} 4"}]}]
+    ev = HangingEvaluator({3: 0.090, 4: 0.070})
+    script = [Anthropic.turn(("t1", "submit", {"threads": 128, "variants": four}))]
+    with FakeLLMServer(script) as srv:
+        res = lower(spec, "sm_90a", Anthropic.provider(srv.url),
+                    LoopOptions(iterations=1, cache_dir=ref_cache, variants=4, race_gate=False,
+                                profile=False), evaluator=ev)
+    it = res.iterations[0]
+    assert [j for j in ev.jobs if j[0] == "autotune"][1:] == [
+        ("autotune", ["base", "variant 3", "variant 4"]), ("autotune", ["base", "variant 3"])]
+    assert it.variants[3].verdict == "rejected-evaluation"
+    assert it.variants[3].summary.startswith("hang: variant 4 did not finish")
+    assert it.chosen_variant == 3 and it.verdict == "accepted"
+    assert "ncu profiling off" in it.feedback
