@@ -20,6 +20,9 @@ the loop does.
 ``register(app)`` adds the command.
 """
 
+# No ``from __future__ import annotations`` here: the SDK reads the tool functions' annotations
+# at registration, and ``Context`` is imported inside build_server (mcp loads only for this
+# command), so string annotations could not be resolved.
 
 
 import json
