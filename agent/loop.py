@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import verifier
+from agent.feedback import eval_feedback
 from agent.providers.base import Proposal, ProposalContext, Provider
 from harness import (
     AssemblyResult,
@@ -40,7 +41,8 @@ from harness import (
 from harness.errors import ReferenceCompileError
 from kernels.spec import KernelSpec
 
-__all__ = ["LoopOptions", "IterationRecord", "LoweringResult", "lower", "Transcript", "build_report"]
+__all__ = ["LoopOptions", "IterationRecord", "VariantRecord", "LoweringResult", "lower", "Transcript", "build_report",
+           "make_context"]
 
 Verdict = Literal["accepted", "rejected-provider", "rejected-assembly", "rejected-verifier",
                   "rejected-evaluation", "static-only"]
@@ -61,6 +63,10 @@ class LoopOptions(BaseModel):
             passes the user's file).
         race_gate: run compute-sanitizer racecheck/synccheck on an accepted candidate about to
             become the best (skipped, with a note, where the toolkit lacks compute-sanitizer).
+        variants: ``K``, candidates a model turn may hand in (1..8, :data:`agent.tools.MAX_VARIANTS`).
+        profile: profile timed, correct candidates and the baseline with Nsight Compute (one
+            bench-size launch each; skipped with the reason where ncu is unavailable).
+        knowledge_tokens: token budget of the prompt's knowledge-base section (0: none).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -74,6 +80,9 @@ class LoopOptions(BaseModel):
     max_tool_calls: int = 16
     race_gate: bool = True
     ptx_filename: str = Field(default="candidate.ptx", min_length=1)
+    variants: int = Field(default=1, ge=1, le=8)
+    profile: bool = True
+    knowledge_tokens: int = Field(default=2500, ge=0, le=20000)
 
 
 class IterationRecord(BaseModel):
@@ -92,6 +101,10 @@ class IterationRecord(BaseModel):
         speedup: baseline median / candidate median.
         feedback: the text sent back to the provider.
         seconds: wall time per stage.
+        plan: the turn's one-line plan (variant turns).
+        variants: every variant's record (variant turns; the fields above then describe the
+            chosen variant, or variant 1 when none passed).
+        chosen_variant: index of the variant that became the turn's candidate, or None.
     """
 
     iteration: int
@@ -107,6 +120,36 @@ class IterationRecord(BaseModel):
     speedup: float | None = None
     feedback: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
+    plan: str | None = None
+    variants: list["VariantRecord"] = Field(default_factory=list)
+    chosen_variant: int | None = None
+
+
+class VariantRecord(BaseModel):
+    """What happened to one variant of a multi-variant turn.
+
+    Attributes:
+        index: 1-based position in the turn's ``variants``.
+        candidate_digest: :meth:`Candidate.digest`.
+        verdict: as :attr:`IterationRecord.verdict`.
+        summary: one line: why it failed (ptxas error, verifier finding, evaluation) or how it
+            did.
+        assembly, verifier, emulation, evaluation: as in :class:`IterationRecord`.
+        speedup: baseline time / variant time (the full evaluation's, else the joint job's).
+    """
+
+    index: int
+    candidate_digest: str
+    verdict: Verdict
+    summary: str = ""
+    assembly: dict[str, Any] | None = None
+    verifier: dict[str, Any] | None = None
+    emulation: dict[str, Any] | None = None
+    evaluation: dict[str, Any] | None = None
+    speedup: float | None = None
+
+
+IterationRecord.model_rebuild()
 
 
 class LoweringResult(BaseModel):
@@ -167,33 +210,6 @@ def _assembly_dict(a: AssemblyResult) -> dict[str, Any]:
     return a.model_dump(mode="json", exclude={"cubin"})
 
 
-def _eval_feedback(res: EvalResult) -> str:
-    if res.status in ("hang", "crash"):
-        return f"GPU evaluation: {res.status.upper()}: {res.message}"
-    if res.status == "error":
-        return f"GPU evaluation could not run (harness error): {res.message[:500]}"
-    c = res.candidate
-    lines = []
-    if c is None:
-        return "GPU evaluation: no candidate result"
-    lines.append(f"GPU evaluation on {res.device.name if res.device else 'GPU'}: candidate {c.status}"
-                 + (f": {c.message}" if c.message else ""))
-    for chk in c.checks:
-        for name, cmp in chk.vs_reference.items():
-            lines.append(f"  seed {'(secret)' if chk.secret else chk.seed} {name} vs Triton: max|err| {cmp.max_abs_err:.3g}, "
-                         f"normalized {cmp.norm_err:.3g}" + ("" if cmp.ok else f" FAIL ({cmp.reason})"))
-    ref = next((k for k in res.kernels if k.role == "reference"), None)
-    if c.timing and ref and ref.timing:
-        lines.append(f"  time: candidate {c.timing.median_ms:.4f} ms (IQR {c.timing.iqr_ms:.4f}), "
-                     f"reference {ref.timing.median_ms:.4f} ms; speedup {res.speedup:.3f}x"
-                     + (f" (95% CI {res.speedup_ci[0]:.3f}-{res.speedup_ci[1]:.3f})"
-                        if res.speedup_ci else "") + "; "
-                     f"roofline fraction {c.roofline_fraction:.2f} ({c.roofline_bound}-bound)")
-    if c.registers is not None:
-        lines.append(f"  registers {c.registers}, static smem {c.static_smem} B, local {c.local_bytes} B")
-    return "\n".join(lines)
-
-
 #: wall-clock limit of one emulated-correctness run, s; a candidate that exceeds it is rejected
 #: (a timeout proves nothing: an infinite loop must not pass as "static-only")
 EMULATION_TIME_LIMIT_S = 60.0
@@ -213,13 +229,279 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
                       filename=filename)
 
 
+class _Checks:
+    """The gates one candidate goes through (assembly, verifier, emulation or GPU evaluation,
+    race gate, ncu profile), shared by single-candidate and variant turns."""
+
+    def __init__(self, spec: KernelSpec, arch: str, art: ReferenceArtifacts, options: LoopOptions,
+                 evaluator: GPUEvaluator | None,
+                 profiles: Callable[[Candidate, bytes], tuple[Any, str]]):
+        self.spec, self.arch, self.art, self.options = spec, arch, art, options
+        self.evaluator, self.profiles = evaluator, profiles
+
+    def static(self, cand: Candidate, times: dict[str, float], key: str = ""
+               ) -> tuple[AssemblyResult, Any, list[str]]:
+        """Assemble and verify; returns (assembly, verifier report, feedback parts)."""
+        t = time.perf_counter()
+        asm = assemble(cand.ptx, self.arch, ptxas=self.options.ptxas)
+        times[f"assemble{key}"] = time.perf_counter() - t
+        t = time.perf_counter()
+        rep = verifier.verify(cand.ptx, arch=self.arch, abi=self.art.abi, threads=cand.threads,
+                              filename=self.options.ptx_filename)
+        times[f"verify{key}"] = time.perf_counter() - t
+        parts = [asm.summary(cand.ptx, filename=self.options.ptx_filename)]
+        rendered = rep.render("full")
+        parts.append("verifier: " + ("no errors" if rep.ok else "REJECTED") + (
+            "\n" + rendered if rendered else ""))
+        return asm, rep, parts
+
+    def emulate(self, cand: Candidate, times: dict[str, float], key: str = ""
+                ) -> tuple[Any, bool, str]:
+        """Emulated correctness (no GPU); returns (result, passed-or-unsupported, text)."""
+        t = time.perf_counter()
+        emu = _emulate(self.spec, self.arch, self.art, cand.ptx, cand.model_dump(),
+                       self.options.ptx_filename)
+        times[f"emulate{key}"] = time.perf_counter() - t
+        ok = emu.status in ("ok", "unsupported") and not (emu.status == "ok" and not emu.ok)
+        return emu, ok, "GPU evaluation skipped: no GPU on this host; " + emu.summary()
+
+    def feedback(self, res: EvalResult, cand: Candidate, cubin: bytes) -> str:
+        """:func:`agent.feedback.eval_feedback` with ncu profiles of a timed, correct run."""
+        c = res.candidate
+        prof, note = None, ""
+        if res.status == "ok" and c is not None and c.status == "ok" and c.timing is not None:
+            prof, note = self.profiles(cand, cubin)
+        return eval_feedback(res, prof, note)
+
+    def gpu(self, cand: Candidate, cubin: bytes, times: dict[str, float], best_speed: float,
+            key: str = "") -> tuple[str, float | None, dict[str, Any], list[str]]:
+        """Full GPU evaluation (+ race gate for a new best); returns (verdict, speedup,
+        evaluation dict, feedback parts)."""
+        ev = self.evaluator
+        assert ev is not None
+        t = time.perf_counter()
+        res = evaluate_candidate(self.spec, self.art, cand, cubin, ev, seeds=self.options.seeds)
+        times[f"evaluate{key}"] = time.perf_counter() - t
+        evaluation = res.model_dump(mode="json")
+        parts = [self.feedback(res, cand, cubin)]
+        c = res.candidate
+        if not (res.status == "ok" and c is not None and c.status == "ok" and res.speedup):
+            return "rejected-evaluation", None, evaluation, parts
+        if self.options.race_gate and res.speedup > best_speed:  # about to become the best
+            g = race_gate(self.spec, self.art, cand, cubin, ev)
+            evaluation["race_gate"] = g.model_dump()
+            parts.append(f"race gate: {g.message}")
+            if not g.ok:
+                return "rejected-evaluation", None, evaluation, parts
+        return "accepted", res.speedup, evaluation, parts
+
+    def joint(self, survivors: list[tuple[int, Candidate, bytes]]) -> dict[int, tuple[bool, float | None, str]]:
+        """One worker job: the baseline and every survivor, correctness on the run's seeds and
+        interleaved timing (as a search round: a variant that hangs or crashes the worker is
+        taken out and the job runs again without it, three attempts at most); returns index ->
+        (correct, time ratio baseline/variant, message)."""
+        from harness.evaluate import kernel_under_test, reference_under_test
+
+        ev = self.evaluator
+        assert ev is not None
+        out: dict[int, tuple[bool, float | None, str]] = {}
+        remaining = list(survivors)
+        for _attempt in range(3):  # a hang or crash takes its variant out; the rest run again
+            kuts = [reference_under_test(self.spec, self.art, label="base")]
+            for j, c, cubin in remaining:
+                kuts.append(kernel_under_test(
+                    self.spec, self.art.abi, cubin, label=f"variant {j}", role="candidate",
+                    config=self.art.config, threads=c.threads, dynamic_smem=c.dynamic_smem,
+                    cluster=c.cluster_dims, meta=c.meta,
+                    global_scratch_bytes=c.global_scratch_size,
+                    global_scratch_align=c.global_scratch_align))
+            res = ev.run(ev.request(self.spec, "autotune", kuts, seeds=list(self.options.seeds),
+                                    min_reps=10, max_reps=100))
+            if res.status not in ("hang", "crash"):
+                break
+            bad = {k.label for k in res.kernels if k.status in ("hang", "crash")}
+            culprits = [j for j, _c, _b in remaining if f"variant {j}" in bad]
+            if not culprits:  # the baseline, or nobody named: every variant fails
+                for j, _c, _b in remaining:
+                    out[j] = (False, None, f"{res.status}: {res.message[:200]}")
+                return out
+            for j in culprits:
+                out[j] = (False, None, f"{res.status}: {res.message[:200]}")
+            remaining = [x for x in remaining if x[0] not in culprits]
+            if not remaining:
+                return out
+        else:
+            for j, _c, _b in remaining:
+                out[j] = (False, None, "gave up after repeated hangs/crashes")
+            return out
+        runs = {k.label: k for k in res.kernels}
+        base = runs.get("base")
+        base_ms = base.timing.median_ms if base and base.timing and base.status == "ok" else None
+        for j, _c, _b in remaining:
+            k = runs.get(f"variant {j}")
+            if k is None or k.status != "ok" or k.timing is None:
+                why = (f"{k.status}: {k.message}" if k is not None
+                       else f"no result ({res.status}: {res.message[:200]})")
+                out[j] = (False, None, why)
+                continue
+            ratio = base_ms / k.timing.median_ms if base_ms and k.timing.median_ms > 0 else None
+            out[j] = (True, ratio, f"correct; {k.timing.median_ms:.4f} ms"
+                      + (f", {ratio:.3f}x the baseline in the joint job" if ratio else ""))
+        return out
+
+
+def _first_line(parts: list[str], verdict: str) -> str:
+    """The line of a rejected variant's feedback that says why (ptxas error, verifier finding)."""
+    lines = "\n".join(parts).splitlines()
+    for n, ln in enumerate(lines):
+        s = ln.strip()
+        hit = ((verdict == "rejected-assembly" and ("error" in s.lower() or "fatal" in s.lower()))
+               or (verdict == "rejected-verifier" and " error[" in f" {s}"))
+        if hit:
+            nxt = lines[n + 1].strip() if n + 1 < len(lines) else ""
+            src = nxt.split("|", 1)[1].strip() if "|" in nxt else ""
+            return s + (f" ({src})" if src else "")
+    return lines[0] if lines else verdict
+
+
+def _one_turn(i: int, cand: Candidate, checks: _Checks, times: dict[str, float],
+              best_speed: float) -> tuple[IterationRecord, tuple[Candidate, bytes] | None]:
+    """Gates and feedback of a turn with one candidate."""
+    rec = IterationRecord(iteration=i, origin=cand.origin, verdict="rejected-assembly",
+                          candidate_digest=cand.digest())
+    asm, rep, parts = checks.static(cand, times)
+    rec.assembly, rec.verifier = _assembly_dict(asm), rep.to_dict()
+    if not asm.ok:
+        rec.verdict = "rejected-assembly"
+    elif not rep.ok:
+        rec.verdict = "rejected-verifier"
+    elif checks.evaluator is None:
+        emu, ok, text = checks.emulate(cand, times)
+        rec.emulation = emu.model_dump(mode="json")
+        parts.append(text)
+        rec.verdict = "static-only" if ok else "rejected-evaluation"
+    else:
+        rec.verdict, rec.speedup, rec.evaluation, more = checks.gpu(cand, asm.cubin, times,
+                                                                    best_speed)
+        parts += more
+    rec.seconds = times
+    rec.feedback = "\n".join(parts)
+    return rec, ((cand, asm.cubin) if rec.verdict in ("accepted", "static-only") else None)
+
+
+def _variant_turn(i: int, prop: Proposal, checks: _Checks, times: dict[str, float],
+                  best_speed: float) -> tuple[IterationRecord, tuple[Candidate, bytes] | None]:
+    """Gates and feedback of a turn with K variants: each is assembled and verified; the
+    survivors run emulated (no GPU) or in one worker job interleaved with the baseline; the
+    fastest correct one is evaluated in full (secret seed, CI, race gate) and, if it passes, is
+    the turn's candidate. The others' outcomes are summarised in the feedback."""
+    cands = prop.variants
+    recs: list[VariantRecord] = []
+    full: dict[int, list[str]] = {}
+    cubins: dict[int, bytes] = {}
+    for j, c in enumerate(cands, 1):
+        asm, rep, parts = checks.static(c, times, f"[{j}]")
+        vr = VariantRecord(index=j, candidate_digest=c.digest(), verdict="rejected-assembly",
+                           assembly=_assembly_dict(asm), verifier=rep.to_dict())
+        if not asm.ok:
+            vr.verdict = "rejected-assembly"
+        elif not rep.ok:
+            vr.verdict = "rejected-verifier"
+        else:
+            vr.verdict = "static-only"  # survivor, until evaluated
+            cubins[j] = asm.cubin
+        if vr.verdict != "static-only":
+            vr.summary = _first_line(parts, vr.verdict)
+        full[j] = parts
+        recs.append(vr)
+    survivors = [(r.index, cands[r.index - 1], cubins[r.index]) for r in recs
+                 if r.verdict == "static-only"]
+    chosen: int | None = None
+    if checks.evaluator is None:
+        best_rank = 0
+        for j, c, _b in survivors:
+            emu, ok, text = checks.emulate(c, times, f"[{j}]")
+            vr = recs[j - 1]
+            vr.emulation = emu.model_dump(mode="json")
+            full[j].append(text)
+            vr.verdict = "static-only" if ok else "rejected-evaluation"
+            vr.summary = text.removeprefix("GPU evaluation skipped: no GPU on this host; ")
+            rank = (2 if emu.status == "ok" else 1) if ok else 0
+            if rank > best_rank:
+                best_rank, chosen = rank, j
+    elif survivors:
+        t = time.perf_counter()
+        joint = checks.joint(survivors)
+        times["evaluate[joint]"] = time.perf_counter() - t
+        order = sorted((j for j in joint if joint[j][0]),
+                       key=lambda j: (-(joint[j][1] or 0.0), j))
+        for j, (ok, ratio, msg) in joint.items():
+            vr = recs[j - 1]
+            vr.summary = msg
+            vr.verdict = "rejected-evaluation" if not ok else "static-only"
+            vr.speedup = ratio
+        for j in order:  # the fastest correct one is evaluated in full
+            c = cands[j - 1]
+            vr = recs[j - 1]
+            vr.verdict, vr.speedup, vr.evaluation, more = checks.gpu(c, cubins[j], times,
+                                                                     best_speed, f"[{j}]")
+            full[j] += more
+            if vr.verdict == "accepted":
+                chosen = j
+                break
+            vr.summary = "failed the full evaluation: " + _first_line(more, "")
+        for j in order:
+            if recs[j - 1].verdict == "static-only":  # correct in the joint job, not confirmed
+                recs[j - 1].verdict = "rejected-evaluation"
+                recs[j - 1].summary += "; not evaluated in full (a faster variant was)"
+    pick = chosen if chosen is not None else recs[0].index
+    top = recs[pick - 1]
+    rec = IterationRecord(iteration=i, origin=cands[pick - 1].origin, verdict=top.verdict,
+                          candidate_digest=top.candidate_digest, assembly=top.assembly,
+                          verifier=top.verifier, evaluation=top.evaluation,
+                          emulation=top.emulation, speedup=top.speedup, plan=prop.plan,
+                          variants=recs, chosen_variant=chosen)
+    lines = [f"plan: {prop.plan}" if prop.plan else "plan: (none given)",
+             f"{len(cands)} variants this turn:"]
+    for r in recs:
+        lines.append(f"- variant {r.index}: {r.verdict}" + (f": {r.summary}" if r.summary else ""))
+    if chosen is not None:
+        lines += ["", f"variant {chosen} is this turn's candidate; its full outcome:",
+                  *full[chosen]]
+    else:
+        lines += ["", "no variant passed; the outcome of variant 1 in full:", *full[1]]
+    rec.seconds = times
+    rec.feedback = "\n".join(lines)
+    return rec, ((cands[chosen - 1], cubins[chosen]) if chosen is not None else None)
+
+
+def make_context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, gpu: bool,
+                 options: LoopOptions) -> ProposalContext:
+    """The :class:`ProposalContext` the loop hands its provider for ``art`` (the baseline's
+    artifacts): the same one ``ailower prompt`` renders.
+
+    Raises:
+        ValueError: ``arch`` has no knowledge-base facts while ``options.knowledge_tokens`` > 0.
+    """
+    from agent.knowledge import knowledge_section
+
+    knowledge = (knowledge_section(spec, arch, art.ttgir, options.knowledge_tokens)
+                 if options.knowledge_tokens and arch in _KNOWN_ARCHS else "")
+    return _context(spec, arch, art, [], gpu, options.max_tool_calls, options.variants,
+                    knowledge)
+
+
+_KNOWN_ARCHS = ("sm_89", "sm_90a", "sm_100a")
+
+
 def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[ReferenceArtifacts],
-             gpu: bool, max_tool_calls: int) -> ProposalContext:
+             gpu: bool, max_tool_calls: int, max_variants: int = 1, knowledge: str = ""
+             ) -> ProposalContext:
     return ProposalContext(
         spec=spec, arch=arch, config=art.config, constexprs=spec.constexprs(art.config),
         abi=art.abi, triton_source=spec.source.kernel_text(), ttgir=art.ttgir, llir=art.llir,
         reference_ptx=art.ptx, reference_cubin=art.cubin, configs=tuple(spec.configs()), gpu_available=gpu,
-        max_tool_calls=max_tool_calls)
+        max_tool_calls=max_tool_calls, max_variants=max_variants, knowledge=knowledge)
 
 
 def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions, *,
@@ -282,7 +564,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                              "autotuned": baseline is not None}
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,
                             provider=provider.name, started_at=started, reference=reference, gpu=gpu)
-    ctx = _context(spec, arch, art, refs, gpu, options.max_tool_calls)
+    ctx = make_context(spec, arch, art, gpu, options)
 
     def run_tool(name: str, args: dict[str, Any]) -> str:
         ptx = args.get("ptx", "")
@@ -304,8 +586,25 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                              dynamic_smem=int(args.get("dynamic_smem", art.abi.dynamic_smem)))
             res = evaluate_candidate(spec, art, cand, a.cubin, evaluator,  # type: ignore[arg-type]
                                      seeds=options.seeds)
-            return _eval_feedback(res)
+            return checks.feedback(res, cand, a.cubin)
         raise ValueError(f"unknown tool {name!r}")
+
+    base_profile: list[Any] = []  # the baseline's ncu report, profiled once
+
+    def profiles(cand: Candidate, cubin: bytes) -> tuple[Any, str]:
+        """(candidate, baseline) ncu reports of one bench-size launch, or (None, why not)."""
+        if not options.profile:
+            return None, "ncu profiling off (LoopOptions.profile)"
+        if not isinstance(evaluator, GPUEvaluator):  # a plug-in evaluator: no local worker
+            return None, (f"ncu unavailable: the evaluator ({type(evaluator).__name__}) is not "
+                          "a local GPU worker")
+        from harness.profile import profile_launch
+
+        if not base_profile:
+            base_profile.append(profile_launch(spec, art, None, None, evaluator))
+        return (profile_launch(spec, art, cand, cubin, evaluator), base_profile[0]), ""
+
+    checks = _Checks(spec, arch, art, options, evaluator if gpu else None, profiles)
 
     feedback: str | None = None
     best_speed = -1.0
@@ -335,59 +634,13 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
                 break
             continue
         cand = prop.candidate
-        rec = IterationRecord(iteration=i, origin=cand.origin, verdict="rejected-assembly",
-                              candidate_digest=cand.digest())
-        t = time.perf_counter()
-        asm = assemble(cand.ptx, arch, ptxas=options.ptxas)
-        times["assemble"] = time.perf_counter() - t
-        rec.assembly = _assembly_dict(asm)
-        t = time.perf_counter()
-        rep = verifier.verify(cand.ptx, arch=arch, abi=art.abi, threads=cand.threads,
-                              filename=options.ptx_filename)
-        times["verify"] = time.perf_counter() - t
-        rec.verifier = rep.to_dict()
-        parts = [asm.summary(cand.ptx, filename=options.ptx_filename)]
-        rendered = rep.render("full")
-        parts.append("verifier: " + ("no errors" if rep.ok else "REJECTED") + (
-            "\n" + rendered if rendered else ""))
-        if not asm.ok:
-            rec.verdict = "rejected-assembly"
-        elif not rep.ok:
-            rec.verdict = "rejected-verifier"
-        elif not gpu:
-            rec.verdict = "static-only"
-            t = time.perf_counter()
-            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump(),
-                           options.ptx_filename)
-            times["emulate"] = time.perf_counter() - t
-            rec.emulation = emu.model_dump(mode="json")
-            parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
-            if emu.status not in ("ok", "unsupported") or (
-                    emu.status == "ok" and not emu.ok):
-                rec.verdict = "rejected-evaluation"
+        if prop.variants:
+            rec, chosen = _variant_turn(i, prop, checks, times, best_speed)
         else:
-            t = time.perf_counter()
-            res = evaluate_candidate(spec, art, cand, asm.cubin, evaluator,  # type: ignore[arg-type]
-                                     seeds=options.seeds)
-            times["evaluate"] = time.perf_counter() - t
-            rec.evaluation = res.model_dump(mode="json")
-            parts.append(_eval_feedback(res))
-            c = res.candidate
-            if res.status == "ok" and c is not None and c.status == "ok" and res.speedup:
-                rec.verdict = "accepted"
-                rec.speedup = res.speedup
-                if options.race_gate and res.speedup > best_speed:  # about to become the best
-                    g = race_gate(spec, art, cand, asm.cubin, evaluator)  # type: ignore[arg-type]
-                    rec.evaluation["race_gate"] = g.model_dump()
-                    parts.append(f"race gate: {g.message}")
-                    if not g.ok:
-                        rec.verdict, rec.speedup = "rejected-evaluation", None
-            else:
-                rec.verdict = "rejected-evaluation"
-        rec.seconds = times
-        rec.feedback = "\n".join(parts)
+            rec, chosen = _one_turn(i, cand, checks, times, best_speed)
         result.iterations.append(rec)
-        event("iteration", **rec.model_dump(mode="json", exclude={"evaluation"}),
+        event("iteration", **rec.model_dump(
+            mode="json", exclude={"evaluation": True, "variants": {"__all__": {"evaluation"}}}),
               evaluation_status=(rec.evaluation or {}).get("status"))
         feedback = rec.feedback
         better = False
@@ -400,10 +653,10 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             rank = 2 if (rec.emulation or {}).get("status") == "ok" else 1
             if rank > best_static_rank:
                 best_static_rank, better = rank, True
-        if better:
+        if better and chosen is not None:
             result.best_iteration = len(result.iterations) - 1
-            result.best_candidate = cand
-            result.best_cubin = asm.cubin
+            result.best_candidate, result.best_cubin = chosen
+            provider.seed(chosen[0].ptx)
     best = result.best  # the event names the 1-based iteration, as every other view does
     event("done", best_iteration=best.iteration if best is not None else None,
           stop_reason=result.stop_reason,
@@ -461,5 +714,10 @@ def build_report(result: LoweringResult) -> dict[str, Any]:
             {"iteration": r.iteration, "origin": r.origin, "verdict": r.verdict,
              "speedup": r.speedup, "provider_error": r.provider_error,
              "candidate_digest": r.candidate_digest, "seconds": r.seconds,
-             "feedback": r.feedback} for r in result.iterations],
+             "feedback": r.feedback,
+             **({"plan": r.plan, "chosen_variant": r.chosen_variant,
+                 "variants": [{"index": v.index, "verdict": v.verdict,
+                               "candidate_digest": v.candidate_digest, "summary": v.summary,
+                               "speedup": v.speedup} for v in r.variants]}
+                if r.variants else {})} for r in result.iterations],
     }

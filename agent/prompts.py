@@ -76,6 +76,7 @@ def system_prompt(ctx: Any) -> str:
         "6. After each submission you receive its outcome (ptxas diagnostics, verifier findings, "
         "correctness and timings). Fix what failed; otherwise try to make it faster. A "
         "candidate that is incorrect or does not assemble scores nothing.",
+        *_variant_rules(ctx),
         "",
         "Tools: " + ", ".join(f"`{t}`" for t in tools) + ".",
         *(f"- {_TOOL_HELP[t]}" for t in tools),
@@ -83,6 +84,20 @@ def system_prompt(ctx: Any) -> str:
         gpu,
     ]
     return "\n".join(lines)
+
+
+def _variant_rules(ctx: Any) -> list[str]:
+    k = getattr(ctx, "max_variants", 1)
+    if k <= 1:
+        return []
+    return [
+        f"7. Plan, then variants: a submit may carry a one-line `plan` (the bottleneck you "
+        f"diagnosed and the change) and up to {k} `variants`, each a full module (`ptx`) or "
+        "`edits` on a base (`best`: the best valid candidate so far, the default; `current`; "
+        "`reference`), with its own launch settings if they differ. Each is assembled and "
+        "verified; the survivors are evaluated together against the baseline; the best valid "
+        "one becomes the next turn's `best`, and you get every variant's outcome.",
+    ]
 
 
 def _fmt_value(v: Any) -> str:
@@ -175,7 +190,8 @@ def initial_prompt(ctx: Any) -> str:
     Returns:
         The prompt text (deterministic for a given ``ctx``): Triton source, spec (parameters,
         constexprs, sizes, grid expression and the grid at each size), target, exact entry
-        signature and launch contract, Triton's TTGIR and PTX, and what to do.
+        signature and launch contract, the knowledge-base section (``ctx.knowledge``: target
+        facts with sources, matching transformations), Triton's TTGIR and PTX, and what to do.
     """
     parts = [
         f"# Task: lower `{ctx.spec.name}` to PTX for {ctx.arch}",
@@ -193,6 +209,7 @@ def initial_prompt(ctx: Any) -> str:
         "## Launch contract",
         *_abi_section(ctx),
         "",
+        *([ctx.knowledge.rstrip("\n"), ""] if getattr(ctx, "knowledge", "") else []),
         "## Triton TTGIR (for the reference config)",
         "```mlir",
         ctx.ttgir.rstrip("\n"),

@@ -50,6 +50,10 @@ __all__ = [
     "MAX_THREADS",
     "MAX_DYNAMIC_SMEM",
     "MAX_PATCH_EDITS",
+    "MAX_VARIANTS",
+    "submit_schema",
+    "candidates_from_submit",
+    "SubmitVariants",
 ]
 
 MAX_THREADS = 1024
@@ -57,6 +61,10 @@ MAX_THREADS = 1024
 
 MAX_PATCH_EDITS = 64
 """Edits one ``patch`` call may carry."""
+
+MAX_VARIANTS = 8
+"""Variants one ``submit`` may carry at most, whatever ``K`` the run allows (each costs a
+ptxas run, a verifier run and a slot in the turn's GPU job)."""
 
 _NEEDS_PTX = ("compile", "verify", "evaluate", "submit")
 """Tools whose ``ptx`` the provider fills from the current candidate before validation."""
@@ -180,9 +188,10 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
                         "additionalProperties": False,
                     },
                 },
-                "base": {"type": "string", "enum": ["current", "reference"],
-                         "description": "Patch the current candidate (default) or start again "
-                                        "from Triton's PTX."},
+                "base": {"type": "string", "enum": ["current", "reference", "best"],
+                         "description": "Patch the current candidate (default), start again "
+                                        "from Triton's PTX, or from the best valid candidate "
+                                        "so far."},
             },
             "required": ["edits"],
             "additionalProperties": False,
@@ -208,6 +217,58 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 """Tool name -> ``{"description", "parameters"}`` (a JSON schema object)."""
 
 
+def _variant_item() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "ptx": {**_PTX, "description": "A complete PTX module for this variant (instead of "
+                                          "edits)."},
+            "edits": {"type": "array", "minItems": 1, "maxItems": MAX_PATCH_EDITS,
+                      "items": TOOL_SCHEMAS["patch"]["parameters"]["properties"]["edits"]["items"],
+                      "description": "Exact search/replace edits applied to `base` (each search "
+                                     "must match once)."},
+            "base": {"type": "string", "enum": ["best", "current", "reference"],
+                     "description": "What the edits apply to: the best valid candidate so far "
+                                    "(default; Triton's PTX until there is one), the current "
+                                    "candidate, or Triton's PTX."},
+            "threads": _THREADS,
+            "meta": _META,
+            "dynamic_smem": _DYNAMIC_SMEM,
+            "notes": {"type": "string", "description": "What this variant tries (short)."},
+        },
+        "required": [],
+        "additionalProperties": False,
+    }
+
+
+def submit_schema(max_variants: int = 1) -> dict[str, Any]:
+    """The ``submit`` tool's schema for a run that allows ``max_variants`` variants per turn.
+
+    With ``max_variants`` > 1 it gains ``plan`` (one line: the diagnosis and the change) and
+    ``variants`` (1..K items, each a full module or edits on a base, with its own launch
+    settings; the submit's own fields are their defaults). With 1 it is :data:`TOOL_SCHEMAS`'s.
+
+    Raises:
+        ValueError: ``max_variants`` outside 1..:data:`MAX_VARIANTS`.
+    """
+    if not 1 <= max_variants <= MAX_VARIANTS:
+        raise ValueError(f"max_variants: 1..{MAX_VARIANTS}, got {max_variants}")
+    sch = _copy(TOOL_SCHEMAS["submit"])
+    if max_variants == 1:
+        return sch
+    sch["description"] += (f" To try several ideas at once, give `plan` and up to {max_variants} "
+                           "`variants`: each is assembled and verified, the survivors are "
+                           "evaluated together and the best valid one seeds your next turn.")
+    props = sch["parameters"]["properties"]
+    props["plan"] = {"type": "string", "description": "One line: the bottleneck you diagnosed "
+                                                      "and the change the variants try."}
+    props["variants"] = {"type": "array", "minItems": 1, "maxItems": max_variants,
+                         "items": _variant_item(),
+                         "description": "Candidates to try this turn (a variant without ptx or "
+                                        "edits is the current candidate)."}
+    return sch
+
+
 def tool_names(gpu_available: bool = True) -> list[str]:
     """The tools offered to a model.
 
@@ -221,32 +282,38 @@ def tool_names(gpu_available: bool = True) -> list[str]:
     return [n for n in TOOL_SCHEMAS if gpu_available or n != "evaluate"]
 
 
-def anthropic_tools(gpu_available: bool = True) -> list[dict[str, Any]]:
+def _schema(name: str, max_variants: int) -> dict[str, Any]:
+    return submit_schema(max_variants) if name == "submit" else _copy(TOOL_SCHEMAS[name])
+
+
+def anthropic_tools(gpu_available: bool = True, max_variants: int = 1) -> list[dict[str, Any]]:
     """The tools in the Anthropic Messages API format.
 
     Args:
         gpu_available: include ``evaluate``.
+        max_variants: ``K``; above 1 ``submit`` takes ``plan`` and ``variants``.
 
     Returns:
         ``[{"name", "description", "input_schema"}, ...]`` (fresh copies).
     """
-    return [{"name": n, "description": TOOL_SCHEMAS[n]["description"],
-             "input_schema": _copy(TOOL_SCHEMAS[n]["parameters"])}
+    return [{"name": n, "description": _schema(n, max_variants)["description"],
+             "input_schema": _schema(n, max_variants)["parameters"]}
             for n in tool_names(gpu_available)]
 
 
-def openai_tools(gpu_available: bool = True) -> list[dict[str, Any]]:
+def openai_tools(gpu_available: bool = True, max_variants: int = 1) -> list[dict[str, Any]]:
     """The tools in the OpenAI Chat Completions format (function tools).
 
     Args:
         gpu_available: include ``evaluate``.
+        max_variants: ``K``; above 1 ``submit`` takes ``plan`` and ``variants``.
 
     Returns:
         ``[{"type": "function", "function": {"name", "description", "parameters"}}, ...]``.
     """
     return [{"type": "function",
-             "function": {"name": n, "description": TOOL_SCHEMAS[n]["description"],
-                          "parameters": _copy(TOOL_SCHEMAS[n]["parameters"])}}
+             "function": {"name": n, "description": _schema(n, max_variants)["description"],
+                          "parameters": _schema(n, max_variants)["parameters"]}}
             for n in tool_names(gpu_available)]
 
 
@@ -429,3 +496,114 @@ def candidate_from_submit(args: Any, origin: str, *,
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
         raise ValueError(f"submit.{loc}: {err.get('msg', 'invalid')}") from None
+
+
+class SubmitVariants:
+    """What one ``submit`` handed in: the candidates, the plan and how each was built.
+
+    Attributes:
+        candidates: one per variant (one when the submit had no ``variants``).
+        plan: the one-line plan, or None.
+        described: per variant ``{"index", "source": ptx | edits | current, "base", "notes",
+            "digest"}`` for the transcript.
+    """
+
+    def __init__(self, candidates: list[Candidate], plan: str | None,
+                 described: list[dict[str, Any]]):
+        self.candidates, self.plan, self.described = candidates, plan, described
+
+
+def candidates_from_submit(args: Any, workspace: Any, origin: str, *,
+                           defaults: Mapping[str, Any] | None = None,
+                           max_variants: int = 1) -> SubmitVariants:
+    """Build the candidates of one ``submit`` call (with or without ``variants``).
+
+    Args:
+        args: the decoded ``submit`` arguments as the model sent them (``ptx`` may be omitted).
+        workspace: the conversation's :class:`~agent.workspace.Workspace` (``current``,
+            ``reference``, ``best``); a submit without variants updates ``current`` as any tool
+            call with ``ptx`` does; variants leave it alone.
+        origin: recorded as each :attr:`Candidate.origin`.
+        defaults: see :func:`candidate_from_submit`.
+        max_variants: ``K``, the most variants allowed.
+
+    Returns:
+        A :class:`SubmitVariants`.
+
+    Raises:
+        ValueError: invalid arguments, more than ``K`` variants, a variant with both ``ptx`` and
+            ``edits``, or edits that do not apply (``submit.variants[2].edits[1]: search text
+            not found ...``).
+    """
+    from agent.workspace import Workspace
+
+    if not isinstance(args, Mapping) or ("variants" not in args and "plan" not in args):
+        cand = candidate_from_submit(workspace.use(args), origin, defaults=defaults)
+        return SubmitVariants([cand], None, [])
+    plan = args.get("plan")
+    if plan is not None and not isinstance(plan, str):
+        raise ValueError(f"submit.plan: expected a string, got {type(plan).__name__}")
+    plan = " ".join(plan.split())[:500] if plan else None
+    variants = args.get("variants")
+    rest = {k: v for k, v in args.items() if k not in ("variants", "plan")}
+    if variants is None:
+        cand = candidate_from_submit(workspace.use(rest), origin, defaults=defaults)
+        return SubmitVariants([cand], plan, [])
+    if max_variants <= 1:
+        raise ValueError("submit.variants: this run takes one candidate per turn (K=1); submit "
+                         "without variants")
+    if not isinstance(variants, (list, tuple)) or not variants:
+        raise ValueError("submit.variants: expected a non-empty list of variants")
+    if len(variants) > max_variants:
+        raise ValueError(f"submit.variants: at most {max_variants} variants per turn, got "
+                         f"{len(variants)}")
+    shared = dict(rest)
+    if "ptx" not in shared or shared["ptx"] is None:
+        shared["ptx"] = workspace.current
+    cands: list[Candidate] = []
+    described: list[dict[str, Any]] = []
+    allowed = set(_variant_item()["properties"])
+    for i, v in enumerate(variants, 1):
+        where = f"submit.variants[{i}]"
+        if not isinstance(v, Mapping):
+            raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
+        unknown = sorted(k for k in v if k not in allowed)
+        if unknown:
+            raise ValueError(f"{where}.{unknown[0]}: unknown field (allowed: "
+                             f"{', '.join(sorted(allowed))})")
+        if v.get("ptx") is not None and v.get("edits") is not None:
+            raise ValueError(f"{where}: give ptx or edits, not both")
+        base = v.get("base", "best")
+        if base not in ("best", "current", "reference"):
+            raise ValueError(f"{where}.base: one of best, current, reference, got {_short(base)}")
+        if v.get("ptx") is not None:
+            if not isinstance(v["ptx"], str) or not v["ptx"].strip():
+                raise ValueError(f"{where}.ptx: expected a non-empty string of PTX")
+            ptx, source = v["ptx"], "ptx"
+        elif v.get("edits") is not None:
+            edits = validate_tool_args("patch", {"edits": v["edits"]})["edits"]
+            start = {"best": workspace.best, "current": workspace.current,
+                     "reference": workspace.reference}[base]
+            scratch = Workspace(workspace.reference)
+            scratch.current = start
+            try:
+                scratch.patch(edits, "current")
+            except ValueError as exc:
+                raise ValueError(f"{where}: {str(exc).replace('patch.', '', 1)}") from None
+            ptx, source = scratch.current, "edits"
+        else:
+            ptx, source = shared["ptx"], "current"
+        one = {**shared, "ptx": ptx}
+        for key in ("threads", "meta", "dynamic_smem", "notes"):
+            if v.get(key) is not None:
+                one[key] = v[key]
+        try:
+            cand = candidate_from_submit(one, origin, defaults=defaults)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("submit.", f"{where}.", 1)) from None
+        cands.append(cand)
+        described.append({"index": i, "source": source,
+                          "base": base if source == "edits" else None,
+                          "notes": v.get("notes") if isinstance(v.get("notes"), str) else None,
+                          "digest": cand.digest()})
+    return SubmitVariants(cands, plan, described)

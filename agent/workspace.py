@@ -73,6 +73,9 @@ class Workspace:
     def __init__(self, reference_ptx: str):
         self.reference = reference_ptx
         self.current = reference_ptx
+        self.best = reference_ptx
+        """The best valid candidate so far (set by the loop through ``Provider.seed``); the
+        default base of a variant's edits."""
 
     def use(self, args: Any) -> Any:
         """Tool arguments with ``ptx`` filled from the current candidate when omitted; when given,
@@ -89,7 +92,8 @@ class Workspace:
 
     def patch(self, edits: list[dict[str, str]], base: str = "current") -> str:
         """Apply ``edits`` (``[{"search", "replace"}, ...]``) in order to the current candidate
-        (or to the reference PTX when ``base`` is ``reference``).
+        (or to the reference PTX when ``base`` is ``reference``, to the best valid candidate so
+        far when it is ``best``); the result becomes the current candidate.
 
         Each ``search`` must occur exactly once in the text as edited so far.
 
@@ -100,9 +104,9 @@ class Workspace:
             PatchError: an edit's search text is empty, not found, or occurs more than once
                 (with the line numbers of every occurrence); the candidate is left unchanged.
         """
-        if base not in ("current", "reference"):
-            raise PatchError(f"patch.base: 'current' or 'reference', got {base!r}")
-        text = self.current if base == "current" else self.reference
+        if base not in ("current", "reference", "best"):
+            raise PatchError(f"patch.base: 'current', 'reference' or 'best', got {base!r}")
+        text = {"current": self.current, "reference": self.reference, "best": self.best}[base]
         changed: list[str] = []
         for i, e in enumerate(edits, 1):
             search, replace = e["search"], e["replace"]

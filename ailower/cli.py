@@ -29,7 +29,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ailower: lower Triton kernels to verified, measured PTX.")
 
 COMMANDS = ("cmd_lower", "cmd_kernels", "cmd_verify", "cmd_server", "cmd_baseline", "cmd_runs",
-            "cmd_eval", "cmd_export", "cmd_cache", "cmd_spec", "cmd_suite", "cmd_leaderboard")
+            "cmd_eval", "cmd_export", "cmd_cache", "cmd_spec", "cmd_suite", "cmd_leaderboard",
+            "cmd_prompt", "cmd_mcp")
 """The modules under ``ailower/`` whose ``register(app)`` adds the commands, in help order."""
 
 

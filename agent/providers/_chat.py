@@ -22,9 +22,8 @@ from agent.providers.base import (
     ToolExecutor,
     redact,
 )
-from agent.tools import validate_tool_args
+from agent.tools import SubmitVariants, candidates_from_submit, submit_defaults, validate_tool_args
 from agent.workspace import Workspace, show_text
-from harness.candidate import Candidate
 
 __all__ = ["ToolChatProvider", "check_client_args", "LOOP_TOOLS", "LOCAL_TOOLS"]
 
@@ -81,6 +80,7 @@ class ToolChatProvider(Provider):
         self._notes: list[str] = []  # told to the model at the start of the next turn
         self._task: tuple[str, str, str] | None = None
         self._workspace: Workspace | None = None
+        self._seed: str | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self._base_url!r})"
@@ -89,11 +89,21 @@ class ToolChatProvider(Provider):
         """Forget the conversation (the next :meth:`propose` starts with the initial prompt)."""
         self._messages, self._pending, self._notes, self._task = [], [], [], None
         self._workspace = None
+        self._seed = None
+
+    def seed(self, ptx: str) -> None:
+        """The loop's best valid candidate: the default base of the next turn's variant edits
+        (``patch`` with ``base: best`` too)."""
+        self._seed = ptx
+        if self._workspace is not None:
+            self._workspace.best = ptx
 
     def workspace(self, ctx: ProposalContext) -> Workspace:
         """The conversation's current candidate (Triton's PTX until the model changes it)."""
         if self._workspace is None:
             self._workspace = Workspace(ctx.reference_ptx)
+            if self._seed is not None:
+                self._workspace.best = self._seed
         return self._workspace
 
     def _tool(self, ctx: ProposalContext, name: str, args: Any, tools: ToolExecutor) -> str:
@@ -121,6 +131,16 @@ class ToolChatProvider(Provider):
         """``submit`` arguments with ``ptx`` filled from the current candidate when omitted."""
         return self.workspace(ctx).use(args)
 
+    def _candidates(self, ctx: ProposalContext, args: Any, origin: str) -> SubmitVariants:
+        """The candidates of one ``submit`` (``variants`` included, at most ``ctx.max_variants``).
+
+        Raises:
+            ValueError: invalid arguments (the message names the field or variant).
+        """
+        return candidates_from_submit(args, self.workspace(ctx), origin,
+                                      defaults=submit_defaults(ctx),
+                                      max_variants=ctx.max_variants)
+
     def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
         """Run one turn of the conversation and return the submitted candidate or an error.
 
@@ -143,13 +163,17 @@ class ToolChatProvider(Provider):
         events: list[dict[str, Any]] = []
         usage: dict[str, int] = {}
         try:
-            cand = self._turn(ctx, feedback, tools, events, usage)
+            sub = self._turn(ctx, feedback, tools, events, usage)
         except ProviderError as exc:
             events.append({"type": "error", "kind": exc.kind, "message": str(exc)})
             return Proposal.from_error(exc, events=redact(events, self._secrets), usage=usage)
-        return Proposal(candidate=cand, events=redact(events, self._secrets), usage=usage)
+        return Proposal(candidate=sub.candidates[0],
+                        variants=sub.candidates if len(sub.candidates) > 1 or sub.described
+                        else [], plan=sub.plan, events=redact(events, self._secrets),
+                        usage=usage)
 
     @abstractmethod
     def _turn(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor,
-              events: list[dict[str, Any]], usage: dict[str, int]) -> Candidate:
-        """One turn on the wire; raises :class:`ProviderError` subclasses for provider failures."""
+              events: list[dict[str, Any]], usage: dict[str, int]) -> SubmitVariants:
+        """One turn on the wire, ending at a submit (its candidates); raises
+        :class:`ProviderError` subclasses for provider failures."""

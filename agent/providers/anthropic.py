@@ -38,8 +38,7 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import anthropic_tools, candidate_from_submit, submit_defaults
-from harness.candidate import Candidate
+from agent.tools import SubmitVariants, anthropic_tools
 
 __all__ = ["AnthropicProvider"]
 
@@ -164,7 +163,7 @@ class AnthropicProvider(ToolChatProvider):
             self._messages.append({"role": "user", "content": blocks})
 
     def _turn(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor,
-              events: list[dict[str, Any]], usage: dict[str, int]) -> Candidate:
+              events: list[dict[str, Any]], usage: dict[str, int]) -> SubmitVariants:
         self._start(ctx, feedback, events)
         calls = 0
         budget = ctx.max_tool_calls
@@ -216,14 +215,13 @@ class AnthropicProvider(ToolChatProvider):
         self._pending += [_result(u["id"], text, is_error) for u in uses]
 
     def _submit(self, ctx: ProposalContext, uses: list[dict[str, Any]], sub: dict[str, Any],
-                events: list[dict[str, Any]]) -> Candidate:
+                events: list[dict[str, Any]]) -> SubmitVariants:
         events.append({"type": "tool_call", "id": sub["id"], "name": "submit",
                        "args": sub["input"]})
         others = [u for u in uses if u is not sub]
         try:
-            cand = candidate_from_submit(self._submit_args(ctx, sub["input"]),
-                                         f"anthropic:{self.model}",
-                                         defaults=submit_defaults(ctx))
+            made = self._candidates(ctx, sub["input"], f"anthropic:{self.model}")
+            cand = made.candidates[0]
         except ValueError as exc:
             self._pending.append(_result(sub["id"], f"Invalid submit: {exc}", True))
             self._owe(others, _SKIPPED_AFTER_SUBMIT, True)
@@ -235,8 +233,10 @@ class AnthropicProvider(ToolChatProvider):
                                          else _SKIPPED_AFTER_SUBMIT, True))
         notes = sub["input"].get("notes") if isinstance(sub["input"], dict) else None
         events.append({"type": "submit", "id": sub["id"], "digest": cand.digest(),
-                       "threads": cand.threads, "meta": cand.meta, "notes": notes})
-        return cand
+                       "threads": cand.threads, "meta": cand.meta, "notes": notes,
+                       **({"plan": made.plan} if made.plan else {}),
+                       **({"variants": made.described} if made.described else {})})
+        return made
 
     def _run_tool(self, ctx: ProposalContext, use: dict[str, Any], tools: ToolExecutor,
                   events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -267,7 +267,7 @@ class AnthropicProvider(ToolChatProvider):
                 content = [dict(b) for b in last["content"]]
                 content[-1]["cache_control"] = {"type": "ephemeral"}
                 messages = [*self._messages[:-1], {"role": "user", "content": content}]
-        tool_defs = anthropic_tools(ctx.gpu_available)
+        tool_defs = anthropic_tools(ctx.gpu_available, ctx.max_variants)
         events.append({"type": "request", "provider": self.name, "model": self.model,
                        "base_url": self._base_url, "messages": len(messages),
                        "tools": [t["name"] for t in tool_defs], "max_tokens": self.max_tokens})

@@ -72,6 +72,9 @@ class ProposalContext(BaseModel):
         configs: every config of the autotune space (the offline provider walks them).
         gpu_available: whether ``evaluate`` can run on a GPU.
         max_tool_calls: tool calls allowed per :meth:`Provider.propose`.
+        max_variants: ``K``, candidates one turn may hand in (``submit`` with ``variants``).
+        knowledge: the knowledge-base section of the prompt (:mod:`agent.knowledge`), '' for
+            none.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -89,13 +92,18 @@ class ProposalContext(BaseModel):
     configs: tuple[Config, ...] = ()
     gpu_available: bool = False
     max_tool_calls: int = 16
+    max_variants: int = 1
+    knowledge: str = ""
 
 
 class Proposal(BaseModel):
     """A provider's answer for one iteration.
 
     Attributes:
-        candidate: the submitted candidate, or None when the provider produced none.
+        candidate: the submitted candidate (the first variant of a multi-variant turn), or None
+            when the provider produced none.
+        variants: every candidate of a multi-variant turn, in order ([] for one candidate).
+        plan: the turn's one-line plan, when the model gave one.
         error: why there is no candidate (or a warning), already mapped to ailower's terms.
         error_kind: ``rate_limited`` | ``timeout`` | ``refused`` | ``bad_output`` | ``auth`` |
             ``exhausted`` (no more proposals: the loop stops) | ``budget`` (a token or cost
@@ -108,6 +116,8 @@ class Proposal(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     candidate: Candidate | None = None
+    variants: list[Candidate] = Field(default_factory=list)
+    plan: str | None = None
     error: str | None = None
     error_kind: Literal["rate_limited", "timeout", "refused", "bad_output", "auth", "exhausted",
                         "budget"] | None = None
@@ -216,6 +226,11 @@ class Provider(ABC):
             A :class:`Proposal`. Provider errors are returned in it (``error_kind``), not raised;
             only ailower bugs propagate.
         """
+
+    def seed(self, ptx: str) -> None:
+        """The loop's best valid candidate after a turn (the base of the next turn's variant
+        edits). The default keeps nothing."""
+        return None
 
 
 def retry_after_seconds(headers: Any) -> float | None:

@@ -118,6 +118,11 @@ class BudgetedProvider(Provider):
         return prop
 
 
+    def seed(self, ptx: str) -> None:
+        """Forwarded to the wrapped provider."""
+        self.inner.seed(ptx)
+
+
 def wrap_budget(provider: Provider, settings: object, model: str | None = None) -> Provider:
     """``provider`` wrapped in the budget the settings ask for (``max_tokens_total``,
     ``max_cost_usd``, ``price_per_mtok``), or unchanged when they set no cap.

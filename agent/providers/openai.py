@@ -39,8 +39,7 @@ from agent.providers.base import (
     retry_after_seconds,
 )
 from agent.providers._chat import ToolChatProvider, check_client_args
-from agent.tools import candidate_from_submit, openai_tools, submit_defaults
-from harness.candidate import Candidate
+from agent.tools import SubmitVariants, openai_tools
 
 __all__ = ["OpenAIProvider"]
 
@@ -158,7 +157,7 @@ class OpenAIProvider(ToolChatProvider):
                 self._messages.append({"role": "user", "content": text})
 
     def _turn(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor,
-              events: list[dict[str, Any]], usage: dict[str, int]) -> Candidate:
+              events: list[dict[str, Any]], usage: dict[str, int]) -> SubmitVariants:
         self._start(ctx, feedback, events)
         calls = 0
         budget = ctx.max_tool_calls
@@ -233,16 +232,15 @@ class OpenAIProvider(ToolChatProvider):
         self._pending += [_tool_msg(u["id"], text) for u in uses]
 
     def _submit(self, ctx: ProposalContext, uses: list[dict[str, Any]], sub: dict[str, Any],
-                events: list[dict[str, Any]]) -> Candidate:
+                events: list[dict[str, Any]]) -> SubmitVariants:
         events.append({"type": "tool_call", "id": sub["id"], "name": "submit",
                        "args": sub["args"] if sub["error"] is None else sub["raw"]})
         others = [u for u in uses if u is not sub]
         try:
             if sub["error"] is not None:
                 raise ValueError(f"submit: {sub['error']}")
-            cand = candidate_from_submit(self._submit_args(ctx, sub["args"]),
-                                         f"openai:{self.model}",
-                                         defaults=submit_defaults(ctx))
+            made = self._candidates(ctx, sub["args"], f"openai:{self.model}")
+            cand = made.candidates[0]
         except ValueError as exc:
             self._pending.append(_tool_msg(sub["id"], f"ERROR: invalid submit: {exc}"))
             self._owe(others, _SKIPPED_AFTER_SUBMIT)
@@ -254,8 +252,10 @@ class OpenAIProvider(ToolChatProvider):
                                            else _SKIPPED_AFTER_SUBMIT))
         notes = sub["args"].get("notes") if isinstance(sub["args"], dict) else None
         events.append({"type": "submit", "id": sub["id"], "digest": cand.digest(),
-                       "threads": cand.threads, "meta": cand.meta, "notes": notes})
-        return cand
+                       "threads": cand.threads, "meta": cand.meta, "notes": notes,
+                       **({"plan": made.plan} if made.plan else {}),
+                       **({"variants": made.described} if made.described else {})})
+        return made
 
     def _run_tool(self, ctx: ProposalContext, use: dict[str, Any], tools: ToolExecutor,
                   events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -279,7 +279,7 @@ class OpenAIProvider(ToolChatProvider):
     # ---- the wire -------------------------------------------------------------------------------
     def _create(self, ctx: ProposalContext, events: list[dict[str, Any]]) -> Any:
         """One Chat Completions call; SDK errors leave here mapped (``from None``)."""
-        tool_defs = openai_tools(ctx.gpu_available)
+        tool_defs = openai_tools(ctx.gpu_available, ctx.max_variants)
         extra: dict[str, Any] = {}
         if self.max_tokens is not None:
             extra["max_completion_tokens"] = self.max_tokens

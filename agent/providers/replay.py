@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.providers.base import Proposal, ProposalContext, Provider, ProviderError, ToolExecutor
-from agent.tools import candidate_from_submit, submit_defaults, validate_tool_args
+from agent.tools import MAX_VARIANTS, candidates_from_submit, submit_defaults, validate_tool_args
 from agent.workspace import PatchError, Workspace
 
 __all__ = ["ReplayProvider", "ReplayError", "read_transcript"]
@@ -109,6 +109,14 @@ class ReplayProvider(Provider):
         self.iteration = 0
         self._ws: Workspace | None = None
         self._task: tuple[str, str, str] | None = None
+        self._seed: str | None = None
+
+    def seed(self, ptx: str) -> None:
+        """The loop's best valid candidate, as the recording provider was told (the base of
+        variant edits)."""
+        self._seed = ptx
+        if self._ws is not None:
+            self._ws.best = ptx
 
     def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
         """The recorded proposal of the next iteration, rebuilt from its events.
@@ -122,6 +130,8 @@ class ReplayProvider(Provider):
         task = (ctx.spec.name, ctx.arch, ctx.config.key())
         if self._task != task or self._ws is None:
             self._ws, self._task = Workspace(ctx.reference_ptx), task
+            if self._seed is not None:
+                self._ws.best = self._seed
         ws = self._ws
         self.iteration += 1
         evs = self.events.get(self.iteration)
@@ -145,12 +155,14 @@ class ReplayProvider(Provider):
                 if name == "submit":
                     pending_submit = ev
                     try:
-                        cand = candidate_from_submit(ws.use(args), f"replay:{self.source}",
-                                                     defaults=submit_defaults(ctx))
+                        made = candidates_from_submit(args, ws, f"replay:{self.source}",
+                                                      defaults=submit_defaults(ctx),
+                                                      # the recording enforced its K
+                                                      max_variants=MAX_VARIANTS)
                     except ValueError as exc:
                         pending_submit = {"error": str(exc)}
                         continue
-                    pending_submit = {"candidate": cand}
+                    pending_submit = {"candidate": made.candidates[0], "made": made}
                 elif name == "patch":
                     try:
                         a = validate_tool_args("patch", args)
@@ -166,6 +178,7 @@ class ReplayProvider(Provider):
                             pass  # recorded as an invalid call; the model was told then
             elif kind == "submit" and pending_submit and "candidate" in pending_submit:
                 cand = pending_submit["candidate"]
+                made = pending_submit["made"]
                 want = ev.get("digest")
                 if want != cand.digest():
                     return Proposal(
@@ -173,9 +186,20 @@ class ReplayProvider(Provider):
                                f"{cand.digest()} but the transcript recorded {want}; the task "
                                "(kernel, config, reference PTX) differs from the recording"),
                         error_kind="bad_output", events=out_events, usage=usage)
+                rec_vars = [v.get("digest") for v in ev.get("variants") or []]
+                got_vars = [d["digest"] for d in made.described]
+                if rec_vars != got_vars:
+                    return Proposal(
+                        error=(f"replay: iteration {self.iteration} rebuilt variants "
+                               f"{got_vars} but the transcript recorded {rec_vars}; the task or "
+                               "the seeded best candidate differs from the recording"),
+                        error_kind="bad_output", events=out_events, usage=usage)
                 out_events.append({"type": "submit", "digest": cand.digest(),
-                                   "threads": cand.threads, "meta": cand.meta})
-                return Proposal(candidate=cand, events=out_events, usage=usage)
+                                   "threads": cand.threads, "meta": cand.meta,
+                                   **({"plan": made.plan} if made.plan else {}),
+                                   **({"variants": made.described} if made.described else {})})
+                return Proposal(candidate=cand, variants=made.candidates if made.described else [],
+                                plan=made.plan, events=out_events, usage=usage)
             elif kind == "error":
                 out_events.append({"type": "error", "kind": ev.get("kind"),
                                    "message": ev.get("message")})

@@ -114,6 +114,9 @@ class WorkerRequest(BaseModel):
     inputs_read_only: bool = True
     l2_demote: bool = True
     input_cache: str | None = None
+    launch_size: Literal["verify", "bench"] = "verify"
+    """Size of the single launch of a ``launch_once`` job (``bench`` for Nsight Compute,
+    :mod:`harness.profile`)."""
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -726,16 +729,18 @@ class Worker:
                                f"reference: {p.name}: {run.final_check.reason}")
 
     def launch_once(self) -> EvalResult:
-        """The candidate once on the first seed's inputs (for compute-sanitizer): no checks."""
+        """The candidate once on the first seed's inputs at ``launch_size`` (for compute-sanitizer
+        and Nsight Compute): no checks."""
         kut = next(k for k in self.req.kernels if k.role == "candidate")
         k = self._load(kut)
         if k is None:
             return EvalResult(status="ok", kernels=list(self.runs.values()))
         self.kernels[kut.label] = k
-        inputs = make_inputs(self.spec, "verify", self.req.seeds[0])
-        bs = self._bufset("verify", inputs, "end")
+        size = self.req.launch_size
+        inputs = make_inputs(self.spec, size, self.req.seeds[0])
+        bs = self._bufset(size, inputs, "end")
         self._prepare(bs, 0xFF)
-        self._launch(kut, "verify", bs.bufs, self._scratch(kut, "verify"))
+        self._launch(kut, size, bs.bufs, self._scratch(kut, size))
         self._sync(kut.label)
         for b in [*bs.bufs.values(), *bs.pristine.values()]:
             b.free()
