@@ -379,3 +379,32 @@ def note_finding(ctx: Context, rule: str, ins: Instruction, message: str) -> Fin
     return ctx.finding(rule, ins.line, ins.col, message, severity="note",
                        notes=[Note(message="the rule could not be decided statically; "
                                            "check this site by hand or on the GPU")])
+
+
+def unmodelled_guard(fa: FunctionAnalysis, i: int) -> bool:
+    """Instruction ``i``'s guard has a CTA-uniform conjunct the path solver's assumptions cannot
+    model: its ``and.pred`` tree (up to 4 levels) holds a uniform predicate that is not one
+    ``setp`` of a register against a constant (a register-register compare, a multi-definition
+    predicate, a loaded predicate). Lane- and warp-dependent conjuncts (``elect.sync``,
+    ``%tid`` compares) are ignored: they select threads, not paths."""
+    ins = fa.cfg.instrs[i]
+    if ins.predicate is None:
+        return False
+    v = fa.values
+
+    def walk(key: str, depth: int) -> bool:
+        sites = v.def_sites.get(key, ())
+        if len(sites) != 1:
+            return v.cls.get(key, 2) == 0
+        d = fa.cfg.instrs[sites[0]]
+        if d.parts[0] == "and" and depth < 4:
+            return any(walk(fa.cfg.reg_key(o.name, sites[0]), depth + 1)
+                       for o in d.operands[1:] if o.kind == "reg" and o.name)
+        if v.cls.get(key, 2) != 0:
+            return False
+        if d.parts[0] != "setp":
+            return True
+        srcs = [o for o in d.operands[1:3]]
+        return len(srcs) < 2 or all(v.const(o, sites[0]) is None for o in srcs)
+
+    return walk(fa.cfg.reg_key(ins.predicate, i), 0)

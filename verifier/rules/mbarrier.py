@@ -15,6 +15,7 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    unmodelled_guard,
     eval_concrete,
     induction,
     addr_val,
@@ -193,7 +194,8 @@ class MbarLifecycle(Property):
         st = dict(states)
         p = ins.parts
         if is_mbar_wait(ins):
-            pend = frozenset() if b is None else frozenset(x for x in pend if x != b)
+            pend = frozenset() if b is None else frozenset(
+                x for x in pend if x != b and x != ("?", b))
         if b is None:
             if p[0] == "mbarrier" and p[1] == "init":
                 # an init at an unknown address may (re)initialize any barrier
@@ -216,14 +218,21 @@ class MbarLifecycle(Property):
             if b in pend:
                 report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
                               "arrival (commit / complete_tx) may still target it")
+            elif ("?", b) in pend:
+                report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
+                              "arrival issued under a data-dependent guard (a loop-carried "
+                              "prefetch) may still target it", severity="note")
             st[b] = "dead"
-            return (frozenset(st.items()), pend - {b})
+            return (frozenset(st.items()), pend - {b, ("?", b)})
         if cur != "live":
             what = "after 'mbarrier.inval'" if cur == "dead" else "before 'mbarrier.init'"
             report("MB3", f"'{ins.opcode.split('.shared')[0]}' uses mbarrier '{fmt_addr(b)}' "
                           f"{what}")
         if is_tc(ins, "commit") or p[0] == "cp":
-            pend = pend | {b}
+            # a copy whose CTA-uniform guard the path solver cannot model (a register-register
+            # compare such as Triton's `k + stages < n_k` prefetch guard) may be off in every
+            # thread on this path: its arrival is only possibly pending
+            pend = pend | {("?", b) if unmodelled_guard(self.fa, i) else b}
         return (states, pend)
 
     def describe(self, i, ins, old, new):
