@@ -328,18 +328,19 @@ def _rendezvous(fa, cta: list[int], i: int) -> bool:
                     work.append(d)
         return seen
 
-    def blocking(blk: int) -> bool:
-        bb = cfg.blocks[blk]
-        return any(_bar(x) or is_mbar_wait(x) for x in cfg.instrs[bb.start:bb.end])
-
     def met(side: int) -> bool:
         r = reach(side)
-        # a side that reaches a same-id site arrives; a side that only runs to its exit with no
-        # barrier or wait on the way releases the barrier by exiting (PTX ISA 9.1 §9.7.19.2
-        # exit: "if the exiting threads are holding up the barrier, the barrier is released")
-        return bool(r & sites) or not any(blocking(x) for x in r)
+        # a side that reaches a same-id site arrives; a side that runs to the kernel's exit
+        # releases the barrier when it exits (PTX ISA 9.1 §9.7.12 exit: "if the exiting threads
+        # are holding up the barrier, the barrier is released"). Whether the sides' timing
+        # matches (a partition parked at another barrier first) is a question of the concrete
+        # execution, left to emulation.
+        return bool(r & sites) or any(cfg.exit_id in cfg.succ_ids(x) for x in r)
 
-    return all(met(s) for d in branches for s in cfg.succ_ids(d) if s != cfg.exit_id)
+    others = sites - {b} or {cfg.block_of[j] for j in cta if j != i
+                             and _nonaligned_id(fa, cfg.instrs[j], j) == bid}
+    return bool(others) and all(met(s) for d in branches for s in cfg.succ_ids(d)
+                                if s != cfg.exit_id)
 
 
 class ArriveReuse(Property):

@@ -265,8 +265,82 @@ def mbar_lifecycle(ctx: Context) -> list[Finding]:
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _uses_mbar):
-        out += event_findings(ctx, fi, fa, MbarLifecycle, "MB3")
+        handed = _handed_over_inits(fa)
+        for f in event_findings(ctx, fi, fa, MbarLifecycle, "MB3"):
+            site = handed.get((f.line, f.col)) if f.severity == "error" and \
+                "before 'mbarrier.init'" in f.message else None
+            if site is not None:
+                f = ctx.finding("MB3", f.line, f.col, f.message + "; another partition "
+                                "initializes it and a CTA barrier on this path may hand it "
+                                "over (left to emulation)", severity="note",
+                                notes=[Note(message="mbarrier.init in another partition",
+                                            line=site.line, col=site.col)])
+            out.append(f)
     return out
+
+
+def _handed_over_inits(fa) -> dict[tuple[int, int], object]:
+    """Uses of an mbarrier whose init sits on another thread's path but is ordered before the use
+    by a CTA barrier: ``(line, col)`` of the use -> the init instruction.
+
+    Warp-specialized code initializes barriers in one partition after the role branch and
+    releases the others through a CTA-wide (often non-aligned) ``barrier.sync``; the path of a
+    worker thread never contains the init. A use counts as handed over when some init of the
+    same address reaches a CTA barrier from which the use is reachable (PTX ISA 9.1 §9.7.13.1:
+    the barrier orders the initializing thread's prior memory operations for the participants).
+    """
+    cfg = fa.cfg
+    inits: dict = {}
+    bars: list[int] = []
+    for i, ins in enumerate(cfg.instrs):
+        p = ins.parts
+        if p[0] == "mbarrier" and len(p) > 1 and p[1] == "init":
+            b = addr_val(fa, mbar_operand(ins), i)
+            if b is not None:
+                inits.setdefault(b, []).append(i)
+        elif is_cta_barrier(ins):
+            bars.append(i)
+    if not inits or not bars:
+        return {}
+    def bid(j: int):
+        ops = cfg.instrs[j].operands
+        if cfg.instrs[j].parts[0] not in ("bar", "barrier") or cfg.instrs[j].parts[1] == "cluster":
+            return "cluster" if cfg.instrs[j].parts[1:2] == ["cluster"] else None
+        if cfg.instrs[j].parts[1] == "red":
+            ops = ops[1:]
+        return fa.values.const(ops[0], j) if ops else None
+
+    out: dict[tuple[int, int], object] = {}
+    after_bar: dict[int, set[int]] = {}
+    for j in bars:
+        after_bar[j] = _reach_from(cfg, cfg.block_of[j])
+    for i, ins in enumerate(cfg.instrs):
+        if not _uses_mbar(ins) or (ins.parts[0] == "mbarrier" and ins.parts[1] == "init"):
+            continue
+        b = addr_val(fa, mbar_operand(ins), i)
+        before = {bid(j) for j in bars if j != i and cfg.block_of[i] in after_bar[j]}
+        if not before:
+            continue
+        for k in inits.get(b, ()):
+            reach_k = _reach_from(cfg, cfg.block_of[k])
+            # the init's thread reaches a barrier of an id this use's thread passed before it:
+            # one barrier instance (the same instruction or a rendezvous of partitions)
+            if any(cfg.block_of[j] in reach_k and bid(j) in before for j in bars):
+                out[(ins.line, ins.col)] = cfg.instrs[k]
+                break
+    return out
+
+
+def _reach_from(cfg, b: int) -> set[int]:
+    """Blocks reachable from block ``b`` (``b`` included)."""
+    seen, work = {b}, [b]
+    while work:
+        x = work.pop()
+        for d in cfg.succ_ids(x):
+            if d != cfg.exit_id and d not in seen:
+                seen.add(d)
+                work.append(d)
+    return seen
 
 
 def _cluster_use(ins) -> bool:
