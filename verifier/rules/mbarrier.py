@@ -458,8 +458,13 @@ class MbarParity(Property):
         if par is not None and before >= 0 and par != before:
             what = ("passes at once: that phase already completed" if before == 0
                     else "waits for a phase that is not the current one")
+            credit = before == 0 and b not in self._data_bars()
             report("MB5", f"wait on mbarrier '{fmt_addr(b)}' with parity {par}, but {before} "
-                          f"completed phase(s) were waited for on this path: it {what}")
+                          f"completed phase(s) were waited for on this path: it {what}"
+                   + ("; nothing asynchronous completes this barrier (no bulk copy, expect_tx "
+                      "or tcgen05.commit): a producer's first wait on an 'empty' slot passes "
+                      "by design" if credit else ""),
+                   severity="note" if credit else None)
         if retry:
             return fact
         if par is None:
@@ -470,6 +475,51 @@ class MbarParity(Property):
 
     def describe(self, i, ins, old, new):
         return ins.opcode.split(".shared")[0]
+
+    def _data_bars(self) -> set:
+        """mbarriers that asynchronous data completes (bulk copies with ``complete_tx``,
+        ``expect_tx``, ``tcgen05.commit``, ``cp.async.mbarrier.arrive``): a first wait that
+        passes at once on one of them reads data that has not landed. The others are credit
+        ("empty") barriers whose arrivals are plain ``mbarrier.arrive``s of consumers: their
+        initial phase is free (PTX ISA 9.1 §9.7.13.15.16: parity 1 on a fresh barrier succeeds
+        at once, the idiom CUTLASS' ``PipelineTmaAsync`` producer start state relies on)."""
+        if getattr(self, "_data", None) is None:
+            data: set = set()
+            for i, ins in enumerate(self.cfg.instrs):
+                p = ins.parts
+                if is_tc(ins, "commit") or (p[0] == "cp" and any(
+                        x.startswith("mbarrier::complete_tx") for x in p)) or (
+                        p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+                    o = mbar_operand(ins)
+                elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
+                    o = next((x for x in ins.operands if x.kind == "address"), None)
+                else:
+                    continue
+                v = addr_val(self.fa, o, i)
+                if v is not None:
+                    data.add(v)
+            plain = set()
+            for i, ins in enumerate(self.cfg.instrs):
+                p = ins.parts
+                if p[0] == "mbarrier" and len(p) > 1 and p[1].startswith("arrive") \
+                        and not any("expect_tx" in x for x in p):
+                    v = addr_val(self.fa, mbar_operand(ins), i)
+                    if v is not None:
+                        plain.add(v)
+            # a barrier counts as a credit barrier only when plain arrivals on it are known and
+            # no data arrival resolves to it (ring-indexed data arrivals at unresolved
+            # addresses are taken to target their own "full" ring)
+            self._data = data | (self._all_bars() - plain)
+        return self._data
+
+    def _all_bars(self) -> set:
+        out = set()
+        for i, ins in enumerate(self.cfg.instrs):
+            if ins.parts[0] == "mbarrier":
+                v = addr_val(self.fa, mbar_operand(ins), i)
+                if v is not None:
+                    out.add(v)
+        return out
 
 
 def mbar_parity(ctx: Context) -> list[Finding]:

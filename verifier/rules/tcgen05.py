@@ -651,8 +651,14 @@ def _tmem_region(fa, ins, i):
     return (key, lo & 0xFFFF, (hi & 0xFFFF) + width)
 
 
+_CROSSED = "@crossed"
+"""Tag of a pending ``tcgen05.st`` region that a CTA barrier / arrive has already published."""
+
+
 def _conflict(pending, region) -> bool:
     for r in pending:
+        if r is not None and r[0] == _CROSSED:
+            r = r[1]
         if r is None or region is None or r[0] != region[0]:
             return True
         if r[1] < region[2] and region[1] < r[2]:
@@ -795,9 +801,17 @@ class TmemAccess(Property):
                 report("TL4", f"'{ins.opcode}' signals other threads while a 'tcgen05.ld' whose "
                               "registers this thread never read is still in flight (no "
                               "'tcgen05.wait::ld')")
-            if ps:
+            # a store pending at one signal is reported at the next one: Triton's epilogue
+            # stores P, signals, stores O, then 'wait::st' (completing both) before the barrier
+            # that hands TMEM to the MMA issuer; consumers in this thread are checked at their
+            # ld / mma. A store still pending at a second signal reaches threads that are
+            # ordered after no completion of it.
+            if any(r is not None and r[0] == _CROSSED for r in ps) or (
+                    ps and is_arrive_signal(ins) and not is_cta_barrier(ins)):
                 report("TL5", f"'{ins.opcode}' signals other threads while a 'tcgen05.st' is "
                               "pending (no 'tcgen05.wait::st')")
+            ps = frozenset(r if r is not None and r[0] == _CROSSED else (_CROSSED, r)
+                           for r in ps)
             if is_arrive_signal(ins) and needf and p[0] == "mbarrier" and "expect_tx" not in p:
                 sev = "error" if "relaxed" in p else "warning"
                 report("TF3", f"'{ins.opcode}' hands TMEM results to other threads without "
