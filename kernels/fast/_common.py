@@ -45,7 +45,7 @@ def compile_fast(spec: KernelSpec, arch: str, cfg: Config | None = None) -> tupl
     """Compile ``spec`` with the installed Triton for ``arch`` (``sm_90a`` / ``sm_100a``).
 
     Returns:
-        (PTX text, threads per CTA).
+        (PTX text, threads per CTA as launched, worker partitions included).
 
     Raises:
         KeyError: ``arch`` is not in :data:`ARCH_CC`.
@@ -63,4 +63,7 @@ def compile_fast(spec: KernelSpec, arch: str, cfg: Config | None = None) -> tupl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         k = triton.compile(src, target=GPUTarget("cuda", ARCH_CC[arch], 32), options=opts)
-    return k.asm["ptx"], 32 * cfg.num_warps
+    # warp-specialized kernels launch more warps than num_warps (the worker partitions):
+    # Triton's metadata has the launched count (and the PTX says it in .reqntid)
+    warps = int(getattr(k.metadata, "num_warps", cfg.num_warps) or cfg.num_warps)
+    return k.asm["ptx"], 32 * warps

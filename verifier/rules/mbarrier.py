@@ -199,7 +199,7 @@ class MbarLifecycle(Property):
         if b is None:
             if p[0] == "mbarrier" and p[1] == "init":
                 # an init at an unknown address may (re)initialize any barrier
-                st = {k: v for k, v in st.items() if v == "live"}
+                st = {k: v for k, v in st.items() if v in ("live", "fresh")}
                 st["*"] = "live"
                 return (frozenset(st.items()), pend)
             return (states, pend)
@@ -210,10 +210,17 @@ class MbarLifecycle(Property):
             if real == "live":
                 report("MB3", f"mbarrier '{fmt_addr(b)}' is initialized again while live "
                               "(no 'mbarrier.inval' in between)")
-            st[b] = "live"
+            elif real == "fresh":
+                # Triton 3.6 initializes aliased barrier allocations of one shared offset in a
+                # row: undefined by the PTX ISA (§9.7.13.15.9: init of a valid object), but no
+                # operation observed the first initialization
+                report("MB3", f"mbarrier '{fmt_addr(b)}' is initialized again, with no use since "
+                              "its previous 'mbarrier.init' and no 'mbarrier.inval' in between",
+                       severity="warning")
+            st[b] = "fresh"
             return (frozenset(st.items()), pend - {b})
         if p[0] == "mbarrier" and p[1] == "inval":
-            if cur != "live":
+            if cur not in ("live", "fresh"):
                 report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}', which is not initialized")
             if b in pend:
                 report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
@@ -224,7 +231,10 @@ class MbarLifecycle(Property):
                               "prefetch) may still target it", severity="note")
             st[b] = "dead"
             return (frozenset(st.items()), pend - {b, ("?", b)})
-        if cur != "live":
+        if real == "fresh":
+            st[b] = "live"
+            states = frozenset(st.items())
+        if cur not in ("live", "fresh"):
             what = "after 'mbarrier.inval'" if cur == "dead" else "before 'mbarrier.init'"
             report("MB3", f"'{ins.opcode.split('.shared')[0]}' uses mbarrier '{fmt_addr(b)}' "
                           f"{what}")
