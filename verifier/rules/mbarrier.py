@@ -15,6 +15,7 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    eval_instr,
     unmodelled_guard,
     eval_concrete,
     induction,
@@ -462,6 +463,11 @@ class MbarParity(Property):
         if "parity" not in ins.parts:
             return fact
         par = self.values.const(ins.operands[-1], i) if ins.operands else None
+        if par is None and ins.operands and ins.operands[-1].kind == "reg":
+            # parity computed by single-definition register arithmetic (xor / sub / setp +
+            # selp / not of constants): evaluated, so a flip in any written form is seen
+            x = eval_concrete(self.fa, ins.operands[-1], i, {}, {})
+            par = None if x is None else x & 1
         n, last = st.get(b, (-1, -1))
         retry = last == i          # re-executed through its retry loop: same logical wait
         before = (n ^ 1) if retry and n >= 0 else n
@@ -562,7 +568,220 @@ def mbar_parity(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_mbar_wait):
         out += event_findings(ctx, fi, fa, MbarParity, "MB5")
-        out += _loop_parity(ctx, fa)
+        loop = _loop_parity(ctx, fa)
+        done = {(f.line, f.col) for f in loop}
+        out += loop + [f for f in _loop_phase(ctx, fa) if (f.line, f.col) not in done]
+    return out
+
+
+def _scc(cfg, b: int) -> set[int]:
+    """The blocks on a cycle through block ``b`` (its strongly connected component)."""
+    fwd = _reach_from(cfg, b)
+    back, work = {b}, [b]
+    preds: dict[int, list[int]] = {}
+    for x in range(len(cfg.blocks)):
+        for d in cfg.succ_ids(x):
+            preds.setdefault(d, []).append(x)
+    while work:
+        x = work.pop()
+        for p in preds.get(x, ()):
+            if p not in back:
+                back.add(p)
+                work.append(p)
+    return fwd & back
+
+
+def _loop_phase(ctx: Context, fa) -> list[Finding]:
+    """MB5 for parities carried in registers through a loop (``phase ^= 1``, ``phase ^= (idx ==
+    S - 1)`` through ``setp`` / ``selp``, ``not``), in any written form: the loop-carried
+    registers the wait's slot address and parity depend on are executed concretely for the
+    first iterations (each from its one definition before the loop, updated by its one
+    unguarded definition inside it), giving the sequence of (mbarrier, parity) this wait visits.
+
+    Reported: two consecutive visits of one mbarrier with the same parity (the second passes on
+    the phase the first consumed), and a first visit with parity 1 of a barrier asynchronous
+    data completes, when nothing waits on it before the loop (PTX ISA 9.1 §9.7.13.15.16: parity
+    1 on a fresh barrier succeeds at once, so the consumer reads data that has not landed).
+    A wait that does not run once per iteration, a register not evaluable (a load, a
+    parameter) or an update under a guard: not checked."""
+    out: list[Finding] = []
+    cfg, v = fa.cfg, fa.values
+    data = None
+    for i, ins in enumerate(cfg.instrs):
+        if not is_mbar_wait(ins) or "parity" not in ins.parts or not ins.operands:
+            continue
+        b = cfg.block_of[i]
+        if b not in cfg.in_cycle:
+            continue
+        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
+        if par_o.kind != "reg" or bar_o is None:
+            continue
+        deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
+        if not deps or len(deps) > 6:
+            continue
+        loop = _scc(cfg, b)
+        init: dict = {}
+        update: dict = {}
+        before: dict = {}
+        ok = True
+        for k in deps:
+            sites = v.def_sites.get(k, ())
+            ins_in = [j for j in sites if cfg.block_of[j] in loop]
+            ins_out = [j for j in sites if cfg.block_of[j] not in loop]
+            if len(ins_in) != 1 or not ins_out or cfg.instrs[ins_in[0]].predicate is not None:
+                ok = False
+                break
+            u = ins_in[0]
+            ub = cfg.block_of[u]
+            if cfg.dominates(ub, b) and (ub != b or u < i):
+                before[k] = True       # updated before the wait in each iteration
+            elif cfg.dominates(b, ub) and (ub != b or u > i):
+                before[k] = False
+            else:
+                ok = False
+                break
+            # the value entering the loop: the definition outside it that reaches the loop
+            entry = [j for j in v.reaching(k, u) if cfg.block_of[j] not in loop] or ins_out
+            if len(entry) != 1:
+                ok = False
+                break
+            init[k], update[k] = entry[0], u
+        if not ok:
+            continue
+        syms: dict = {}
+        env = {}
+        for k, j in init.items():
+            x = eval_instr(fa, j, {}, syms, entry=True)
+            if x is None:
+                ok = False
+                break
+            env[k] = x
+        if not ok:
+            continue
+        seq = []
+
+        def step(env: dict, first: bool) -> dict | None:
+            """Loop-carried values after the updates of one iteration (``first``: only the
+            updates that precede the wait, for the values the wait sees)."""
+            nxt = dict(env)
+            for k, j in update.items():
+                if first and not before[k]:
+                    continue
+                x = eval_instr(fa, j, env, syms)
+                if x is None:
+                    return None
+                nxt[k] = x
+            return nxt
+
+        for _t in range(_LOOP_TRIPS):
+            seen = step(env, True)          # values at the wait in this iteration
+            if seen is None:
+                break
+            a = eval_concrete(fa, bar_o, i, seen, syms)
+            par = eval_concrete(fa, par_o, i, seen, syms)
+            if a is None or par is None:
+                break
+            seq.append((a, par & 1, seen))
+            nxt = step(env, False)
+            if nxt is None:
+                break
+            env = nxt
+        if len(seq) < 2:
+            continue
+        consumer = _wait_role(fa, i) == "consumer"
+        last: dict = {}
+        for t, (a, par, _e) in enumerate(seq):
+            if a not in last and par == 1 and consumer \
+                    and not _waited_before(fa, loop, b, _as_addr(a, syms)):
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"the first wait on this mbarrier (loop iteration {t}) uses parity 1: on a "
+                    "fresh barrier it passes at once, before the asynchronous data it waits "
+                    "for has landed",
+                    notes=[Note(message="parity evaluated from the loop-carried registers "
+                                        f"{', '.join(sorted(k.split('#')[0] for k in deps))}")]))
+                break
+            if a in last and last[a] == par:
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"two consecutive waits on the same mbarrier (loop iterations up to {t}) "
+                    f"use parity {par}: the second passes on the phase the first consumed",
+                    notes=[Note(message="parity evaluated from the loop-carried registers "
+                                        f"{', '.join(sorted(k.split('#')[0] for k in deps))}")]))
+                break
+            last[a] = par
+    return out
+
+
+def _as_addr(a: int, syms: dict):
+    """:func:`eval_concrete`'s fake address back to ``("s", symbol, offset)`` (else None)."""
+    for name, base in syms.items():
+        if base <= a < base + (1 << 32):
+            return ("s", name, a - base)
+    return None
+
+
+def _wait_role(fa, i: int) -> str | None:
+    """``consumer`` when what follows wait ``i`` (in program order, up to the next mbarrier
+    operation) first reads shared memory or runs an MMA; ``producer`` when it first issues a
+    bulk copy or ``expect_tx``; else None."""
+    instrs = fa.cfg.instrs
+    for j in range(i + 1, min(len(instrs), i + 400)):
+        x = instrs[j]
+        p = x.parts
+        if p[0] == "cp" and len(p) > 2 and p[2].startswith("bulk"):
+            return "producer"
+        if p[0] == "mbarrier":
+            return "producer" if any("expect_tx" in t for t in p) else (
+                None if not is_mbar_wait(x) or j > i + 2 else None)
+        if (p[0] == "wgmma" and p[1] == "mma_async") or is_tc(x, "mma", "cp", "ld") \
+                or is_smem_read(x):
+            return "consumer"
+    return None
+
+
+def _waited_before(fa, loop: set, b: int, addr) -> bool:
+    """A wait on mbarrier ``addr`` (or at an unresolved address, or ``addr`` unknown) runs
+    outside ``loop`` on a path into block ``b``: the loop's first visit may not be the
+    barrier's first phase."""
+    cfg = fa.cfg
+    for i, ins in enumerate(cfg.instrs):
+        if is_mbar_wait(ins) and cfg.block_of[i] not in loop \
+                and b in _reach_from(cfg, cfg.block_of[i]):
+            w = addr_val(fa, mbar_operand(ins), i)
+            if addr is None or w is None or w == addr:
+                return True
+    return False
+
+
+def _data_barrier_addrs(fa) -> tuple[set, bool]:
+    """(concrete addresses of mbarriers that bulk copies / expect_tx / tcgen05.commit
+    complete, evaluated without loop state; whether some such arrival is not evaluable). Bases
+    of symbols follow :func:`eval_concrete`'s numbering, so only compare within one call."""
+    out: set = set()
+    unknown = False
+    syms: dict = {}
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        if is_tc(ins, "commit") or (p[0] == "cp" and any(
+                x.startswith("mbarrier::complete_tx") for x in p)) or (
+                p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+            a = addr_val(fa, mbar_operand(ins), i)
+            if a is None:
+                unknown = True
+            else:
+                out.add(a)
+    return out, unknown
+
+
+def _waits_outside(fa, loop: set) -> set:
+    """Resolved mbarrier addresses waited on outside the blocks ``loop``."""
+    out = set()
+    for i, ins in enumerate(fa.cfg.instrs):
+        if is_mbar_wait(ins) and fa.cfg.block_of[i] not in loop:
+            a = addr_val(fa, mbar_operand(ins), i)
+            if a is not None:
+                out.add(a)
     return out
 
 
