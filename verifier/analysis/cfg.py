@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verifier.context import FunctionInfo, ScopeInfo
+from verifier.tables import FunctionInfo, ScopeInfo
 from verifier.ptx.ast import Instruction, Label, Scope
 
 __all__ = ["CFG", "TERMINATORS", "Block", "Edge", "build_cfg"]

@@ -27,7 +27,7 @@ import heapq
 import re
 
 from verifier.analysis.cfg import CFG
-from verifier.context import is_special_register
+from verifier.tables import is_special_register
 from verifier.ptx.ast import Instruction, Operand
 
 __all__ = ["DIVERGENT", "NO_DEF", "UNIFORM", "WARP", "Val", "Values", "defs_uses"]
