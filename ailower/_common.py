@@ -53,7 +53,7 @@ def _load_spec(kernel: str, spec_file: Path | None) -> Any:
         return load_spec(kernel)
     from kernels import names
 
-    known = names()
+    known = names("all")
     if kernel not in known:
         _fail(f"no suite kernel {kernel!r}" + (did_you_mean(kernel, known)
                                                 or "; 'ailower kernels' lists them"))

@@ -15,11 +15,14 @@ __all__ = ["kernels", "register"]
 
 def kernels(
     json_out: Annotated[bool, typer.Option("--json", help="print the kernels as JSON")] = False,
+    family: Annotated[str, typer.Option("--family", help="suite (default), common, papers, "
+                                        "fast (Hopper/Blackwell-feature kernels) or all")
+                      ] = "suite",
 ) -> None:
-    """List the suite kernels with their sizes and autotune spaces."""
+    """List the suite kernels (or another family's) with their sizes and autotune spaces."""
     from kernels import all_specs
 
-    specs = all_specs()
+    specs = all_specs(family)
     if json_out:
         print_json([{"name": s.name, "description": s.description, "spec_id": s.identity(),
                      "sizes": s.sizes, "configs": [c.key() for c in s.configs()],

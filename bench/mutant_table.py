@@ -5,6 +5,8 @@ prints, per rule id, the mutants, whether the intended id reported each (as an e
 its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs reproduced.
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
+    python3 bench/mutant_table.py --fast [PTX ...] [--misses]
+                      # issue 18: mutation classes over the fast corpus (fixtures/fast36)
 """
 
 from __future__ import annotations
@@ -23,10 +25,65 @@ from mutant_corpus import MUTANTS, caught, run
 from verifier.registry import RULES
 
 
+def fast_table(paths: list[Path], show_misses: bool) -> int:
+    """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
+    derived from ``paths`` and how many the verifier rejects (an error, any rule), the rules
+    that reject them, and the false alarms on the unmutated files. Returns 0 when every file
+    verifies without errors (the caught rates are reported, not gated: see the docs)."""
+    import time
+    from collections import Counter
+
+    from fast_mutants import CLASSES, mutants
+
+    from verifier import parse_ptx, verify
+
+    tot: Counter = Counter()
+    hit: Counter = Counter()
+    rules: dict[str, Counter] = defaultdict(Counter)
+    misses: dict[str, list[str]] = defaultdict(list)
+    false_alarms = []
+    t0 = time.perf_counter()
+    for path in paths:
+        text = path.read_text()
+        arch = parse_ptx(text).arch
+        if not verify(text, arch=arch, filename=path.name).ok:
+            false_alarms.append(path.name)
+        for m in mutants(path.name, text):
+            rep = verify(m.text, arch=arch, filename=path.name)
+            errs = {f.rule for f in rep.findings if f.severity == "error"}
+            tot[m.cls] += 1
+            hit[m.cls] += bool(errs)
+            rules[m.cls].update(errs)
+            if not errs:
+                misses[m.cls].append(f"{path.name}:{m.line} {m.what}")
+    print(f"{'class':20} {'caught':>9}  {'rate':>5}  rejecting rules")
+    for cls in CLASSES:
+        if not tot[cls]:
+            print(f"{cls:20} {'-':>9}  {'-':>5}  (no site in these files)")
+            continue
+        top = ", ".join(f"{r} {n}" for r, n in rules[cls].most_common(4))
+        print(f"{cls:20} {hit[cls]:4d}/{tot[cls]:<4d}  {100 * hit[cls] / tot[cls]:4.0f}%  {top}")
+        if show_misses:
+            for x in misses[cls]:
+                print(f"{'':22}MISS {x}")
+    n, k = sum(tot.values()), sum(hit.values())
+    print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
+          f"{len(false_alarms)} {false_alarms or ''}; {time.perf_counter() - t0:.0f} s")
+    return 1 if false_alarms else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="one row per mutant")
+    ap.add_argument("--fast", nargs="*", metavar="PTX", default=None,
+                    help="the issue-18 table over fast-corpus PTX files (default: "
+                         "tests/verifier/fixtures/fast36/*.ptx)")
+    ap.add_argument("--misses", action="store_true", help="with --fast: list missed mutants")
     args = ap.parse_args()
+    if args.fast is not None:
+        paths = [Path(p) for p in args.fast] or sorted(
+            (ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx"))
+        return fast_table(paths, args.misses)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:
         rep, _ = run(m)

@@ -17,7 +17,7 @@ import importlib
 
 from kernels.spec import KernelSpec, SpecError
 
-__all__ = ["COMMON", "PAPERS", "SUITE", "all_specs", "base_name", "get", "names"]
+__all__ = ["COMMON", "FAMILIES", "FAST", "PAPERS", "SUITE", "all_specs", "base_name", "get", "names"]
 
 _S = "kernels.suite."
 
@@ -59,6 +59,26 @@ SUITE: dict[str, str] = {
 }
 """Suite name -> ``module`` (defining ``SPEC``) or ``module:ATTRIBUTE``."""
 
+_F = "kernels.fast."
+
+FAST: dict[str, str] = {
+    "fast.gemm_tma_persistent": _F + "gemm_tma:SPEC_PERSISTENT",
+    "fast.gemm_ws": _F + "gemm_tma:SPEC_WS",
+    "fast.gemm_device_desc": _F + "gemm_tma:SPEC_DEVICE_DESC",
+    "fast.gemm_fp8": _F + "gemm_tma:SPEC_FP8",
+    "fast.gemm_cluster": _F + "gemm_tma:SPEC_CLUSTER",
+    "fast.gemm_mxfp8": _F + "dot_scaled:SPEC_MXFP8",
+    "fast.gemm_mxfp4": _F + "dot_scaled:SPEC_MXFP4",
+    "fast.attention_tma": _F + "attention_tma:SPEC_TMA",
+    "fast.attention_ws": _F + "attention_tma:SPEC_WS",
+}
+"""The ``fast`` family (``kernels/fast/``): Hopper/Blackwell-feature kernels, the verifier's
+false-alarm and mutation corpus (issue 18). Kept apart from :data:`SUITE` (``names()`` and
+``all_specs()`` list the suite only unless asked for a family)."""
+
+FAMILIES: tuple[str, ...] = ("suite", "common", "papers", "fast", "all")
+"""Names ``names(family)`` accepts: the suite, its common / paper kernels, the fast family, all."""
+
 COMMON: tuple[str, ...] = ("sigmoid", "relu", "silu", "swiglu", "rmsnorm", "rope", "gemv",
                            "softmax", "reduction_sum", "conv2d", "gemm", "gemm_silu")
 """The 12 common kernels of the study (base names)."""
@@ -68,9 +88,22 @@ PAPERS: tuple[str, ...] = ("bitdelta", "bitdelta_batched", "flash_sinkhorn", "sa
 """The 10 ML-paper kernels of the study (base names)."""
 
 
-def names() -> list[str]:
-    """Suite kernel names (variants included), in registry order."""
-    return list(SUITE)
+def names(family: str = "suite") -> list[str]:
+    """Kernel names (variants included) of ``family`` (one of :data:`FAMILIES`), in registry order.
+
+    Raises:
+        SpecError: an unknown family (the message lists them).
+    """
+    if family == "suite":
+        return list(SUITE)
+    if family in ("common", "papers"):
+        bases = COMMON if family == "common" else PAPERS
+        return [n for n in SUITE if base_name(n) in bases]
+    if family == "fast":
+        return list(FAST)
+    if family == "all":
+        return [*SUITE, *FAST]
+    raise SpecError("family", f"no kernel family {family!r}; have: {', '.join(FAMILIES)}")
 
 
 def base_name(name: str) -> str:
@@ -84,14 +117,13 @@ def get(name: str) -> KernelSpec:
     Raises:
         SpecError: no suite kernel has that name (the message lists them).
     """
-    try:
-        target = SUITE[name]
-    except KeyError:
-        raise SpecError("KERNEL", f"no suite kernel {name!r}; have: {', '.join(SUITE)}") from None
+    target = SUITE.get(name) or FAST.get(name)
+    if target is None:
+        raise SpecError("KERNEL", f"no suite kernel {name!r}; have: {', '.join([*SUITE, *FAST])}")
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr or "SPEC")
 
 
-def all_specs() -> list[KernelSpec]:
-    """Every suite spec (variants included), in registry order."""
-    return [get(n) for n in SUITE]
+def all_specs(family: str = "suite") -> list[KernelSpec]:
+    """Every spec of ``family`` (variants included; see :func:`names`), in registry order."""
+    return [get(n) for n in names(family)]

@@ -364,14 +364,23 @@ class Param(BaseModel):
         """Pointer or tensor descriptor: a buffer the harness allocates."""
         return self.kind in ("pointer", "tensordesc")
 
-    def triton_type(self) -> str:
-        """The ``ASTSource`` signature string: ``*fp16``, ``i32``, ``constexpr``, ``tensordesc<...>``."""
+    def triton_type(self, block: tuple[int, ...] | None = None) -> str:
+        """The ``ASTSource`` signature string: ``*fp16``, ``i32``, ``constexpr``,
+        ``tensordesc<fp16[128, 64]>`` (``block``: the evaluated ``block_shape``, needed for a
+        tensordesc; :meth:`KernelSpec.signature` passes it when given a config).
+
+        Raises:
+            SpecError: a tensordesc parameter and no ``block``.
+        """
         if self.kind == "pointer":
             return f"*{self.dtype}"
         if self.kind in ("constexpr", "none"):
             return "constexpr"
         if self.kind == "tensordesc":
-            raise SpecError(f"params.{self.name}", "tensordesc signature needs the block values")
+            if block is None:
+                raise SpecError(f"params.{self.name}",
+                                "tensordesc signature needs the block values (give a config)")
+            return f"tensordesc<{self.dtype}[{', '.join(str(int(b)) for b in block)}]>"
         return str(self.dtype)
 
 
@@ -767,9 +776,18 @@ class KernelSpec(BaseModel):
         """Out and inout tensor parameters."""
         return [p for p in self.tensors() if p.role in ("out", "inout")]
 
-    def signature(self) -> dict[str, str]:
-        """The ``ASTSource`` signature: parameter name -> Triton type string."""
-        return {p.name: p.triton_type() for p in self.params}
+    def signature(self, cfg: Config | None = None, size: str = "bench") -> dict[str, str]:
+        """The ``ASTSource`` signature: parameter name -> Triton type string. Tensor descriptors
+        need ``cfg`` (their block shapes are evaluated with its meta-parameters at ``size``).
+
+        Raises:
+            SpecError: a tensordesc parameter and no ``cfg``.
+        """
+        env = self.env(cfg, size) if cfg is not None and any(
+            p.kind == "tensordesc" for p in self.params) else None
+        return {p.name: p.triton_type(None if env is None or p.block_shape is None else
+                                      tuple(int(evaluate(e, env)) for e in p.block_shape))
+                for p in self.params}
 
     def attrs(self) -> dict[tuple[int, ...], list[list[Any]]]:
         """``ASTSource`` attrs: ``tt.divisibility`` 16 on pointers, declared hints on scalars."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from verifier.analysis.cfg import CFG, Block, Edge, build_cfg
 from verifier.analysis.dataflow import Event, Property, solve
 from verifier.analysis.values import DIVERGENT, UNIFORM, WARP, Values
-from verifier.context import FunctionInfo
+from verifier.tables import FunctionInfo
 
 __all__ = [
     "CFG",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verifier.context import FunctionInfo, ScopeInfo
+from verifier.tables import FunctionInfo, ScopeInfo
 from verifier.ptx.ast import Instruction, Label, Scope
 
 __all__ = ["CFG", "TERMINATORS", "Block", "Edge", "build_cfg"]
@@ -127,7 +127,7 @@ class CFG:
                 ts.append(self._resolve(i, name))
             elif b == "brx" and len(ins.operands) >= 2:
                 d = self.info.label_directives.get(ins.operands[1].name or "")
-                for lab in (d.args[1:] if d is not None else ()):
+                for lab in (d.args if d is not None else ()):
                     ts.append(self._resolve(i, lab))
             for t in ts:
                 if t is not None and t < n:

@@ -256,20 +256,38 @@ class _Assume:
         under ``A``: the guard, or a conjunct of an ``and.pred`` guard, is false and CTA-uniform
         (so the branch decisions of this path, taken by every thread alike, decide it).
         Registers in ``banned`` (redefined earlier in the block) are not trusted."""
-        parts = [(key, negated)]
-        d = self._defs.get(key)
-        if not negated and d is not None and d[0] == "and":
-            parts += list(d[1])
+        parts = [(key, negated)] + (self.conjuncts(key) if not negated else [])
         for k, neg in parts:
-            if k in banned or self.v.cls.get(k, 2) != 0:
+            if self.v.cls.get(k, 2) != 0:
                 continue
             dk = self._defs.get(k)
             if dk is not None and dk[0] == "cmp" and dk[2] in banned:
                 continue
+            # a predicate set earlier in this block is still decided by the ranges of the
+            # register its single compare reads (the compare is its only definition), not by
+            # a stale assumption about the predicate itself
+            if k in banned and not (dk is not None and dk[0] == "cmp"
+                                    and len(self.v.def_sites.get(k, ())) == 1):
+                continue
+            if k in banned:
+                A = frozenset(a for a in A if not (a[0] == "p" and a[1] == k))
             r = self.decide(A, k)
             if r is not None and r == neg:
                 return True
         return False
+
+    def conjuncts(self, key: str, depth: int = 0) -> list[tuple[str, bool]]:
+        """The leaves ``(predicate, negated)`` of ``key``'s ``and.pred`` tree (nested ``and``s
+        flattened, up to 4 levels: Triton guards a TMA copy with ``(tid < 32) & (elect & (trips
+        > 0))``); empty when ``key`` is not an ``and.pred``."""
+        d = self._defs.get(key)
+        if d is None or d[0] != "and" or depth > 4:
+            return []
+        out: list[tuple[str, bool]] = []
+        for k, neg in d[1]:
+            sub = [] if neg else self.conjuncts(k, depth + 1)
+            out += sub or [(k, neg)]
+        return out
 
     def uniform_conjunct(self, A: frozenset, key: str, negated: bool
                          ) -> tuple[str, bool] | None:
@@ -280,9 +298,8 @@ class _Assume:
         of two registers is kept as an opaque predicate: a later branch on the same register
         is decided by it)."""
         cands = [(key, not negated)]
-        d = self._defs.get(key)
-        if not negated and d is not None and d[0] == "and":
-            cands = [(k, not neg) for k, neg in d[1]]
+        if not negated and self.conjuncts(key):
+            cands = [(k, not neg) for k, neg in self.conjuncts(key)]
         found = None
         for k, val in cands:
             if self.v.cls.get(k, 2) != 0 or len(self.v.def_sites.get(k, ())) != 1:

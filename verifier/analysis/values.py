@@ -27,7 +27,7 @@ import heapq
 import re
 
 from verifier.analysis.cfg import CFG
-from verifier.context import is_special_register
+from verifier.tables import is_special_register
 from verifier.ptx.ast import Instruction, Operand
 
 __all__ = ["DIVERGENT", "NO_DEF", "UNIFORM", "WARP", "Val", "Values", "defs_uses"]
@@ -638,9 +638,20 @@ class Values:
         single: set[int] = set()
         for blk in cfg.blocks:
             conds = [e for e in blk.succs if e.cond is not None]
+            last = cfg.instrs[blk.end - 1] if blk.end > blk.start else None
+            if not conds and last is not None and last.parts[0] == "brx" \
+                    and "uni" not in last.parts and len(blk.succs) > 1 and last.operands:
+                # brx.idx: the index register picks the target (a jump table: Triton's
+                # warp-specialized partition dispatch on a per-warp state byte)
+                c = self.operand_class(last.operands[0], blk.end - 1)
+                self.branch_class[blk.id] = c
+                if c == DIVERGENT:
+                    div |= cfg.region(blk.id)
+                elif c == WARP:
+                    part |= cfg.region(blk.id)
+                continue
             if not conds:
                 continue
-            last = cfg.instrs[blk.end - 1]
             if last.parts[0] in ("bra", "brx") and "uni" in last.parts:
                 c = UNIFORM
             else:

@@ -126,7 +126,7 @@ def induction(fa, key):
     return init, step, inc
 
 
-def eval_concrete(fa, o, i, env, syms, depth=0):
+def eval_concrete(fa, o, i, env, syms, depth=0, entry=False):
     """Concrete value of operand ``o`` at instruction ``i`` for one thread.
 
     Args:
@@ -136,7 +136,9 @@ def eval_concrete(fa, o, i, env, syms, depth=0):
             4 GiB apart, so offsets within one symbol compare exactly).
     Returns None when a register has several definitions not in ``env``, a guarded definition,
     or an opcode outside the integer subset (add, sub, mul, mad, shl, shr, and, or, xor, div,
-    rem, bfe, mov, cvt, cvta; PTX ISA 9.1 §9.7.1-§9.7.3)."""
+    rem, bfe, mov, cvt, cvta; PTX ISA 9.1 §9.7.1-§9.7.3). With ``entry``, a register with
+    several definitions takes the one reaching ``i`` from outside every loop (its value on
+    the first entry: a phase register carried by an outer persistent loop starts there)."""
     if depth > 32 or o is None:
         return None
     if o.kind == "imm":
@@ -157,16 +159,53 @@ def eval_concrete(fa, o, i, env, syms, depth=0):
     if key in env:
         return env[key]
     sites = v.def_sites.get(key, ())
+    if len(sites) != 1 and entry:
+        sites = tuple(j for j in v.reaching(key, i) if cfg.block_of[j] not in cfg.in_cycle)
     if len(sites) != 1:
         return None
-    j = sites[0]
+    return eval_instr(fa, sites[0], env, syms, depth, entry)
+
+
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+        "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
+        "hs": lambda a, b: a >= b}
+
+
+def eval_instr(fa, j, env, syms, depth=0, entry=False):
+    """Concrete value instruction ``j`` defines, its operands evaluated as in
+    :func:`eval_concrete` (None outside the integer subset or under a guard). Besides the
+    arithmetic subset: ``setp`` (1 / 0, integer compares), ``selp`` and ``not`` (PTX ISA 9.1
+    §9.7.3.1, §9.7.3.3, §9.7.8.1), so phases written ``p ^= (idx == S - 1)`` evaluate."""
+    cfg = fa.cfg
     d = cfg.instrs[j]
-    if d.predicate is not None:
+    if d.predicate is not None or depth > 32:
         return None
     b, ops = d.parts[0], d.operands
+    if b == "setp" and len(ops) >= 3 and len(d.parts) > 2 and d.parts[1] in _CMP:
+        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
+        y = eval_concrete(fa, ops[2], j, env, syms, depth + 1, entry)
+        if x is None or y is None or len(ops) > 3:
+            return None
+        w = next((int(t[1:]) for t in d.parts[2:] if t[1:].isdigit()), 32)
+        if d.parts[-1].startswith("s"):
+            x, y = [(z & ((1 << w) - 1)) - ((z >> (w - 1) & 1) << w) for z in (x, y)]
+        else:
+            x, y = x & ((1 << w) - 1), y & ((1 << w) - 1)
+        return int(_CMP[d.parts[1]](x, y))
+    if b == "selp" and len(ops) == 4:
+        c = eval_concrete(fa, ops[3], j, env, syms, depth + 1, entry)
+        if c is None:
+            return None
+        return eval_concrete(fa, ops[1] if c else ops[2], j, env, syms, depth + 1, entry)
+    if b == "not" and len(ops) == 2:
+        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
+        if x is None:
+            return None
+        return 1 - (x & 1) if "pred" in d.parts else ~x & 0xFFFFFFFFFFFFFFFF
     if b in ("mov", "cvt", "cvta") and len(ops) == 2:
-        return eval_concrete(fa, ops[1], j, env, syms, depth + 1)
-    vals = [eval_concrete(fa, x, j, env, syms, depth + 1) for x in ops[1:]]
+        return eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
+    vals = [eval_concrete(fa, x, j, env, syms, depth + 1, entry) for x in ops[1:]]
     if not vals or any(x is None for x in vals):
         return None
     a = vals[0]
@@ -379,3 +418,32 @@ def note_finding(ctx: Context, rule: str, ins: Instruction, message: str) -> Fin
     return ctx.finding(rule, ins.line, ins.col, message, severity="note",
                        notes=[Note(message="the rule could not be decided statically; "
                                            "check this site by hand or on the GPU")])
+
+
+def unmodelled_guard(fa: FunctionAnalysis, i: int) -> bool:
+    """Instruction ``i``'s guard has a CTA-uniform conjunct the path solver's assumptions cannot
+    model: its ``and.pred`` tree (up to 4 levels) holds a uniform predicate that is not one
+    ``setp`` of a register against a constant (a register-register compare, a multi-definition
+    predicate, a loaded predicate). Lane- and warp-dependent conjuncts (``elect.sync``,
+    ``%tid`` compares) are ignored: they select threads, not paths."""
+    ins = fa.cfg.instrs[i]
+    if ins.predicate is None:
+        return False
+    v = fa.values
+
+    def walk(key: str, depth: int) -> bool:
+        sites = v.def_sites.get(key, ())
+        if len(sites) != 1:
+            return v.cls.get(key, 2) == 0
+        d = fa.cfg.instrs[sites[0]]
+        if d.parts[0] == "and" and depth < 4:
+            return any(walk(fa.cfg.reg_key(o.name, sites[0]), depth + 1)
+                       for o in d.operands[1:] if o.kind == "reg" and o.name)
+        if v.cls.get(key, 2) != 0:
+            return False
+        if d.parts[0] != "setp":
+            return True
+        srcs = [o for o in d.operands[1:3]]
+        return len(srcs) < 2 or all(v.const(o, sites[0]) is None for o in srcs)
+
+    return walk(fa.cfg.reg_key(ins.predicate, i), 0)

@@ -106,6 +106,15 @@ def _overlap(a, asz, b, bsz) -> bool | None:
     return lo1 < hi2 and lo2 < hi1
 
 
+_SYNCED = "@synced"
+"""Tag of a generic shared read that a CTA barrier or an mbarrier wait has since ordered."""
+
+
+def _ordered(gr: frozenset) -> frozenset:
+    """Generic reads ``gr`` after a synchronization: each tagged as ordered by it."""
+    return frozenset(x if x[0] in ("?", _SYNCED) else (_SYNCED, *x) for x in gr)
+
+
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
     generic global writes unfenced, pending bulk-load destinations, cp.async issued)."""
@@ -134,9 +143,9 @@ class Proxy(Property):
                 return (0, frozenset(), gg and not glob, pend, cpa)
             return fact
         if is_mbar_wait(ins):
-            return (gw, gr, gg, frozenset(), cpa)
+            return (gw, _ordered(gr), gg, frozenset(), cpa)
         if is_cta_barrier(ins):
-            return (3 if gw == 2 else gw, gr, gg, pend, cpa)
+            return (3 if gw == 2 else gw, _ordered(gr), gg, pend, cpa)
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("wait_group", "wait_all"):
             return (max(gw, 1 if cpa else 0), gr, gg, pend, cpa)
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("ca", "cg"):
@@ -181,14 +190,25 @@ class Proxy(Property):
             if "tensor" not in p:
                 sz = [o for o in ins.operands if o.kind != "address"]
                 size = self.values.const(sz[0], i) if sz else None
+            hits = []
             for item in gr:
                 if item[0] == "?":
                     continue
-                ov = _overlap(item[0], item[1], dst, size)
-                if ov:
-                    report("AP2", f"bulk copy overwrites '{fmt_addr(dst)}' that was read through "
-                                  "the generic proxy without 'fence.proxy.async' in between")
-                    break
+                synced = item[0] == _SYNCED
+                a, asz = item[1:] if synced else item
+                if _overlap(a, asz, dst, size):
+                    hits.append(synced)
+            if hits and not all(hits):
+                report("AP2", f"bulk copy overwrites '{fmt_addr(dst)}' that was read through "
+                              "the generic proxy without 'fence.proxy.async' in between")
+            elif hits:
+                # the reads were performed before a barrier / mbarrier hand-off that orders the
+                # copy's issue (PTX ISA 9.1 §9.7.13.1: memory accesses before the barrier are
+                # performed relative to the participants); CUTLASS's PipelineTmaAsync releases
+                # a stage to the TMA producer this way, with no proxy fence
+                report("AP2", f"bulk copy overwrites '{fmt_addr(dst)}' read through the generic "
+                              "proxy before a barrier, with no 'fence.proxy.async': ordered by "
+                              "the barrier as far as the static rule can tell", severity="note")
             if gg:
                 report("AP4", "bulk copy reads global memory written through the generic proxy "
                               "without 'fence.proxy.async.global'", severity="warning")

@@ -229,7 +229,14 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
         for i in cta:
             ins = cfg.instrs[i]
             c = v.context_class(i)
-            if c == WARP:
+            if c == WARP and _rendezvous(fa, cta, i):
+                out.append(note_finding(
+                    ctx, "B4", ins,
+                    f"non-aligned '{ins.opcode}' is reached from warp-dependent branches; every "
+                    "side of them reaches a non-aligned barrier with the same id (a rendezvous "
+                    "of partitions, allowed without .aligned): whether every warp arrives is "
+                    "left to emulation"))
+            elif c == WARP:
                 out.append(ctx.finding("B4", ins.line, ins.col,
                                        f"'{ins.opcode}' without a thread count waits for the whole "
                                        "CTA but only the warps taking a warp-dependent branch "
@@ -281,6 +288,60 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
                                                    "threads", line=cfg.instrs[bi].line,
                                                    col=cfg.instrs[bi].col)]))
     return out
+
+
+def _nonaligned_id(fa, ins, i) -> int | None:
+    """The constant barrier id of a non-``.aligned`` ``barrier.sync/arrive`` (else None)."""
+    if ins.parts[0] != "barrier" or "aligned" in ins.parts:
+        return None
+    return _id_count(fa, ins, i)[0]
+
+
+def _rendezvous(fa, cta: list[int], i: int) -> bool:
+    """Non-aligned CTA-wide barrier ``i`` (B4 context WARP) is a cross-site rendezvous: on every
+    side of every warp-dependent branch whose region holds it, a non-aligned CTA-wide barrier
+    with the same id is reachable.
+
+    The non-aligned ``barrier.sync`` lets different warps arrive at one barrier instance from
+    different instructions (PTX ISA 9.1 §9.7.13.1: "the .aligned modifier indicates that all
+    threads in CTA will execute the same barrier instruction"; without it they need not): a
+    warp-specialized kernel's partitions meet that way (Triton 3.9 sm_100a ``barrier.sync 1``
+    / ``barrier.sync 0`` in its default and worker partitions). Whether every warp really
+    arrives is a counting question the static rule cannot settle; emulation can.
+    """
+    cfg, v = fa.cfg, fa.values
+    bid = _nonaligned_id(fa, cfg.instrs[i], i)
+    if bid is None:
+        return False
+    sites = {cfg.block_of[j] for j in cta if _nonaligned_id(fa, cfg.instrs[j], j) == bid}
+    b = cfg.block_of[i]
+    branches = [d for d, c in v.branch_class.items() if c == WARP and b in cfg.region(d)]
+    if not branches:
+        return False
+
+    def reach(start: int) -> set[int]:
+        seen, work = {start}, [start]
+        while work:
+            x = work.pop()
+            for d in cfg.succ_ids(x):
+                if d != cfg.exit_id and d not in seen:
+                    seen.add(d)
+                    work.append(d)
+        return seen
+
+    def met(side: int) -> bool:
+        r = reach(side)
+        # a side that reaches a same-id site arrives; a side that runs to the kernel's exit
+        # releases the barrier when it exits (PTX ISA 9.1 §9.7.12 exit: "if the exiting threads
+        # are holding up the barrier, the barrier is released"). Whether the sides' timing
+        # matches (a partition parked at another barrier first) is a question of the concrete
+        # execution, left to emulation.
+        return bool(r & sites) or any(cfg.exit_id in cfg.succ_ids(x) for x in r)
+
+    others = sites - {b} or {cfg.block_of[j] for j in cta if j != i
+                             and _nonaligned_id(fa, cfg.instrs[j], j) == bid}
+    return bool(others) and all(met(s) for d in branches for s in cfg.succ_ids(d)
+                                if s != cfg.exit_id)
 
 
 class ArriveReuse(Property):

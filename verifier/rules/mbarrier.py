@@ -15,6 +15,8 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    eval_instr,
+    unmodelled_guard,
     eval_concrete,
     induction,
     addr_val,
@@ -193,11 +195,12 @@ class MbarLifecycle(Property):
         st = dict(states)
         p = ins.parts
         if is_mbar_wait(ins):
-            pend = frozenset() if b is None else frozenset(x for x in pend if x != b)
+            pend = frozenset() if b is None else frozenset(
+                x for x in pend if x != b and x != ("?", b))
         if b is None:
             if p[0] == "mbarrier" and p[1] == "init":
                 # an init at an unknown address may (re)initialize any barrier
-                st = {k: v for k, v in st.items() if v == "live"}
+                st = {k: v for k, v in st.items() if v in ("live", "fresh")}
                 st["*"] = "live"
                 return (frozenset(st.items()), pend)
             return (states, pend)
@@ -208,22 +211,39 @@ class MbarLifecycle(Property):
             if real == "live":
                 report("MB3", f"mbarrier '{fmt_addr(b)}' is initialized again while live "
                               "(no 'mbarrier.inval' in between)")
-            st[b] = "live"
+            elif real == "fresh":
+                # Triton 3.6 initializes aliased barrier allocations of one shared offset in a
+                # row: undefined by the PTX ISA (§9.7.13.15.9: init of a valid object), but no
+                # operation observed the first initialization
+                report("MB3", f"mbarrier '{fmt_addr(b)}' is initialized again, with no use since "
+                              "its previous 'mbarrier.init' and no 'mbarrier.inval' in between",
+                       severity="warning")
+            st[b] = "fresh"
             return (frozenset(st.items()), pend - {b})
         if p[0] == "mbarrier" and p[1] == "inval":
-            if cur != "live":
+            if cur not in ("live", "fresh"):
                 report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}', which is not initialized")
             if b in pend:
                 report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
                               "arrival (commit / complete_tx) may still target it")
+            elif ("?", b) in pend:
+                report("MB3", f"'mbarrier.inval' of '{fmt_addr(b)}' while an asynchronous "
+                              "arrival issued under a data-dependent guard (a loop-carried "
+                              "prefetch) may still target it", severity="note")
             st[b] = "dead"
-            return (frozenset(st.items()), pend - {b})
-        if cur != "live":
+            return (frozenset(st.items()), pend - {b, ("?", b)})
+        if real == "fresh":
+            st[b] = "live"
+            states = frozenset(st.items())
+        if cur not in ("live", "fresh"):
             what = "after 'mbarrier.inval'" if cur == "dead" else "before 'mbarrier.init'"
             report("MB3", f"'{ins.opcode.split('.shared')[0]}' uses mbarrier '{fmt_addr(b)}' "
                           f"{what}")
         if is_tc(ins, "commit") or p[0] == "cp":
-            pend = pend | {b}
+            # a copy whose CTA-uniform guard the path solver cannot model (a register-register
+            # compare such as Triton's `k + stages < n_k` prefetch guard) may be off in every
+            # thread on this path: its arrival is only possibly pending
+            pend = pend | {("?", b) if unmodelled_guard(self.fa, i) else b}
         return (states, pend)
 
     def describe(self, i, ins, old, new):
@@ -256,8 +276,82 @@ def mbar_lifecycle(ctx: Context) -> list[Finding]:
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, _uses_mbar):
-        out += event_findings(ctx, fi, fa, MbarLifecycle, "MB3")
+        handed = _handed_over_inits(fa)
+        for f in event_findings(ctx, fi, fa, MbarLifecycle, "MB3"):
+            site = handed.get((f.line, f.col)) if f.severity == "error" and \
+                "before 'mbarrier.init'" in f.message else None
+            if site is not None:
+                f = ctx.finding("MB3", f.line, f.col, f.message + "; another partition "
+                                "initializes it and a CTA barrier on this path may hand it "
+                                "over (left to emulation)", severity="note",
+                                notes=[Note(message="mbarrier.init in another partition",
+                                            line=site.line, col=site.col)])
+            out.append(f)
     return out
+
+
+def _handed_over_inits(fa) -> dict[tuple[int, int], object]:
+    """Uses of an mbarrier whose init sits on another thread's path but is ordered before the use
+    by a CTA barrier: ``(line, col)`` of the use -> the init instruction.
+
+    Warp-specialized code initializes barriers in one partition after the role branch and
+    releases the others through a CTA-wide (often non-aligned) ``barrier.sync``; the path of a
+    worker thread never contains the init. A use counts as handed over when some init of the
+    same address reaches a CTA barrier from which the use is reachable (PTX ISA 9.1 §9.7.13.1:
+    the barrier orders the initializing thread's prior memory operations for the participants).
+    """
+    cfg = fa.cfg
+    inits: dict = {}
+    bars: list[int] = []
+    for i, ins in enumerate(cfg.instrs):
+        p = ins.parts
+        if p[0] == "mbarrier" and len(p) > 1 and p[1] == "init":
+            b = addr_val(fa, mbar_operand(ins), i)
+            if b is not None:
+                inits.setdefault(b, []).append(i)
+        elif is_cta_barrier(ins):
+            bars.append(i)
+    if not inits or not bars:
+        return {}
+    def bid(j: int):
+        ops = cfg.instrs[j].operands
+        if cfg.instrs[j].parts[0] not in ("bar", "barrier") or cfg.instrs[j].parts[1] == "cluster":
+            return "cluster" if cfg.instrs[j].parts[1:2] == ["cluster"] else None
+        if cfg.instrs[j].parts[1] == "red":
+            ops = ops[1:]
+        return fa.values.const(ops[0], j) if ops else None
+
+    out: dict[tuple[int, int], object] = {}
+    after_bar: dict[int, set[int]] = {}
+    for j in bars:
+        after_bar[j] = _reach_from(cfg, cfg.block_of[j])
+    for i, ins in enumerate(cfg.instrs):
+        if not _uses_mbar(ins) or (ins.parts[0] == "mbarrier" and ins.parts[1] == "init"):
+            continue
+        b = addr_val(fa, mbar_operand(ins), i)
+        before = {bid(j) for j in bars if j != i and cfg.block_of[i] in after_bar[j]}
+        if not before:
+            continue
+        for k in inits.get(b, ()):
+            reach_k = _reach_from(cfg, cfg.block_of[k])
+            # the init's thread reaches a barrier of an id this use's thread passed before it:
+            # one barrier instance (the same instruction or a rendezvous of partitions)
+            if any(cfg.block_of[j] in reach_k and bid(j) in before for j in bars):
+                out[(ins.line, ins.col)] = cfg.instrs[k]
+                break
+    return out
+
+
+def _reach_from(cfg, b: int) -> set[int]:
+    """Blocks reachable from block ``b`` (``b`` included)."""
+    seen, work = {b}, [b]
+    while work:
+        x = work.pop()
+        for d in cfg.succ_ids(x):
+            if d != cfg.exit_id and d not in seen:
+                seen.add(d)
+                work.append(d)
+    return seen
 
 
 def _cluster_use(ins) -> bool:
@@ -369,14 +463,24 @@ class MbarParity(Property):
         if "parity" not in ins.parts:
             return fact
         par = self.values.const(ins.operands[-1], i) if ins.operands else None
+        if par is None and ins.operands and ins.operands[-1].kind == "reg":
+            # parity computed by single-definition register arithmetic (xor / sub / setp +
+            # selp / not of constants): evaluated, so a flip in any written form is seen
+            x = eval_concrete(self.fa, ins.operands[-1], i, {}, {})
+            par = None if x is None else x & 1
         n, last = st.get(b, (-1, -1))
         retry = last == i          # re-executed through its retry loop: same logical wait
         before = (n ^ 1) if retry and n >= 0 else n
         if par is not None and before >= 0 and par != before:
             what = ("passes at once: that phase already completed" if before == 0
                     else "waits for a phase that is not the current one")
+            credit = before == 0 and b not in self._data_bars()
             report("MB5", f"wait on mbarrier '{fmt_addr(b)}' with parity {par}, but {before} "
-                          f"completed phase(s) were waited for on this path: it {what}")
+                          f"completed phase(s) were waited for on this path: it {what}"
+                   + ("; nothing asynchronous completes this barrier (no bulk copy, expect_tx "
+                      "or tcgen05.commit): a producer's first wait on an 'empty' slot passes "
+                      "by design" if credit else ""),
+                   severity="note" if credit else None)
         if retry:
             return fact
         if par is None:
@@ -387,6 +491,51 @@ class MbarParity(Property):
 
     def describe(self, i, ins, old, new):
         return ins.opcode.split(".shared")[0]
+
+    def _data_bars(self) -> set:
+        """mbarriers that asynchronous data completes (bulk copies with ``complete_tx``,
+        ``expect_tx``, ``tcgen05.commit``, ``cp.async.mbarrier.arrive``): a first wait that
+        passes at once on one of them reads data that has not landed. The others are credit
+        ("empty") barriers whose arrivals are plain ``mbarrier.arrive``s of consumers: their
+        initial phase is free (PTX ISA 9.1 §9.7.13.15.16: parity 1 on a fresh barrier succeeds
+        at once, the idiom CUTLASS' ``PipelineTmaAsync`` producer start state relies on)."""
+        if getattr(self, "_data", None) is None:
+            data: set = set()
+            for i, ins in enumerate(self.cfg.instrs):
+                p = ins.parts
+                if is_tc(ins, "commit") or (p[0] == "cp" and any(
+                        x.startswith("mbarrier::complete_tx") for x in p)) or (
+                        p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+                    o = mbar_operand(ins)
+                elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
+                    o = next((x for x in ins.operands if x.kind == "address"), None)
+                else:
+                    continue
+                v = addr_val(self.fa, o, i)
+                if v is not None:
+                    data.add(v)
+            plain = set()
+            for i, ins in enumerate(self.cfg.instrs):
+                p = ins.parts
+                if p[0] == "mbarrier" and len(p) > 1 and p[1].startswith("arrive") \
+                        and not any("expect_tx" in x for x in p):
+                    v = addr_val(self.fa, mbar_operand(ins), i)
+                    if v is not None:
+                        plain.add(v)
+            # a barrier counts as a credit barrier only when plain arrivals on it are known and
+            # no data arrival resolves to it (ring-indexed data arrivals at unresolved
+            # addresses are taken to target their own "full" ring)
+            self._data = data | (self._all_bars() - plain)
+        return self._data
+
+    def _all_bars(self) -> set:
+        out = set()
+        for i, ins in enumerate(self.cfg.instrs):
+            if ins.parts[0] == "mbarrier":
+                v = addr_val(self.fa, mbar_operand(ins), i)
+                if v is not None:
+                    out.add(v)
+        return out
 
 
 def mbar_parity(ctx: Context) -> list[Finding]:
@@ -419,7 +568,220 @@ def mbar_parity(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for fi, fa in each_function(ctx, is_mbar_wait):
         out += event_findings(ctx, fi, fa, MbarParity, "MB5")
-        out += _loop_parity(ctx, fa)
+        loop = _loop_parity(ctx, fa)
+        done = {(f.line, f.col) for f in loop}
+        out += loop + [f for f in _loop_phase(ctx, fa) if (f.line, f.col) not in done]
+    return out
+
+
+def _scc(cfg, b: int) -> set[int]:
+    """The blocks on a cycle through block ``b`` (its strongly connected component)."""
+    fwd = _reach_from(cfg, b)
+    back, work = {b}, [b]
+    preds: dict[int, list[int]] = {}
+    for x in range(len(cfg.blocks)):
+        for d in cfg.succ_ids(x):
+            preds.setdefault(d, []).append(x)
+    while work:
+        x = work.pop()
+        for p in preds.get(x, ()):
+            if p not in back:
+                back.add(p)
+                work.append(p)
+    return fwd & back
+
+
+def _loop_phase(ctx: Context, fa) -> list[Finding]:
+    """MB5 for parities carried in registers through a loop (``phase ^= 1``, ``phase ^= (idx ==
+    S - 1)`` through ``setp`` / ``selp``, ``not``), in any written form: the loop-carried
+    registers the wait's slot address and parity depend on are executed concretely for the
+    first iterations (each from its one definition before the loop, updated by its one
+    unguarded definition inside it), giving the sequence of (mbarrier, parity) this wait visits.
+
+    Reported: two consecutive visits of one mbarrier with the same parity (the second passes on
+    the phase the first consumed), and a first visit with parity 1 of a barrier asynchronous
+    data completes, when nothing waits on it before the loop (PTX ISA 9.1 §9.7.13.15.16: parity
+    1 on a fresh barrier succeeds at once, so the consumer reads data that has not landed).
+    A wait that does not run once per iteration, a register not evaluable (a load, a
+    parameter) or an update under a guard: not checked."""
+    out: list[Finding] = []
+    cfg, v = fa.cfg, fa.values
+    data = None
+    for i, ins in enumerate(cfg.instrs):
+        if not is_mbar_wait(ins) or "parity" not in ins.parts or not ins.operands:
+            continue
+        b = cfg.block_of[i]
+        if b not in cfg.in_cycle:
+            continue
+        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
+        if par_o.kind != "reg" or bar_o is None:
+            continue
+        deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
+        if not deps or len(deps) > 6:
+            continue
+        loop = _scc(cfg, b)
+        init: dict = {}
+        update: dict = {}
+        before: dict = {}
+        ok = True
+        for k in deps:
+            sites = v.def_sites.get(k, ())
+            ins_in = [j for j in sites if cfg.block_of[j] in loop]
+            ins_out = [j for j in sites if cfg.block_of[j] not in loop]
+            if len(ins_in) != 1 or not ins_out or cfg.instrs[ins_in[0]].predicate is not None:
+                ok = False
+                break
+            u = ins_in[0]
+            ub = cfg.block_of[u]
+            if cfg.dominates(ub, b) and (ub != b or u < i):
+                before[k] = True       # updated before the wait in each iteration
+            elif cfg.dominates(b, ub) and (ub != b or u > i):
+                before[k] = False
+            else:
+                ok = False
+                break
+            # the value entering the loop: the definition outside it that reaches the loop
+            entry = [j for j in v.reaching(k, u) if cfg.block_of[j] not in loop] or ins_out
+            if len(entry) != 1:
+                ok = False
+                break
+            init[k], update[k] = entry[0], u
+        if not ok:
+            continue
+        syms: dict = {}
+        env = {}
+        for k, j in init.items():
+            x = eval_instr(fa, j, {}, syms, entry=True)
+            if x is None:
+                ok = False
+                break
+            env[k] = x
+        if not ok:
+            continue
+        seq = []
+
+        def step(env: dict, first: bool) -> dict | None:
+            """Loop-carried values after the updates of one iteration (``first``: only the
+            updates that precede the wait, for the values the wait sees)."""
+            nxt = dict(env)
+            for k, j in update.items():
+                if first and not before[k]:
+                    continue
+                x = eval_instr(fa, j, env, syms)
+                if x is None:
+                    return None
+                nxt[k] = x
+            return nxt
+
+        for _t in range(_LOOP_TRIPS):
+            seen = step(env, True)          # values at the wait in this iteration
+            if seen is None:
+                break
+            a = eval_concrete(fa, bar_o, i, seen, syms)
+            par = eval_concrete(fa, par_o, i, seen, syms)
+            if a is None or par is None:
+                break
+            seq.append((a, par & 1, seen))
+            nxt = step(env, False)
+            if nxt is None:
+                break
+            env = nxt
+        if len(seq) < 2:
+            continue
+        consumer = _wait_role(fa, i) == "consumer"
+        last: dict = {}
+        for t, (a, par, _e) in enumerate(seq):
+            if a not in last and par == 1 and consumer \
+                    and not _waited_before(fa, loop, b, _as_addr(a, syms)):
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"the first wait on this mbarrier (loop iteration {t}) uses parity 1: on a "
+                    "fresh barrier it passes at once, before the asynchronous data it waits "
+                    "for has landed",
+                    notes=[Note(message="parity evaluated from the loop-carried registers "
+                                        f"{', '.join(sorted(k.split('#')[0] for k in deps))}")]))
+                break
+            if a in last and last[a] == par:
+                out.append(ctx.finding(
+                    "MB5", ins.line, ins.col,
+                    f"two consecutive waits on the same mbarrier (loop iterations up to {t}) "
+                    f"use parity {par}: the second passes on the phase the first consumed",
+                    notes=[Note(message="parity evaluated from the loop-carried registers "
+                                        f"{', '.join(sorted(k.split('#')[0] for k in deps))}")]))
+                break
+            last[a] = par
+    return out
+
+
+def _as_addr(a: int, syms: dict):
+    """:func:`eval_concrete`'s fake address back to ``("s", symbol, offset)`` (else None)."""
+    for name, base in syms.items():
+        if base <= a < base + (1 << 32):
+            return ("s", name, a - base)
+    return None
+
+
+def _wait_role(fa, i: int) -> str | None:
+    """``consumer`` when what follows wait ``i`` (in program order, up to the next mbarrier
+    operation) first reads shared memory or runs an MMA; ``producer`` when it first issues a
+    bulk copy or ``expect_tx``; else None."""
+    instrs = fa.cfg.instrs
+    for j in range(i + 1, min(len(instrs), i + 400)):
+        x = instrs[j]
+        p = x.parts
+        if p[0] == "cp" and len(p) > 2 and p[2].startswith("bulk"):
+            return "producer"
+        if p[0] == "mbarrier":
+            return "producer" if any("expect_tx" in t for t in p) else (
+                None if not is_mbar_wait(x) or j > i + 2 else None)
+        if (p[0] == "wgmma" and p[1] == "mma_async") or is_tc(x, "mma", "cp", "ld") \
+                or is_smem_read(x):
+            return "consumer"
+    return None
+
+
+def _waited_before(fa, loop: set, b: int, addr) -> bool:
+    """A wait on mbarrier ``addr`` (or at an unresolved address, or ``addr`` unknown) runs
+    outside ``loop`` on a path into block ``b``: the loop's first visit may not be the
+    barrier's first phase."""
+    cfg = fa.cfg
+    for i, ins in enumerate(cfg.instrs):
+        if is_mbar_wait(ins) and cfg.block_of[i] not in loop \
+                and b in _reach_from(cfg, cfg.block_of[i]):
+            w = addr_val(fa, mbar_operand(ins), i)
+            if addr is None or w is None or w == addr:
+                return True
+    return False
+
+
+def _data_barrier_addrs(fa) -> tuple[set, bool]:
+    """(concrete addresses of mbarriers that bulk copies / expect_tx / tcgen05.commit
+    complete, evaluated without loop state; whether some such arrival is not evaluable). Bases
+    of symbols follow :func:`eval_concrete`'s numbering, so only compare within one call."""
+    out: set = set()
+    unknown = False
+    syms: dict = {}
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        if is_tc(ins, "commit") or (p[0] == "cp" and any(
+                x.startswith("mbarrier::complete_tx") for x in p)) or (
+                p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+            a = addr_val(fa, mbar_operand(ins), i)
+            if a is None:
+                unknown = True
+            else:
+                out.add(a)
+    return out, unknown
+
+
+def _waits_outside(fa, loop: set) -> set:
+    """Resolved mbarrier addresses waited on outside the blocks ``loop``."""
+    out = set()
+    for i, ins in enumerate(fa.cfg.instrs):
+        if is_mbar_wait(ins) and fa.cfg.block_of[i] not in loop:
+            a = addr_val(fa, mbar_operand(ins), i)
+            if a is not None:
+                out.add(a)
     return out
 
 

@@ -652,8 +652,14 @@ def _tmem_region(fa, ins, i):
     return (key, lo & 0xFFFF, (hi & 0xFFFF) + width)
 
 
+_CROSSED = "@crossed"
+"""Tag of a pending ``tcgen05.st`` region that a CTA barrier / arrive has already published."""
+
+
 def _conflict(pending, region) -> bool:
     for r in pending:
+        if r is not None and r[0] == _CROSSED:
+            r = r[1]
         if r is None or region is None or r[0] != region[0]:
             return True
         if r[1] < region[2] and region[1] < r[2]:
@@ -796,9 +802,17 @@ class TmemAccess(Property):
                 report("TL4", f"'{ins.opcode}' signals other threads while a 'tcgen05.ld' whose "
                               "registers this thread never read is still in flight (no "
                               "'tcgen05.wait::ld')")
-            if ps:
+            # a store pending at one signal is reported at the next one: Triton's epilogue
+            # stores P, signals, stores O, then 'wait::st' (completing both) before the barrier
+            # that hands TMEM to the MMA issuer; consumers in this thread are checked at their
+            # ld / mma. A store still pending at a second signal reaches threads that are
+            # ordered after no completion of it.
+            if any(r is not None and r[0] == _CROSSED for r in ps) or (
+                    ps and is_arrive_signal(ins) and not is_cta_barrier(ins)):
                 report("TL5", f"'{ins.opcode}' signals other threads while a 'tcgen05.st' is "
                               "pending (no 'tcgen05.wait::st')")
+            ps = frozenset(r if r is not None and r[0] == _CROSSED else (_CROSSED, r)
+                           for r in ps)
             if is_arrive_signal(ins) and needf and p[0] == "mbarrier" and "expect_tx" not in p:
                 sev = "error" if "relaxed" in p else "warning"
                 report("TF3", f"'{ins.opcode}' hands TMEM results to other threads without "
@@ -1438,6 +1452,59 @@ def _decode_idesc(x: int | None) -> dict | None:
             "shift": (x >> 30) & 3, "raw": x}
 
 
+def _decode_idesc_block_scaled(x: int | None) -> dict | None:
+    """Fields of the instruction descriptor of the block-scaled kinds (``.kind::mxf8f6f4``,
+    ``.kind::mxf4``, ``.kind::mxf4nvf4`` with ``.block_scale``; PTX ISA 9.1 §9.7.16.4.2, the
+    block-scaled table): bits 0-1 and 3, 6, 24-26, 31 reserved; 2 sparsity; 4-5 the B scale
+    factor ID; 7-9 / 10-12 A / B type; 13-14 negate; 15-16 transpose; 17-22 N>>3; 23 the
+    scale type (0 UE4M3, 1 UE8M0); 27-28 M>>7; 29-30 the A scale factor ID."""
+    if x is None:
+        return None
+    return {"rsv": x & 0b11 | ((x >> 3) & 1) << 2 | ((x >> 6) & 1) << 3
+            | ((x >> 24) & 7) << 4 | ((x >> 31) & 1) << 7,
+            "sparse": (x >> 2) & 1, "bsf": (x >> 4) & 3, "afmt": (x >> 7) & 7,
+            "bfmt": (x >> 10) & 7, "ta": (x >> 15) & 1, "tb": (x >> 16) & 1,
+            "N": ((x >> 17) & 0x3F) << 3, "stype": (x >> 23) & 1, "M": ((x >> 27) & 3) << 7,
+            "asf": (x >> 29) & 3, "raw": x}
+
+
+def _scale_vec(ins, kind: str) -> int:
+    """Scale factors per 32-bit TMEM word the MMA uses: 1 (``.scale_vec::1X`` / mxf8f6f4
+    ``.block32``), 2 (``2X`` / mxf4* ``.block32``), 4 (``4X`` / ``.block16``)."""
+    for p in ins.parts:
+        if p.startswith("scale_vec::"):
+            return int(p[len("scale_vec::"):-1] or 1)
+    if "block16" in ins.parts:
+        return 4
+    return 1 if kind == "mxf8f6f4" else 2
+
+
+def _block_scaled_problems(ins, kind: str, x: int) -> list[str]:
+    """TM4 problems of a constant block-scaled instruction descriptor ``x``."""
+    d = _decode_idesc_block_scaled(x)
+    probs = []
+    if d["rsv"]:
+        probs.append("a reserved bit (0-1, 3, 6, 24-26 or 31) is set")
+    if d["sparse"] != ("sp" in ins.parts):
+        probs.append("sparsity flag (bit 2) does not match "
+                     + ("'.sp'" if "sp" in ins.parts else "a dense MMA"))
+    for f in ("afmt", "bfmt"):
+        if kind in _KINDS_AB and d[f] not in _KINDS_AB[kind]:
+            probs.append(f"{f[0].upper()} format code {d[f]} is invalid for 'kind::{kind}'")
+    # UE4M3 scales exist only for mxf4nvf4 (NVFP4); mxf8f6f4 and mxf4 take UE8M0
+    if d["stype"] == 0 and kind != "mxf4nvf4":
+        probs.append(f"scale type UE4M3 (bit 23 = 0) is invalid for 'kind::{kind}' (UE8M0 only)")
+    if kind.startswith("mxf4") and (d["ta"] or d["tb"]):
+        probs.append(f"transpose bits 15-16 are set: 'kind::{kind}' takes K-major operands only")
+    vec = _scale_vec(ins, kind)
+    legal = {1: {0, 1, 2, 3}, 2: {0, 2}, 4: {0}}[vec if vec in (1, 2, 4) else 1]
+    for f, who in (("asf", "A"), ("bsf", "B")):
+        if d[f] not in legal:
+            probs.append(f"{who} scale factor ID {d[f]} is invalid with {vec} scale factors "
+                         f"per word (legal: {', '.join(map(str, sorted(legal)))})")
+    return probs
+
+
 def _kind(ins) -> str | None:
     for p in ins.parts:
         if p.startswith("kind::"):
@@ -1502,7 +1569,10 @@ def mma_idesc_invalid(ctx: Context) -> list[Finding]:
     What it checks:
         Reserved bits 6, 23, 29 are 0; the D / A / B format codes are valid for the kind;
         the sparsity flag (bit 2) matches the use of ``.sp``; max-shift (bits 30-31) is 0
-        without ``.ws``.
+        without ``.ws``. Block-scaled kinds (``mxf8f6f4``, ``mxf4``, ``mxf4nvf4``) use their
+        own layout: bit 23 is the scale type (UE8M0, or UE4M3 for mxf4nvf4 only), bits 4-5 and
+        29-30 the B and A scale factor IDs (any of 0-3 with one scale per word, 0 or 2 with
+        two, 0 with four), no transpose for mxf4*.
 
     Why it is bad:
         Undefined behaviour / wrong results; run-time guardrail
@@ -1529,6 +1599,13 @@ def mma_idesc_invalid(ctx: Context) -> list[Finding]:
             if d is None:
                 continue
             kind = _kind(ins) or ""
+            if kind.startswith("mx") or "block_scale" in ins.parts:
+                for p in _block_scaled_problems(ins, kind, d["raw"]):
+                    out.append(ctx.finding("TM4", ins.line, ins.col,
+                                           f"instruction descriptor {d['raw']:#010x}: {p}",
+                                           notes=[Note(message="layout: PTX ISA 9.1 §9.7.16.4.2, "
+                                                       "block-scaled kinds")]))
+                continue
             probs = []
             for bit in ("rsv6", "rsv23", "rsv29"):
                 if d[bit]:
