@@ -388,7 +388,9 @@ class Config(BaseModel):
         meta: constexpr name -> a :data:`MetaValue` (int, bool, float, string, tuple or None).
         num_warps, num_stages, num_ctas: Triton's options of the same names.
         maxnreg: Triton's ``maxnreg`` option (registers per thread cap; emitted as PTX
-            ``.maxnreg``); None leaves it to ptxas. PTX ISA 9.1 section 11.4.1 (``.maxnreg``).
+            ``.maxnreg``), 16..256; None leaves it to ptxas. PTX ISA 9.1 section 11.4.1
+            (``.maxnreg``; 256 is also the top of ``setmaxnreg``'s range); Triton 3.9's ptxas
+            assembles ``.maxnreg 256`` for sm_90a.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -397,7 +399,7 @@ class Config(BaseModel):
     num_warps: int = 4
     num_stages: int = Field(default=3, ge=1, le=16)
     num_ctas: int = Field(default=1, ge=1, le=16)
-    maxnreg: int | None = Field(default=None, ge=16, le=255)
+    maxnreg: int | None = Field(default=None, ge=16, le=256)
 
     @field_validator("num_warps")
     @classmethod
