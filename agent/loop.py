@@ -197,17 +197,51 @@ EMULATION_TIME_LIMIT_S = 60.0
 
 
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
-             launch: dict[str, Any]):
+             launch: dict[str, Any], ref_outputs: dict[str, Any] | None = None):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
-    the spec's ``verify`` size with the candidate's launch settings."""
+    the spec's ``verify`` size with the candidate's launch settings.
+
+    Without a float64 reference in the spec, Triton's own kernel (``art``, the baseline) is
+    emulated once on the same inputs (kept in ``ref_outputs``, a per-lowering cache) and every
+    candidate, search arms with other meta-parameters included, must agree with its outputs
+    under the spec's tolerance. When Triton's kernel itself cannot be emulated, the candidate's
+    run is reported ``unsupported`` (correctness unchecked: never ranked as emulation-passed).
+    """
     from emulator import run_kernel
 
+    expected = None
+    if spec.reference is None:
+        cache = ref_outputs if ref_outputs is not None else {}
+        key = f"{arch}|{art.config.key()}"
+        if key not in cache:
+            got: dict[str, Any] = {}
+            ref = run_kernel(art.ptx, spec, arch, config=art.config, threads=art.abi.threads,
+                             dynamic_smem=art.abi.dynamic_smem,
+                             global_scratch_size=art.abi.global_scratch_size,
+                             time_limit_s=EMULATION_TIME_LIMIT_S, race=False,
+                             filename="triton-reference.ptx", capture=got)
+            cache[key] = got if ref.status == "ok" else ref
+        expected = cache[key]
+        if not isinstance(expected, dict):
+            res = run_kernel(ptx, spec, arch, config=art.config,
+                             meta=launch.get("meta") or None,
+                             threads=int(launch.get("threads") or art.abi.threads),
+                             dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
+                             global_scratch_size=art.abi.global_scratch_size,
+                             time_limit_s=EMULATION_TIME_LIMIT_S, filename="candidate.ptx")
+            if res.status != "ok":
+                return res
+            return res.model_copy(update={
+                "status": "unsupported",
+                "message": (f"ran to completion, but correctness is unchecked: the spec has no "
+                            f"float64 reference and Triton's own kernel could not be emulated "
+                            f"as the reference ({expected.status}: {expected.message[:300]})")})
     return run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
                       threads=int(launch.get("threads") or art.abi.threads),
                       dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
                       global_scratch_size=art.abi.global_scratch_size,
                       time_limit_s=EMULATION_TIME_LIMIT_S,
-                      filename="candidate.ptx")
+                      filename="candidate.ptx", expected=expected)
 
 
 def _context(spec: KernelSpec, arch: str, art: ReferenceArtifacts, refs: list[ReferenceArtifacts],
@@ -280,6 +314,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,
                             provider=provider.name, started_at=started, reference=reference, gpu=gpu)
     ctx = _context(spec, arch, art, refs, gpu, options.max_tool_calls)
+    ref_emulated: dict[str, Any] = {}  # Triton's own outputs, emulated (specs without reference)
 
     def run_tool(name: str, args: dict[str, Any]) -> str:
         ptx = args.get("ptx", "")
@@ -291,7 +326,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             return rep.render("full") or "verifier: no findings"
         if name == "evaluate":
             if not gpu:
-                emu = _emulate(spec, arch, art, ptx, args)
+                emu = _emulate(spec, arch, art, ptx, args, ref_emulated)
                 return "evaluate: no GPU on this host; " + emu.summary()
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:
@@ -354,7 +389,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         elif not gpu:
             rec.verdict = "static-only"
             t = time.perf_counter()
-            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump())
+            emu = _emulate(spec, arch, art, cand.ptx, cand.model_dump(), ref_emulated)
             times["emulate"] = time.perf_counter() - t
             rec.emulation = emu.model_dump(mode="json")
             parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
