@@ -70,7 +70,8 @@ class KernelUse:
     Attributes:
         pointers: parameters used as the base of a load/store/atomic address, in order.
         read / written / atomic: pointers loaded from, stored to, updated by atomics.
-        stored_dtype: pointer -> spec dtype of a value cast before it is stored.
+        stored_dtype: pointer -> spec dtype of a value cast before it is stored, or ``i64`` for
+            a pointer whose loaded values offset another address (indices, labels, token ids).
         float_scalars / int_scalars: non-pointer parameters with float / integer evidence.
     """
 
@@ -109,6 +110,8 @@ class _Use(ast.NodeVisitor):
         self.int_ev: set[str] = set()
         self.strong_int: set[str] = set()  # compared, a range bound, an arange/cdiv argument
         self.stored_locals: dict[str, str] = {}  # local -> dtype of its `.to(tl.X)` value
+        self.loaded_from: dict[str, set[str]] = {}  # local -> pointers its tl.load reads
+        self.index_ptrs: set[str] = set()  # pointers whose loaded values offset an address
         self.float_ev: set[str] = set()
         self.first_float: dict[str, int] = {}
         self._float_locals: set[str] = set()
@@ -120,7 +123,13 @@ class _Use(ast.NodeVisitor):
                 return set(self.local_roots[e.id])
             return {e.id} if e.id in self.params else set()
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            return self.roots(e.left) | (self.roots(e.right) if isinstance(e.op, ast.Add) else set())
+            left, right = self.roots(e.left), self.roots(e.right)
+            for side, other in ((e.left, right), (e.right, left)):
+                if other:  # an address plus a loaded value: that value is an index
+                    for n in ast.walk(side):
+                        if isinstance(n, ast.Name) and n.id in self.loaded_from:
+                            self.index_ptrs |= self.loaded_from[n.id]
+            return left | (right if isinstance(e.op, ast.Add) else set())
         if isinstance(e, ast.Subscript):  # ptrs[:, None]
             return self.roots(e.value)
         if isinstance(e, ast.Call) and _call_name(e) in ("make_block_ptr", "advance",
@@ -148,6 +157,9 @@ class _Use(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
+                node.value, ast.Call) and _call_name(node.value) == "load" and node.value.args:
+            self.loaded_from[node.targets[0].id] = self.roots(node.value.args[0])
         for t in node.targets:
             self._assign(t, node.value, False)
             dt = _cast_dtype(node.value)
@@ -216,7 +228,13 @@ class _Use(ast.NodeVisitor):
                     for side in (a.left, a.right):
                         if isinstance(side, ast.Name) and side.id in self.params:
                             self.float_ev.add(side.id)
-        if name == "load" and node.args:
+        recv = node.func.value if isinstance(node.func, ast.Attribute) else None
+        if name in ("load", "store") and isinstance(recv, ast.Name) and recv.id not in (
+                "tl", "triton", "language") and self.roots(recv):
+            # a tensor descriptor's method: desc.load([...]) / desc.store([...], value)
+            val = node.args[1] if name == "store" and len(node.args) > 1 else None
+            self.accesses.append((self.roots(recv), name, val))
+        elif name == "load" and node.args:
             self.accesses.append((self.roots(node.args[0]), "load", None))
         elif name == "store" and node.args:
             val = node.args[1] if len(node.args) > 1 else next(
@@ -224,8 +242,6 @@ class _Use(ast.NodeVisitor):
             self.accesses.append((self.roots(node.args[0]), "store", val))
         elif name.startswith("atomic_") and node.args:
             self.accesses.append((self.roots(node.args[0]), "atomic", None))
-        elif name in ("make_block_ptr", "make_tensor_descriptor"):
-            self.accesses.append((self.roots(node), "desc", None))
 
     def _addr_names(self, e: ast.AST) -> set[str]:
         return self.roots(e)
@@ -283,8 +299,8 @@ def infer_use(fn: ast.FunctionDef) -> KernelUse:
                     use.stored_dtype.setdefault(p, dt)
             elif kind == "atomic":
                 use.atomic.add(p)
-            else:
-                use.read.add(p)  # a descriptor / block pointer: role decided by its loads/stores
+    for p in u.index_ptrs & bases:
+        use.stored_dtype.setdefault(p, "i64")
     use.float_scalars = u.float_ev - bases - u.strong_int
     use.int_scalars = (u.int_ev - bases) - use.float_scalars
     return use
@@ -549,7 +565,8 @@ def starter_spec(file: Path, function: str, spec_dir: Path) -> str:
     dims: dict[str, int] = {"N": 1000}
     bench: dict[str, int] = {"N": 16777216}
     n_ptr_bytes: list[str] = []
-    first_dtype = next(iter(use.stored_dtype.values()), "fp32")  # inputs: as the first output
+    first_dtype = next((d for d in use.stored_dtype.values() if d.startswith(("fp", "bf"))),
+                       "fp32")  # other pointers: the first float output's dtype
     for n in sig.names:
         default = sig.defaults.get(n)
         if n in sig.constexpr:
