@@ -116,3 +116,13 @@ def test_a_scalar_cannot_be_a_string(tmp_path):
     (tmp_path / "s.yaml").write_text(text)
     with pytest.raises(SpecError, match="not a number"):
         load_spec(tmp_path / "s.yaml")
+
+
+def test_candidate_meta_takes_string_constexprs():
+    from harness.candidate import Candidate
+
+    c = Candidate(ptx="x", threads=32, meta={"BIAS_TYPE": "vector", "BLOCK": "128", "W": 64.0,
+                                             "SHAPE": [1, 2], "HAS": True})
+    assert c.meta == {"BIAS_TYPE": "vector", "BLOCK": 128, "W": 64, "SHAPE": (1, 2), "HAS": True}
+    with pytest.raises(ValueError, match="meta X"):
+        Candidate(ptx="x", threads=32, meta={"X": {"a": 1}})
