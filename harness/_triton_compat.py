@@ -43,6 +43,7 @@ __all__ = [
     "SUPPORTED_TRITON",
     "REMOVED_CONSTRUCTS",
     "explain_compile_error",
+    "error_chain",
 ]
 
 SUPPORTED_TRITON = ("3.6", "3.9")
@@ -163,17 +164,25 @@ def ptxas_version_of(path: str) -> str:
     return m.group(1)
 
 
-def _error_chain(exc: BaseException) -> str:
-    """``exc``'s message and those of its causes/contexts (Triton wraps the language's own
-    ``NotImplementedError`` / ``AttributeError`` in a ``CompilationError``)."""
+def error_chain(exc: BaseException) -> list[str]:
+    """``exc``'s message and those of its causes/contexts, outermost first, as
+    ``Type: message``; a message the previous one already contains is left out (Triton wraps an
+    error inside a called jit function in one ``CompilationError`` per call level, each showing
+    only its call site, and the innermost one repeats the language's own error)."""
     parts: list[str] = []
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        parts.append(f"{type(e).__name__}: {e}")
+        text = str(e)
+        if not (parts and text and text in parts[-1]):
+            parts.append(f"{type(e).__name__}: {text}")
         e = e.__cause__ or e.__context__
-    return "\n".join(parts)
+    return parts
+
+
+def _error_chain(exc: BaseException) -> str:
+    return "\n".join(error_chain(exc))
 
 
 def _locate(pattern: str, source_text: str | None, filename: str) -> str:

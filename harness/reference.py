@@ -220,9 +220,14 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         except SpecError:
             text = None
         hint = compat.explain_compile_error(exc, text, spec.source.origin())
+        # Triton wraps an error inside a called jit function in one CompilationError per call
+        # level, and str() of the outer one shows only the call site: keep the whole chain
+        msg = "\nwhich failed inside: ".join(compat.error_chain(exc))
+        if len(msg) > 6000:
+            msg = msg[:2000] + "\n...\n" + msg[-3000:]
         raise ReferenceCompileError(
             f"Triton failed to compile {spec.name} [{config.key()}] for {arch}: "
-            f"{type(exc).__name__}: {exc}" + (f"\n{hint}" if hint else "")) from None
+            f"{msg}" + (f"\n{hint}" if hint else "")) from None
     elapsed = time.perf_counter() - t0
     md = _jsonable(ck.metadata._asdict() if hasattr(ck.metadata, "_asdict") else dict(ck.metadata))
     asm = ck.asm

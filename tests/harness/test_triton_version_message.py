@@ -81,3 +81,32 @@ def test_unknown_language_member_and_unrelated_errors():
     assert "does not have" in msg and compat.SUPPORTED_TRITON[0] in msg
     # the kernel's own mistakes are not blamed on the version
     assert compat.explain_compile_error(ValueError("incompatible shapes"), "", "k.py") is None
+
+
+def test_an_error_inside_a_called_helper_is_shown(tmp_path):
+    # Triton's outer CompilationError shows only the call site; the reason is in the helper
+    (tmp_path / "bp.py").write_text('''import triton
+import triton.language as tl
+
+TILE: tl.constexpr = 32
+
+
+@triton.jit
+def _offsets(pid):
+    return pid * TILE + tl.arange(0, TILE)
+
+
+@triton.jit
+def bp_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    o = _offsets(tl.program_id(0))
+    tl.store(y_ptr + o, tl.load(x_ptr + o))
+''')
+    (tmp_path / "s.yaml").write_text(SPEC)
+    spec = load_spec(tmp_path / "s.yaml")
+    with pytest.raises(ReferenceCompileError) as info:
+        compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path / "c")
+    msg = str(info.value)
+    assert "o = _offsets(tl.program_id(0))" in msg  # the call site
+    assert "which failed inside: CompilationError" in msg and "return pid * TILE" in msg
+    assert "Cannot access global variable TILE" in msg  # the reason
+    assert msg.count("Cannot access global variable TILE") == 1

@@ -47,7 +47,7 @@ def test_the_set_has_twenty_kernels_in_the_styles_asked_for():
     text = "".join(p.read_text() for p in SET.glob("*.py"))
     for style in ("import torch", "@staticmethod", "class ReLUFloat8Kernel(ReLUKernel)",
                   "@triton.autotune", "@triton.heuristics", "tl.make_block_ptr",
-                  "tl.constexpr = 32", 'BIAS_TYPE == "vector"'):
+                  "TILE = tl.constexpr(32)", 'BIAS_TYPE == "vector"'):
         assert style in text, style
     assert any(isinstance(v, str) for s in specs for c in s.configs()
                for v in s.constexprs(c).values())  # string constexprs in the specs

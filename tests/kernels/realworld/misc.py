@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-TILE: tl.constexpr = 32
+TILE = tl.constexpr(32)
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 1024}, num_warps=4),
