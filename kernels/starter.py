@@ -562,7 +562,9 @@ def starter_spec(file: Path, function: str, spec_dir: Path) -> str:
                 node.id = f"({scalar_value[node.id]})"
         heur[k] = ast.unparse(tree_e)
     meta: dict[str, str] = {}
-    dims: dict[str, int] = {"N": 1000}
+    # a heuristic over the sizes (N % BLOCK == 0) must hold alike at both sizes (a candidate is
+    # PTX for one set of constexprs): then both sizes are multiples of every power-of-two block
+    dims: dict[str, int] = {"N": 4096 if heur else 1000}
     bench: dict[str, int] = {"N": 16777216}
     n_ptr_bytes: list[str] = []
     first_dtype = next((d for d in use.stored_dtype.values() if d.startswith(("fp", "bf"))),
@@ -629,7 +631,9 @@ def starter_spec(file: Path, function: str, spec_dir: Path) -> str:
                      "output's role out")
     lines += [
         "sizes:                 # named problem sizes: 'verify' is checked, 'bench' is timed",
-        f"  verify: {_flow(dims)}     # TODO: small and not a multiple of the block",
+        f"  verify: {_flow(dims)}     # TODO: small" + (
+            "; a @triton.heuristics value must be alike at both sizes" if heur
+            else " and not a multiple of the block"),
         f"  bench: {_flow(bench)}  # TODO: large enough to fill the GPU",
         f"grid: [{grid}]   # TODO: programs along x (and y, z)",
         "autotune:",

@@ -14,7 +14,7 @@ import yaml
 
 from harness.errors import ReferenceCompileError
 from harness.reference import compile_reference
-from kernels import load_spec
+from kernels import KernelSpec, load_spec
 from kernels.source import _class_bases, _mro
 from kernels.starter import starter_spec
 
@@ -59,10 +59,15 @@ def test_the_set_has_twenty_kernels_in_the_styles_asked_for():
 def test_spec_init_writes_valid_yaml_for_every_kernel_of_the_set(path, tmp_path):
     fns = _jit_functions(path)
     assert fns
+    kernels = 0
     for fn in fns:
         data = yaml.safe_load(starter_spec(path, fn, tmp_path))
         assert isinstance(data, dict) and data["source"]["function"] == fn
         assert isinstance(data["grid"], list) and data["params"]
+        if any(p.get("role") in ("out", "inout") for p in data["params"]):  # a kernel, no helper
+            kernels += 1
+            KernelSpec.model_validate({**data, "source": {"path": str(path), "function": fn}})
+    assert kernels
 
 
 @pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: p.stem)

@@ -126,10 +126,9 @@ def test_autotune_heuristics_inout_and_non_block_constexprs(tmp_path):
         {"meta": {"BLOCK": 512}, "num_warps": 4}]
     assert "meta" not in data["autotune"]  # only block-like constexprs, and BLOCK is tuned
     assert data["description"].startswith('A "quoted" docstring: with # and ] and :')
-    spec = KernelSpec.model_validate({**data, "sizes": {"verify": {"N": 1024, "HEAD_DIM": 64},
-                                                        "bench": {"N": 4096, "HEAD_DIM": 64}},
-                                      "source": {"path": str(tmp_path / "k.py"),
-                                                 "function": "scale_inplace"}})
+    assert data["sizes"]["verify"]["N"] % 512 == 0  # the heuristic holds alike at both sizes
+    spec = KernelSpec.model_validate({**data, "source": {"path": str(tmp_path / "k.py"),
+                                                         "function": "scale_inplace"}})
     cfg = spec.configs()[0]
     assert spec.constexprs(cfg)["MODE"] == "fast" and spec.constexprs(cfg)["EVEN"] == 1
 
