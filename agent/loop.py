@@ -216,17 +216,52 @@ EMULATION_TIME_LIMIT_S = 60.0
 
 
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
-             launch: dict[str, Any], filename: str = "candidate.ptx"):
+             launch: dict[str, Any], filename: str = "candidate.ptx",
+             ref_outputs: dict[str, Any] | None = None):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
-    the spec's ``verify`` size with the candidate's launch settings."""
+    the spec's ``verify`` size with the candidate's launch settings.
+
+    Without a float64 reference in the spec, Triton's own kernel (``art``, the baseline) is
+    emulated once on the same inputs (kept in ``ref_outputs``, a per-lowering cache) and every
+    candidate, search arms with other meta-parameters included, must agree with its outputs
+    under the spec's tolerance. When Triton's kernel itself cannot be emulated, the candidate's
+    run is reported ``unsupported`` (correctness unchecked: never ranked as emulation-passed).
+    """
     from emulator import run_kernel
 
+    expected = None
+    if spec.reference is None:
+        cache = ref_outputs if ref_outputs is not None else {}
+        key = f"{arch}|{art.config.key()}"
+        if key not in cache:
+            got: dict[str, Any] = {}
+            ref = run_kernel(art.ptx, spec, arch, config=art.config, threads=art.abi.threads,
+                             dynamic_smem=art.abi.dynamic_smem,
+                             global_scratch_size=art.abi.global_scratch_size,
+                             time_limit_s=EMULATION_TIME_LIMIT_S, race=False,
+                             filename="triton-reference.ptx", capture=got)
+            cache[key] = got if ref.status == "ok" else ref
+        expected = cache[key]
+        if not isinstance(expected, dict):
+            res = run_kernel(ptx, spec, arch, config=art.config,
+                             meta=launch.get("meta") or None,
+                             threads=int(launch.get("threads") or art.abi.threads),
+                             dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
+                             global_scratch_size=art.abi.global_scratch_size,
+                             time_limit_s=EMULATION_TIME_LIMIT_S, filename=filename)
+            if res.status != "ok":
+                return res
+            return res.model_copy(update={
+                "status": "unsupported",
+                "message": (f"ran to completion, but correctness is unchecked: the spec has no "
+                            f"float64 reference and Triton's own kernel could not be emulated "
+                            f"as the reference ({expected.status}: {expected.message[:300]})")})
     return run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
                       threads=int(launch.get("threads") or art.abi.threads),
                       dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
                       global_scratch_size=art.abi.global_scratch_size,
                       time_limit_s=EMULATION_TIME_LIMIT_S,
-                      filename=filename)
+                      filename=filename, expected=expected)
 
 
 class _Checks:
@@ -238,6 +273,7 @@ class _Checks:
                  profiles: Callable[[Candidate, bytes], tuple[Any, str]]):
         self.spec, self.arch, self.art, self.options = spec, arch, art, options
         self.evaluator, self.profiles = evaluator, profiles
+        self.ref_outputs: dict[str, Any] = {}  # Triton's own outputs, emulated (no f64 reference)
 
     def static(self, cand: Candidate, times: dict[str, float], key: str = ""
                ) -> tuple[AssemblyResult, Any, list[str]]:
@@ -260,7 +296,7 @@ class _Checks:
         """Emulated correctness (no GPU); returns (result, passed-or-unsupported, text)."""
         t = time.perf_counter()
         emu = _emulate(self.spec, self.arch, self.art, cand.ptx, cand.model_dump(),
-                       self.options.ptx_filename)
+                       self.options.ptx_filename, self.ref_outputs)
         times[f"emulate{key}"] = time.perf_counter() - t
         ok = emu.status in ("ok", "unsupported") and not (emu.status == "ok" and not emu.ok)
         return emu, ok, "GPU evaluation skipped: no GPU on this host; " + emu.summary()
@@ -565,6 +601,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,
                             provider=provider.name, started_at=started, reference=reference, gpu=gpu)
     ctx = make_context(spec, arch, art, gpu, options)
+    ref_emulated: dict[str, Any] = {}  # Triton's own outputs, emulated (specs without reference)
 
     def run_tool(name: str, args: dict[str, Any]) -> str:
         ptx = args.get("ptx", "")
@@ -576,7 +613,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             return rep.render("full") or "verifier: no findings"
         if name == "evaluate":
             if not gpu:
-                emu = _emulate(spec, arch, art, ptx, args)
+                emu = _emulate(spec, arch, art, ptx, args, ref_outputs=ref_emulated)
                 return "evaluate: no GPU on this host; " + emu.summary()
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:
@@ -605,6 +642,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         return (profile_launch(spec, art, cand, cubin, evaluator), base_profile[0]), ""
 
     checks = _Checks(spec, arch, art, options, evaluator if gpu else None, profiles)
+    checks.ref_outputs = ref_emulated  # one emulation of Triton's kernel per lowering
 
     feedback: str | None = None
     best_speed = -1.0

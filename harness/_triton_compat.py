@@ -13,6 +13,11 @@ of writing). Differences handled here (``../shared/reference/triton_toolchain.md
 * **ptxas flags.** 3.9 adds ``--regAllocOptLevel=2`` (a ptxas 13.x workaround); 3.6 does not (read
   from the installed ``make_cubin`` source, so no version table can drift). We assemble candidates with exactly the flags Triton uses, so Triton's own PTX assembles to the same
   SASS as the reference cubin.
+* **Removed language constructs.** 3.9 removed block pointers (``tl.make_block_ptr``,
+  ``tl.advance``: "Block pointers have been removed in favor of the tensor descriptor API";
+  3.6 has them). :func:`explain_compile_error` turns such a failure into a message that names the
+  construct, the file line using it, the installed version, the versions ailower supports and how
+  to pin one (:data:`REMOVED_CONSTRUCTS`).
 * **FP fusion default.** 3.9 warns unless ``TRITON_DEFAULT_FP_FUSION`` is set; we pass
   ``enable_fp_fusion=True`` explicitly (3.6's default), which silences it and keeps the cache key
   stable.
@@ -35,7 +40,25 @@ __all__ = [
     "SUPPORTED_ARCHS",
     "MIN_PTX_VERSION",
     "check_ptx_version",
+    "SUPPORTED_TRITON",
+    "REMOVED_CONSTRUCTS",
+    "explain_compile_error",
+    "error_chain",
 ]
+
+SUPPORTED_TRITON = ("3.6", "3.9")
+"""The oldest and newest Triton releases ailower is tested with: 3.6 is the GPU device image's,
+3.9 the newest on PyPI when this was written (every version between works through this module)."""
+
+REMOVED_CONSTRUCTS: tuple[tuple[str, str, str, str], ...] = (
+    (r"Block pointers have been removed", "tl.make_block_ptr / tl.advance (block pointers)",
+     r"\b(make_block_ptr|advance)\s*\(", "3.6"),
+)
+"""Constructs a supported Triton release refuses: (regex on Triton's error, the construct, regex
+locating it in the kernel's file, a supported release that still compiles it). Source: Triton
+3.9 ``triton/language/core.py`` (``make_block_ptr`` and ``advance`` raise ``NotImplementedError``
+"Block pointers have been removed in favor of the tensor descriptor API"); Triton 3.6 compiles
+them (the device image)."""
 
 SUPPORTED_ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100a")
 """Targets the reference compile accepts (``a`` is added by Triton for capability >= 90)."""
@@ -139,3 +162,71 @@ def ptxas_version_of(path: str) -> str:
     if not m:
         raise OSError(f"{path} --version printed no release number")
     return m.group(1)
+
+
+def error_chain(exc: BaseException) -> list[str]:
+    """``exc``'s message and those of its causes/contexts, outermost first, as
+    ``Type: message``; a message the previous one already contains is left out (Triton wraps an
+    error inside a called jit function in one ``CompilationError`` per call level, each showing
+    only its call site, and the innermost one repeats the language's own error)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e)
+        if not (parts and text and text in parts[-1]):
+            parts.append(f"{type(e).__name__}: {text}")
+        e = e.__cause__ or e.__context__
+    return parts
+
+
+def _error_chain(exc: BaseException) -> str:
+    return "\n".join(error_chain(exc))
+
+
+def _locate(pattern: str, source_text: str | None, filename: str) -> str:
+    """``file:line`` of the first match of ``pattern`` in the kernel's file, or the file name."""
+    if source_text:
+        for i, line in enumerate(source_text.splitlines(), 1):
+            if re.search(pattern, line.split("#", 1)[0]):
+                return f"{filename}:{i}"
+    return filename
+
+
+def _pin_hint(works_with: str | None) -> str:
+    lo, hi = SUPPORTED_TRITON
+    pin = works_with or lo
+    return (f"ailower supports Triton {lo} (the GPU device's) through {hi} (the newest); "
+            f"installed: {triton_version()}. Pin one that compiles it with "
+            f"`pip install 'triton=={pin}.*'` in the environment ailower runs in")
+
+
+def explain_compile_error(exc: BaseException, source_text: str | None = None,
+                          filename: str = "<kernel source>") -> str | None:
+    """Why the installed Triton refused a kernel, when the reason is a version difference.
+
+    Args:
+        exc: what ``triton.compile`` raised.
+        source_text: the kernel's file (to give the line using the construct), or None.
+        filename: its name, for the message.
+
+    Returns:
+        One paragraph naming the construct (``tl.make_block_ptr``), where the file uses it, the
+        installed Triton, the supported range (:data:`SUPPORTED_TRITON`) and a ``pip`` pin; or
+        None when the failure is not a known version difference (the kernel's own error).
+    """
+    chain = _error_chain(exc)
+    for pattern, construct, where_re, works_with in REMOVED_CONSTRUCTS:
+        if re.search(pattern, chain):
+            return (f"{_locate(where_re, source_text, filename)} uses {construct}, which Triton "
+                    f"{triton_version()} no longer compiles (Triton {works_with} does); "
+                    f"{_pin_hint(works_with)}, or rewrite it with tl.make_tensor_descriptor")
+    m = re.search(r"module 'triton\.language(?:\.(\w+))?' has no attribute '(\w+)'", chain)
+    if m:
+        name = f"tl.{m.group(1) + '.' if m.group(1) else ''}{m.group(2)}"
+        where = _locate(r"\b" + m.group(2) + r"\b", source_text, filename)
+        return (f"{where} uses {name}, which "
+                f"Triton {triton_version()} does not have; {_pin_hint(None)}, or one whose "
+                f"triton.language has {name}")
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,12 +30,33 @@ class Candidate(BaseModel):
 
     ptx: str = Field(min_length=1)
     threads: int = Field(gt=0, le=1024)
-    meta: dict[str, int] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
     dynamic_smem: int = Field(default=0, ge=0, le=1 << 20)
     cluster_dims: tuple[int, int, int] = (1, 1, 1)
     global_scratch_size: int = Field(default=0, ge=0)
     global_scratch_align: int = Field(default=1, ge=1)
     origin: str = ""
+
+    @field_validator("meta", mode="before")
+    @classmethod
+    def _meta_values(cls, v: Any) -> Any:
+        """Meta values as the spec's constexprs take them: ints (``128``, ``"128"`` and
+        ``128.0`` from a model's JSON included), bools, strings (``"vector"``: a string
+        constexpr), tuples (from lists) or None."""
+        if not isinstance(v, dict):
+            return v
+        out: dict[str, Any] = {}
+        for k, x in v.items():
+            if isinstance(x, float) and x.is_integer():
+                x = int(x)
+            elif isinstance(x, str) and x.strip().lstrip("-").isdigit():
+                x = int(x)
+            elif isinstance(x, list):
+                x = tuple(x)
+            if not (x is None or isinstance(x, bool | int | str | tuple)):
+                raise ValueError(f"meta {k}={x!r}: use an int, bool, string, list or null")
+            out[str(k)] = x
+        return out
 
     @field_validator("cluster_dims")
     @classmethod

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from harness import _triton_compat as compat
 from harness.errors import ReferenceCompileError, UsageError
 from kernels.abi import ABIParam, KernelABI
-from kernels.spec import Config, KernelSpec
+from kernels.spec import Config, KernelSpec, SpecError
 
 __all__ = ["ReferenceArtifacts", "compile_reference", "compile_space", "extract_entry_params"]
 
@@ -215,9 +215,19 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
     try:
         ck = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)
     except Exception as exc:  # Triton raises many types (CompilationError, RuntimeError, ...)
+        try:
+            text = spec.source.source_text()
+        except SpecError:
+            text = None
+        hint = compat.explain_compile_error(exc, text, spec.source.origin())
+        # Triton wraps an error inside a called jit function in one CompilationError per call
+        # level, and str() of the outer one shows only the call site: keep the whole chain
+        msg = "\nwhich failed inside: ".join(compat.error_chain(exc))
+        if len(msg) > 6000:
+            msg = msg[:2000] + "\n...\n" + msg[-3000:]
         raise ReferenceCompileError(
             f"Triton failed to compile {spec.name} [{config.key()}] for {arch}: "
-            f"{type(exc).__name__}: {exc}") from None
+            f"{msg}" + (f"\n{hint}" if hint else "")) from None
     elapsed = time.perf_counter() - t0
     md = _jsonable(ck.metadata._asdict() if hasattr(ck.metadata, "_asdict") else dict(ck.metadata))
     asm = ck.asm

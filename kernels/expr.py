@@ -6,8 +6,11 @@ scalar argument values and the FLOP / byte formulas of a spec are strings. They 
 
 Grammar: integer and float literals, names, ``+ - * / // % **``, unary ``+``/``-``, comparisons
 (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``, chained), ``and``/``or``/``not`` (these give 1 or 0),
-parentheses, and calls of the functions in :data:`FUNCTIONS`. Anything else (attributes,
-subscripts, lambdas, keyword arguments, strings) raises :class:`ExprError`. Every intermediate
+parentheses, and calls of the functions in :data:`FUNCTIONS`; string literals (``'none'``) and
+tuple literals (``(16, 32)``) for string and tuple constexpr values: comparisons take them
+(``BIAS_TYPE == 'none'``), arithmetic does not, and only :func:`evaluate_value` returns them
+(:func:`evaluate` raises for a non-number result). Anything else (attributes, subscripts, lambdas, keyword arguments) raises
+:class:`ExprError`. Every intermediate
 value must stay within +-2**256 (a size or FLOP count beyond that is a mistake, and unbounded
 integer powers could hang the process).
 """
@@ -20,7 +23,7 @@ import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
-__all__ = ["ExprError", "Expr", "FUNCTIONS", "compile_expr", "evaluate"]
+__all__ = ["ExprError", "Expr", "FUNCTIONS", "compile_expr", "evaluate", "evaluate_value"]
 
 Number = int | float
 
@@ -80,6 +83,14 @@ def _bounded(v: Number) -> Number:
     return v
 
 
+def _number(v: object) -> Number:
+    """``v`` if it is a number, else ``TypeError`` (checked *before* an operator runs, so
+    ``'a' * 2**60`` or ``(1,) * 2**60`` never allocates)."""
+    if not isinstance(v, int | float):  # bools are ints, as in Python (``HAS_BIAS * 4``)
+        raise TypeError(f"{v!r} is not a number")
+    return v
+
+
 class ExprError(ValueError):
     """An expression is malformed, uses something outside the grammar, or names an unknown value.
 
@@ -134,10 +145,14 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
     col = getattr(node, "col_offset", None)
     col = None if col is None else col + 1
     if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, int | float):
-            raise ExprError(text, f"only numeric literals are allowed, got {node.value!r}", col)
+        if isinstance(node.value, bool) or not isinstance(node.value, int | float | str):
+            raise ExprError(text, f"only numeric and string literals are allowed, got "
+                                  f"{node.value!r}", col)
         value = node.value
         return lambda env: value
+    if isinstance(node, ast.Tuple):
+        items = [_build(e, text, names) for e in node.elts]
+        return lambda env: tuple(f(env) for f in items)
     if isinstance(node, ast.Name):
         if node.id.startswith("_"):
             raise ExprError(text, f"name {node.id!r} is not allowed", col)
@@ -149,14 +164,14 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
         left, right = _build(node.left, text, names), _build(node.right, text, names)
         if isinstance(node.op, ast.Pow):
             def power(env: Env) -> Number:
-                b, e = left(env), right(env)
+                b, e = _number(left(env)), _number(right(env))
                 if abs(e) > _MAX_POW:
                     raise ValueError(f"exponent {e} exceeds {_MAX_POW}")
                 if abs(b) > 1 and e > 0 and e * math.log2(abs(b)) > _MAX_BITS:
                     raise ValueError(f"{b} ** {e} exceeds 2**{_MAX_BITS}")
                 return _bounded(op(b, e))
             return power
-        return lambda env: _bounded(op(left(env), right(env)))
+        return lambda env: _bounded(op(_number(left(env)), _number(right(env))))
     if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
         first = _build(node.left, text, names)
         rest = [(_CMPOPS[type(o)], _build(c, text, names)) for o, c in zip(node.ops, node.comparators)]
@@ -181,7 +196,7 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         op1 = _UNARY[type(node.op)]
         inner = _build(node.operand, text, names)
-        return lambda env: op1(inner(env))
+        return lambda env: op1(_number(inner(env)))
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             if isinstance(node.func, ast.Name):
@@ -196,7 +211,7 @@ def _build(node: ast.AST, text: str, names: set[str]) -> _Fn:
             raise ExprError(text, "keyword arguments are not allowed", col)
         fn = FUNCTIONS[node.func.id]
         args = [_build(a, text, names) for a in node.args]
-        return lambda env: _bounded(fn(*(a(env) for a in args)))
+        return lambda env: _bounded(fn(*(_number(a(env)) for a in args)))
     raise ExprError(text, f"{type(node).__name__} is not allowed in an expression", col)
 
 
@@ -222,11 +237,33 @@ def compile_expr(text: str) -> Expr:
 
 
 def evaluate(text: str | int | float, env: Env) -> Number:
-    """Evaluate an expression (or pass a number through) against ``env``.
+    """Evaluate an expression (or pass a number through) against ``env``; the result must be a
+    number.
 
     Raises:
-        ExprError: see :func:`compile_expr` and :meth:`Expr.__call__`.
+        ExprError: see :func:`compile_expr` and :meth:`Expr.__call__`; or the value is a string or
+            a tuple (a constexpr value: see :func:`evaluate_value`).
     """
+    if isinstance(text, bool):
+        raise ExprError(str(text), "booleans are not numbers here")
+    if isinstance(text, int | float):
+        return text
+    v = compile_expr(text)(env)
+    if not isinstance(v, int | float):
+        raise ExprError(text, f"gives {v!r}, not a number")
+    return v
+
+
+def evaluate_value(text: str | int | float | tuple, env: Env) -> Number | str | tuple:
+    """Evaluate a constexpr value: like :func:`evaluate`, but the result may also be a string
+    (``"'none'"`` -> ``'none'``) or a tuple (``"(16, BLOCK)"`` -> ``(16, 64)``); a tuple passes
+    through.
+
+    Raises:
+        ExprError: as :func:`evaluate`.
+    """
+    if isinstance(text, tuple):
+        return text
     if isinstance(text, bool):
         raise ExprError(str(text), "booleans are not numbers here")
     if isinstance(text, int | float):

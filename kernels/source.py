@@ -210,11 +210,67 @@ def find_function(text: str, qualname: str, filename: str = "<source>"
     return _find(tree, qualname, filename)
 
 
+def _class_bases(tree: ast.Module) -> dict[str, tuple[ast.ClassDef, list[str]]]:
+    """Module-level classes: name -> (its ``class`` node, the names of its bases, in order)."""
+    out: dict[str, tuple[ast.ClassDef, list[str]]] = {}
+    for node in _module_statements(tree.body):
+        if isinstance(node, ast.ClassDef):
+            out[node.name] = (node, [b.id for b in node.bases if isinstance(b, ast.Name)])
+    return out
+
+
+def _mro(name: str, classes: dict[str, tuple[ast.ClassDef, list[str]]]) -> list[str]:
+    """The method resolution order of class ``name`` over the classes of the same file (C3
+    linearisation, as Python computes ``__mro__``; bases from other modules are left out: their
+    methods cannot be read without running those modules).
+
+    Raises:
+        ValueError: the bases admit no consistent order (Python refuses such a class too), or
+            a class inherits from itself.
+    """
+    def lin(n: str, seen: tuple[str, ...]) -> list[str]:
+        if n in seen:
+            raise ValueError(f"class {n} inherits from itself")
+        bases = [b for b in classes[n][1] if b in classes]
+        seqs = [lin(b, seen + (n,)) for b in bases] + [list(bases)]
+        out = [n]
+        while any(seqs):
+            for seq in seqs:
+                if seq and not any(seq[0] in other[1:] for other in seqs):
+                    head = seq[0]
+                    break
+            else:
+                raise ValueError(f"the bases of class {n} have no consistent order (MRO)")
+            out.append(head)
+            seqs = [s[1:] if s and s[0] == head else s for s in seqs]
+        return out
+
+    return lin(name, ())
+
+
+def _lookup(cls: str, attr: str, classes: dict[str, tuple[ast.ClassDef, list[str]]]
+            ) -> tuple[ast.FunctionDef, str] | None:
+    """The ``def`` that ``cls.attr`` names, searched along :func:`_mro` (a method inherited from a
+    base class of the same file), with the class that defines it; None when no class in the
+    chain defines ``attr`` as a function, or a class of the chain assigns it otherwise (then
+    ``cls.attr`` is that value, not an inherited function)."""
+    for c in _mro(cls, classes):
+        for sub in classes[c][0].body:
+            if isinstance(sub, ast.FunctionDef) and sub.name == attr:
+                return sub, c
+            if isinstance(sub, (ast.Assign, ast.AnnAssign)) and attr in _assigned_names(sub):
+                return None
+    return None
+
+
 def _find(tree: ast.Module, qualname: str, filename: str
           ) -> tuple[ast.FunctionDef, ast.ClassDef | None]:
+    """The ``def`` of ``qualname`` and the class that *defines* it (for ``Derived.fn`` inherited
+    from ``Base``: ``Base``'s ``class`` node)."""
     parts = qualname.split(".")
     if len(parts) > 2 or not all(parts):
         raise SourceExtractError(filename, f"function {qualname!r}: use NAME or CLASS.NAME")
+    classes = _class_bases(tree)
     have: list[str] = []
     for node in _module_statements(tree.body):
         if isinstance(node, ast.FunctionDef):
@@ -222,11 +278,17 @@ def _find(tree: ast.Module, qualname: str, filename: str
             if len(parts) == 1 and node.name == parts[0]:
                 return node, None
         elif isinstance(node, ast.ClassDef):
+            try:
+                found = _lookup(node.name, parts[1], classes) if (
+                    len(parts) == 2 and node.name == parts[0]) else None
+            except ValueError as exc:
+                raise SourceExtractError(f"{filename}:{node.lineno}:{node.col_offset + 1}",
+                                         str(exc)) from None
+            if found is not None:
+                return found[0], classes[found[1]][0]
             for sub in node.body:
                 if isinstance(sub, ast.FunctionDef):
                     have.append(f"{node.name}.{sub.name}")
-                    if len(parts) == 2 and node.name == parts[0] and sub.name == parts[1]:
-                        return sub, node
         elif isinstance(node, ast.AsyncFunctionDef):
             have.append(node.name)
     raise SourceExtractError(filename, f"no function {qualname!r}; the file defines: "
@@ -490,7 +552,9 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
             from a module other than ``triton`` / ``math`` (``file:line:col`` of the read).
     """
     tree = _parse(text, filename)
-    target, _ = _find(tree, qualname, filename)
+    target, defining = _find(tree, qualname, filename)
+    cbases = _class_bases(tree)
+    aliases: dict[str, dict[str, str]] = {}  # class -> inherited attr -> the class defining it
     funcs: dict[str, ast.FunctionDef] = {}
     classes: dict[str, dict[str, ast.FunctionDef]] = {}
     assigns: dict[str, ast.stmt] = {}
@@ -522,8 +586,10 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
     want_globals: list[str] = []
     want_imports: list[str] = []
     queue: list[tuple[str, ast.AST, str | None]] = []
-    tcls = qualname.split(".")[0] if "." in qualname else None
-    queue.append((qualname, target, tcls))
+    tcls = defining.name if defining is not None else None
+    if tcls is not None and tcls != qualname.split(".")[0]:  # Derived.fn inherited from Base
+        aliases.setdefault(qualname.split(".")[0], {})[target.name] = tcls
+    queue.append((f"{tcls}.{target.name}" if tcls else qualname, target, tcls))
 
     def need_name(name: str, at: ast.AST, cls: str | None) -> None:
         if name in imports_ok:
@@ -569,14 +635,26 @@ def extract_kernel(text: str, qualname: str, filename: str = "<source>") -> Extr
                 continue
             need_name(name, at, cls)
         for (base, attr), at in r.attrs.items():
-            if base in classes and attr in classes[base] and base not in params:
-                q = f"{base}.{attr}"
+            if base in cbases and base not in params:
+                try:
+                    found = _lookup(base, attr, cbases)
+                except ValueError as exc:
+                    raise SourceExtractError(
+                        f"{filename}:{cbases[base][0].lineno}:{cbases[base][0].col_offset + 1}",
+                        str(exc)) from None
+                if found is None:
+                    continue
+                node_def, owner = found
+                if owner != base:
+                    aliases.setdefault(base, {})[attr] = owner
+                q = f"{owner}.{attr}"
                 if q not in want_funcs:
-                    queue.append((q, classes[base][attr], base))
+                    queue.append((q, node_def, owner))
 
     for node, _cls in want_funcs.values():  # after the reads: an import from elsewhere is
         _check_def_time(node, imports_ok, assigns, filename)  # reported as such first
-    text_out = _layout(text, tree, want_funcs, want_globals, want_imports, imports_ok, assigns)
+    text_out = _layout(text, tree, want_funcs, want_globals, want_imports, imports_ok, assigns,
+                       aliases)
     wrapped = [qn for qn, (node, _) in want_funcs.items() if not _is_jit(node)]
     return ExtractedKernel(text=text_out, qualname=qualname, functions=list(want_funcs),
                            globals=want_globals, wrapped=wrapped)
@@ -587,7 +665,7 @@ _NS_HELPER = "_ailower_namespace"
 
 def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.FunctionDef, str | None]],
             want_globals: list[str], want_imports: list[str], imports_ok: dict[str, ast.stmt],
-            assigns: dict[str, ast.stmt]) -> str:
+            assigns: dict[str, ast.stmt], aliases: dict[str, dict[str, str]] | None = None) -> str:
     """The extracted module, laid out so that Triton sees each copied function exactly as in the
     user's file: its source from ``def`` on is copied verbatim (dedented, as Triton dedents it)
     and its first decorator stays on the same line (``inspect.getsourcelines``), because Triton's
@@ -598,7 +676,10 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
     first line stays the ``def``). Functions of a class are emitted inside a ``class`` block of
     the same name, which after the module body is replaced by a plain module object holding them
     (Triton >= 3.7 reads only constexprs, jit functions and modules from a kernel's globals; the
-    hash is the same: Triton does not hash a class or module it reads through). The imports go
+    hash is the same: Triton does not hash a class or module it reads through). A function a class
+    inherits from a base class of the same file (``aliases``: class -> attr -> defining class) is
+    copied once, in the defining class, and the inheriting class's namespace gets the same object
+    (as in Python, where ``Derived.fn is Base.fn``). The imports go
     on one line before the first copied statement; if the file has no free line there, they are
     put first and the line numbers shift (the export hash then differs; compiling is unaffected).
     """
@@ -645,6 +726,10 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
     for cls, cnode in classes_used.items():
         put(cnode.lineno, f"class {cls}:", "class")  # a class line holds only the class
         tail.append(f"{cls} = {_NS_HELPER}({cls})")
+    for cls, attrs in (aliases or {}).items():
+        own = cls if cls in classes_used else "None"
+        inherited = ", ".join(f"{a}={owner}.{a}" for a, owner in sorted(attrs.items()))
+        tail.append(f"{cls} = {_NS_HELPER}({own}, {cls!r}, {inherited})")
     emitted: set[int] = set()
     for name in want_globals:
         node = assigns[name]
@@ -672,10 +757,16 @@ def _layout(text: str, tree: ast.Module, want_funcs: dict[str, tuple[ast.Functio
         ordered[ln - 1 + shift] = t
     ordered[free - 1] = "; ".join(imp)
     if classes_used:
-        tail[:0] = ["", "", f"def {_NS_HELPER}(cls):",
-                    "    import types", "    ns = types.ModuleType(cls.__name__)",
-                    "    ns.__dict__.update({k: v for k, v in vars(cls).items()"
+        tail[:0] = ["", "", f"def {_NS_HELPER}(cls, name=None, **inherited):",
+                    "    import types",
+                    "    if isinstance(cls, types.ModuleType):",
+                    "        ns = cls",
+                    "    else:",
+                    "        ns = types.ModuleType(name or cls.__name__)",
+                    "        if cls is not None:",
+                    "            ns.__dict__.update({k: v for k, v in vars(cls).items()"
                     " if not k.startswith('__')})",
+                    "    ns.__dict__.update(inherited)",
                     "    return ns"]
     return "\n".join(ordered + [""] + tail).rstrip() + "\n"
 

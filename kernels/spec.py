@@ -35,14 +35,16 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
+    StrictStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from kernels.dtypes import DTYPES
-from kernels.expr import ExprError, compile_expr, evaluate
+from kernels.expr import ExprError, compile_expr, evaluate, evaluate_value
 
 __all__ = [
     "SourceRef",
@@ -59,9 +61,13 @@ __all__ = [
 
 Num = int | float
 ExprLike = str | StrictInt
-MetaValue = StrictBool | StrictInt | None
-"""A meta-parameter / constexpr value: an int, a bool (kept a bool: YAML ``true`` is not ``1.0``)
-or None (Triton passes a ``None`` argument as a constexpr)."""
+Scalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
+MetaValue = Scalar | tuple[Scalar, ...]
+"""A meta-parameter / constexpr value, passed to Triton as such: an int, a bool (kept a bool:
+YAML ``true`` is not ``1.0``), a float, a string (``BIAS_TYPE: tl.constexpr`` with ``"none"`` /
+``"vector"`` / ``"matrix"``: Triton compares it with ``==`` at compile time), a tuple of these
+(a YAML/JSON list) or None (Triton passes a ``None`` argument as a constexpr). Types are strict:
+``"1"`` stays a string, ``1`` an int, ``true`` a bool."""
 
 MAX_AUTOTUNE_CONFIGS = 4096
 """Largest autotune space a spec may declare (after constraints). Each config is one Triton compile
@@ -294,8 +300,11 @@ class Param(BaseModel):
         role: pointer role: ``in`` (read only; checked unchanged), ``out`` (written; sentinel
             pre-filled) or ``inout``.
         value: scalar: expression over dims; constexpr: expression over dims, meta-parameters,
-            ``num_warps``, ``num_stages`` and ``num_ctas``, or a boolean (``true`` stays a bool;
-            omit it to take the constexpr from the autotune config's meta of the same name).
+            ``num_warps``, ``num_stages`` and ``num_ctas``, a boolean (``true`` stays a bool),
+            a string literal inside the expression (``value: "'matrix'"``: a string
+            constexpr), or a list (a tuple constexpr); omit it to take the constexpr from the
+            autotune config's meta of the same name (where strings need no inner quotes:
+            ``meta: {BIAS_TYPE: [none, vector]}``).
         init: out pointers: ``sentinel`` (default; pre-filled with a sentinel so an element the
             kernel forgets to write fails) or ``zeros`` (the caller zero-fills it, e.g. a kernel
             that accumulates with atomics; the whole output is compared).
@@ -315,7 +324,7 @@ class Param(BaseModel):
     dtype: str | None = None
     shape: tuple[ExprLike, ...] | None = None
     role: Literal["in", "out", "inout"] | None = None
-    value: StrictBool | ExprLike | float | None = None
+    value: StrictBool | ExprLike | float | tuple[Scalar, ...] | None = None
     init: Literal["sentinel", "zeros"] = "sentinel"
     written: tuple[tuple[ExprLike, ExprLike], ...] | None = None
     divisibility: int | None = None
@@ -324,9 +333,10 @@ class Param(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Param":
-        if isinstance(self.value, bool) and self.kind != "constexpr":
+        if isinstance(self.value, bool | tuple) and self.kind != "constexpr":
             raise ValueError(f"a {self.kind} value must be a number or an expression, not a "
-                             "boolean (only constexprs may be booleans)")
+                             f"{'boolean' if isinstance(self.value, bool) else 'list'} (only "
+                             "constexprs may be booleans or tuples)")
         if self.kind == "none" and (self.value is not None or self.dtype or self.shape):
             raise ValueError("a 'none' parameter is always None: give no value, dtype or shape")
         if (self.init != "sentinel" or self.written is not None) and not (
@@ -388,10 +398,12 @@ class Config(BaseModel):
     """One autotune configuration: meta-parameter values plus Triton's compile options.
 
     Attributes:
-        meta: constexpr name -> int, bool or None.
+        meta: constexpr name -> a :data:`MetaValue` (int, bool, float, string, tuple or None).
         num_warps, num_stages, num_ctas: Triton's options of the same names.
         maxnreg: Triton's ``maxnreg`` option (registers per thread cap; emitted as PTX
-            ``.maxnreg``); None leaves it to ptxas. PTX ISA 9.1 section 11.4.1 (``.maxnreg``).
+            ``.maxnreg``), 16..256; None leaves it to ptxas. PTX ISA 9.1 section 11.4.1
+            (``.maxnreg``; 256 is also the top of ``setmaxnreg``'s range); Triton 3.9's ptxas
+            assembles ``.maxnreg 256`` for sm_90a.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -400,7 +412,7 @@ class Config(BaseModel):
     num_warps: int = 4
     num_stages: int = Field(default=3, ge=1, le=16)
     num_ctas: int = Field(default=1, ge=1, le=16)
-    maxnreg: int | None = Field(default=None, ge=16, le=255)
+    maxnreg: int | None = Field(default=None, ge=16, le=256)
 
     @field_validator("num_warps")
     @classmethod
@@ -410,8 +422,10 @@ class Config(BaseModel):
         return v
 
     def key(self) -> str:
-        """A short stable text key, e.g. ``BLOCK=1024,w4,s3,c1``."""
-        meta = ",".join(f"{k}={v}" for k, v in sorted(self.meta.items()))
+        """A short stable text key, e.g. ``BLOCK=1024,w4,s3,c1`` (strings and tuples quoted as
+        Python writes them, ``BIAS_TYPE='none'``, so ``'1'`` and ``1`` differ)."""
+        meta = ",".join(f"{k}={v!r}" if isinstance(v, str | tuple) else f"{k}={v}"
+                        for k, v in sorted(self.meta.items()))
         reg = f",r{self.maxnreg}" if self.maxnreg is not None else ""
         return (f"{meta + ',' if meta else ''}w{self.num_warps},s{self.num_stages},"
                 f"c{self.num_ctas}{reg}")
@@ -649,11 +663,12 @@ class KernelSpec(BaseModel):
         except KeyError:
             raise SpecError("size", f"unknown size {size!r}; have {', '.join(self.sizes)}") from None
 
-    def constexprs(self, cfg: Config, size: str = "bench") -> dict[str, Num | bool | None]:
+    def constexprs(self, cfg: Config, size: str = "bench") -> dict[str, Any]:
         """constexpr name -> value for ``cfg`` (derived ones evaluated at ``size``).
 
         Derived constexprs may read dims, meta, earlier constexprs, ``num_warps``,
-        ``num_stages`` and ``num_ctas``. Booleans stay booleans; ``none`` parameters are None.
+        ``num_stages`` and ``num_ctas``. Booleans stay booleans, strings strings and lists
+        tuples; ``none`` parameters are None.
 
         Raises:
             SpecError: a constexpr has no value and ``cfg.meta`` lacks it.
@@ -667,7 +682,7 @@ class KernelSpec(BaseModel):
                 continue
             if p.kind != "constexpr":
                 continue
-            if isinstance(p.value, bool):
+            if isinstance(p.value, bool | tuple):
                 out[p.name] = p.value
             elif p.value is None:
                 if p.name not in cfg.meta:
@@ -675,7 +690,15 @@ class KernelSpec(BaseModel):
                                     f"constexpr has no value and config {cfg.key()} lacks it")
                 out[p.name] = cfg.meta[p.name]
             else:
-                out[p.name] = evaluate(p.value, env)
+                try:
+                    out[p.name] = evaluate_value(p.value, env)
+                except ExprError as exc:
+                    hint = ""
+                    if isinstance(p.value, str) and p.value.strip().isidentifier() and \
+                            p.value.strip() not in env:
+                        hint = (f"; for a string constexpr quote it inside the YAML string: "
+                                f"value: \"'{p.value.strip()}'\"")
+                    raise SpecError(f"params.{p.name}.value", f"{exc}{hint}") from None
             env[p.name] = out[p.name]
         return out
 

@@ -82,7 +82,7 @@ class ProposalContext(BaseModel):
     spec: KernelSpec
     arch: str
     config: Config
-    constexprs: dict[str, bool | int | float | None]
+    constexprs: dict[str, Any]  # kernels.spec.MetaValue: also strings and tuples
     abi: KernelABI
     triton_source: str
     ttgir: str

@@ -73,10 +73,15 @@ def _acc_keys(fa) -> set[str]:
 
 
 class WgmmaState(Property):
-    """Fact: (fenced since the last register access: False, True after ``wgmma.fence``, or
-    ``(shape, accumulator registers)`` after an ``mma_async`` (only an mma_async of the same
-    shape may reuse that accumulator without a new fence, PTX ISA 9.1 §9.7.15.7.1), uncommitted
-    mma sites, committed groups)."""
+    """Fact: ((phase, written), uncommitted mma sites, committed groups).
+
+    ``phase``: False before any ``wgmma.fence`` on the path, True after a fence and before the
+    next ``mma_async`` (the fence window), ``(shape, accumulator registers)`` after an
+    ``mma_async`` (only an mma_async of the same shape may reuse that accumulator without a new
+    fence, PTX ISA 9.1 §9.7.15.7.1). ``written``: ``(register, in_window)`` pairs, the
+    accumulator / A-fragment registers written by non-wgmma instructions since the last fence,
+    ``in_window`` True when the write sat inside the fence window. An ``mma_async`` is checked
+    against its own registers only: a write of a register it does not use does not matter."""
 
     RULES = ("W2", "W3", "W4")
     CONFIRM = ("W3",)
@@ -90,7 +95,7 @@ class WgmmaState(Property):
             for i, ins in enumerate(cfg.instrs) if _wg(ins, "mma_async")}
 
     def initial(self):
-        return (False, frozenset(), ())
+        return ((False, frozenset()), frozenset(), ())
 
     def relevant_index(self, i):
         ins = self.cfg.instrs[i]
@@ -104,20 +109,37 @@ class WgmmaState(Property):
         if ins.parts[0] == "wgmma":
             op = ins.parts[1]
             if op == "fence":
-                return (True, unc, groups)
+                return ((True, frozenset()), unc, groups)
             if op == "mma_async":
                 shape = next((x for x in ins.parts if x.startswith("m") and "n" in x
                               and "k" in x), None)
                 acc = frozenset(self.values.defs[i])
-                if not fenced:
-                    report("W2", "'wgmma.mma_async' is not preceded by 'wgmma.fence' after the "
-                                 "last register access to its accumulator or A fragment")
-                elif isinstance(fenced, tuple) and fenced[0] != shape and fenced[1] & acc:
+                phase, written = fenced
+                mine = self.site_regs[i]
+                late = sorted(k for k, w in written if k in mine and not w)
+                early = sorted(k for k, w in written if k in mine and w)
+                if phase is False:
+                    report("W2", "'wgmma.mma_async' is not preceded by 'wgmma.fence' on this "
+                                 "path")
+                elif late:
+                    report("W2", f"'wgmma.mma_async' uses '{late[0]}' as accumulator or A "
+                                 "fragment, written after an earlier 'wgmma.mma_async' with no "
+                                 "'wgmma.fence' in between")
+                elif isinstance(phase, tuple) and phase[0] != shape and phase[1] & acc:
                     report("W2", f"'wgmma.mma_async' ({shape}) reuses the accumulator of the "
-                                 f"previous 'wgmma.mma_async' of a different shape ({fenced[0]}) "
+                                 f"previous 'wgmma.mma_async' of a different shape ({phase[0]}) "
                                  "without 'wgmma.fence' (the no-fence exception covers the same "
                                  "shape only)")
-                return ((shape, acc), unc | {i}, groups)
+                elif early:
+                    report("W2", f"'{early[0]}', an accumulator / A-fragment register of this "
+                                 "'wgmma.mma_async', is written between 'wgmma.fence' and it: "
+                                 "PTX ISA 9.1 §9.7.15.7.1 asks for the fence after the write "
+                                 "(ptxas repairs it: moves the write before its "
+                                 "warpgroup.arrive or injects one, C7519; LLVM emits such a copy "
+                                 "for a repeated accumulator value)", severity="warning")
+                # each written register is reported once, at the first mma_async that uses it
+                written = frozenset(x for x in written if x[0] not in mine)
+                return (((shape, acc), written), unc | {i}, groups)
             if op == "commit_group":
                 return (fenced, frozenset(), (groups + (unc,))[-4:])
             if op == "wait_group":
@@ -143,8 +165,10 @@ class WgmmaState(Property):
             r = sorted(hit)[0]
             report("W3", f"'{ins.opcode}' accesses '{r}', a register of an in-flight "
                          "'wgmma.mma_async' (no 'wgmma.wait_group' covering it)")
-        if any(k in self.acc for k in v.defs[i]):
-            return (False, unc, groups)
+        phase, written = fenced
+        new = [k for k in v.defs[i] if k in self.acc]
+        if new and phase is not False:
+            return ((phase, written | {(k, phase is True) for k in new}), unc, groups)
         return fact
 
     def at_exit(self, i, fact, report):
@@ -161,10 +185,16 @@ def wgmma_fence_missing(ctx: Context) -> list[Finding]:
     """``wgmma.mma_async`` without a preceding ``wgmma.fence`` (W2).
 
     What it checks:
-        On every path, between any write of an accumulator / A-fragment register by another
-        instruction (and the function entry) and an ``mma_async``, a ``wgmma.fence`` executes.
-        Back-to-back ``mma_async`` of the same shape need none; one of a different shape reusing
-        the previous accumulator does (PTX ISA 9.1 §9.7.15.7.1).
+        On every path, a ``wgmma.fence`` executes between the function entry and an
+        ``mma_async``, and between a non-wgmma write of one of *its* accumulator / A-fragment
+        registers that follows an earlier ``mma_async`` and it (error; writes of registers it
+        does not use do not matter). Back-to-back ``mma_async`` of the same shape need none; one
+        of a different shape reusing the previous accumulator does (PTX ISA 9.1 §9.7.15.7.1).
+        A write of its register between the fence and the ``mma_async`` breaks the ISA's letter
+        too, but it is what LLVM emits for Triton's own code (Triton 3.9 flash attention:
+        ``wgmma.fence; mov.b32 %r353, %r347; wgmma.mma_async {..%r353..}``, a copy for a repeated
+        accumulator value) and ptxas repairs it (CUDA 13.0: the write scheduled before
+        ``WARPGROUP.ARRIVE`` in SASS, or an arrive injected with C7519): a warning.
 
     Why it is bad:
         Undefined behaviour; ptxas silently injects ``warpgroup.arrive`` (C7519) instead of
@@ -177,7 +207,7 @@ def wgmma_fence_missing(ctx: Context) -> list[Finding]:
         ``...; wgmma.fence.sync.aligned; wgmma.mma_async...``
 
     ptxas:
-        INFO C7519 (silent repair).
+        INFO C7519 (silent repair) for the errors; nothing for the warning.
 
     References:
         PTX ISA 9.1 §9.7.15.7.1; docs/ptx_rules.md W2.
