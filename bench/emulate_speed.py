@@ -38,19 +38,37 @@ def main() -> None:
                     help="compile each entry with the installed Triton (first config) instead of "
                          "reading the Triton 3.6 fixtures")
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/ailower-emu-cache"))
+    ap.add_argument("--realk", action="store_true",
+                    help="run the emulator's own kernel set (tests/emulator/realk: Triton 3.9 "
+                         "PTX for sm_90a and sm_100a) instead of the suite")
+    ap.add_argument("--size", default="verify", help="named size of each spec (default verify)")
     args = ap.parse_args()
 
     import kernels
     from emulator import run_kernel
 
-    archs = args.arch or ["sm_80", "sm_90a", "sm_100a"]
-    names = args.kernel or kernels.names()
+    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk else ["sm_80", "sm_90a", "sm_100a"])
+    if args.realk:
+        from tests.emulator import realk
+        table = realk.specs()
+    else:
+        table = {n: kernels.get(n) for n in kernels.names()}
+    names = args.kernel or list(table)
     rows = []
     for name in names:
-        spec = kernels.get(name)
+        spec = table[name]
         for arch in archs:
             extra: dict = {}
-            if args.local_triton:
+            if args.realk:
+                fx = realk.fixture(name, arch)
+                if fx is None:
+                    continue
+                text, meta = fx
+                fname = f"{name}_{arch}.ptx"
+                extra = dict(config=kernels.spec.Config(**meta["config"]),
+                             dynamic_smem=meta["dynamic_smem"],
+                             global_scratch_size=meta["global_scratch_size"])
+            elif args.local_triton:
                 from harness import ReferenceCompileError, compile_reference
                 try:
                     art = compile_reference(spec, arch, spec.configs()[0],
@@ -67,7 +85,8 @@ def main() -> None:
                     continue
                 text, fname = path.read_text(), path.name
             t0 = time.perf_counter()
-            res = run_kernel(text, spec, arch, filename=fname, race=not args.no_race,
+            res = run_kernel(text, spec, arch, size=args.size, filename=fname,
+                             race=not args.no_race,
                              time_limit_s=args.time_limit, **extra)
             wall = time.perf_counter() - t0
             row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),

@@ -1,7 +1,8 @@
 """Running a candidate's PTX against a KernelSpec on the CPU emulator.
 
 Inputs are drawn exactly as the GPU harness draws them (:func:`harness.make_inputs`), outputs are
-pre-filled with the harness's even-seed sentinel byte (0xFF), the grid comes from the spec
+pre-filled as the GPU worker fills them (:func:`harness.inputs.output_fill_byte`: the even-seed
+sentinel 0xFF, or 0 for ``init: zeros``), the grid comes from the spec
 (:meth:`kernels.KernelSpec.grid_dims`), parameters are packed in the entry's order (spec pointers
 and scalars, then Triton's two scratch pointers), and every output is compared with the float64
 reference by the harness's own :func:`harness.compare` under the spec's tolerance.
@@ -20,7 +21,7 @@ from emulator.machine import Launch, Machine
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
 from harness.correctness import CompareResult, compare
-from harness.inputs import make_inputs, reference_outputs
+from harness.inputs import make_inputs, output_fill_byte, reference_outputs
 from kernels.spec import Config, KernelSpec, SpecError
 from verifier.errors import PTXSyntaxError
 from verifier.findings import Finding
@@ -33,6 +34,9 @@ Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "unsupported"
 #: largest dynamic shared memory a CTA may opt in to, bytes (CUDA C Programming Guide, Table
 #: "Technical Specifications per Compute Capability": 8.0 -> 163 KB, 8.9 -> 99 KB, 9.0/10.0 ->
 #: 227 KB). Used when the launch's shared size is not known.
+#: poison byte of unwritten outputs: the GPU worker's sentinel of its even-seed passes
+SENTINEL = 0xFF
+
 MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
                     "sm_90a": 232448, "sm_100": 232448, "sm_100a": 232448}
 
@@ -204,7 +208,10 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             else:
                 from kernels.dtypes import dtype as kdtype
                 shape = spec.shape(p, size)
-                arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize, 0xFF, np.uint8)
+                # the GPU worker's fill of its first (even-seed) pass: sentinel 0xFF, or 0 for
+                # `init: zeros` (one definition: harness.inputs.output_fill_byte)
+                arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize,
+                              output_fill_byte(p, SENTINEL), np.uint8)
                 addrs[p.name] = gmem.add(p.name, arr)
         elif p.kind == "tensordesc":
             return EmulationResult(**base, status="unsupported",
@@ -269,7 +276,9 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         if p.role == "in":
             unchanged[p.name] = bool(np.array_equal(buf, inputs[p.name].view(np.uint8).reshape(-1)))
         elif refs is not None:
-            results[p.name] = compare(arr, refs[p.name], spec.tolerance(p.dtype))
+            # only the spec's `written` region is compared, as on the GPU (spec.checked)
+            results[p.name] = compare(spec.checked(p, size, arr), spec.checked(p, size, refs[p.name]),
+                                      spec.tolerance(p.dtype))
     bad = [n for n, c in results.items() if not c.ok] + [
         f"input {n} modified" for n, ok in unchanged.items() if not ok]
     status: Status = "mismatch" if bad else "ok"
