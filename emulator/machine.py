@@ -665,6 +665,16 @@ class Machine:
                 # replicated stores: same instruction, same value -> not a race
                 same = (sh.w_pc[I] == pc) & (sh.w_val[I] == data[tr].reshape(-1))
                 unordered &= ~same
+                if unordered.any() and lanes.size > 1:
+                    # the recorded writer also writes this byte in this very instruction
+                    # instance (a duplicated layout: lanes 0 and 8 hold one element): its new
+                    # write follows its old one in program order, so whatever order the others
+                    # land in, the byte ends with this instance's value - the old write cannot
+                    # be the last one, and the two lanes' new writes are replicated stores
+                    cand = np.flatnonzero(unordered)
+                    mine = I.astype(np.int64) * (1 << 24) + G
+                    theirs = I[cand].astype(np.int64) * (1 << 24) + wl[cand]
+                    unordered[cand[np.isin(theirs, mine)]] = False
             if unordered.any():
                 j = int(np.flatnonzero(unordered)[0])
                 self._race(space, int(sh.w_pc[I[j]]), int(wl[j]), "write", pc, int(G[j]),

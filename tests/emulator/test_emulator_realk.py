@@ -21,6 +21,8 @@ DIMS = {
     "realk_attn_fwd": {"BH": 1, "S": 160, "D": 64},
     "realk_rope": {"T": 3, "H": 16, "D": 128},
     "realk_layernorm": {"M": 3, "N": 1000},
+    "realk_small_dot_bwd": {"NB": 2, "T": 16, "D": 16},
+    "realk_short_softmax": {"M": 3, "N": 24},
 }
 
 

@@ -17,9 +17,9 @@ ARCHS = ("sm_90a", "sm_100a")
 
 def specs() -> dict[str, KernelSpec]:
     """name -> spec of every kernel of the set."""
-    from tests.emulator.realk import k_atomic, k_dense
+    from tests.emulator.realk import k_atomic, k_dense, k_small
     out = {}
-    for mod in (k_atomic, k_dense):
+    for mod in (k_atomic, k_dense, k_small):
         for v in vars(mod).values():
             if isinstance(v, KernelSpec):
                 out[v.name] = v
