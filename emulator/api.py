@@ -15,7 +15,7 @@ import time
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from emulator.machine import Launch, Machine
 from emulator.memory import GlobalMemory
@@ -83,11 +83,26 @@ class EmulationResult(BaseModel):
         """Ran to completion, every output matches, no HB error."""
         return self.status == "ok" and not any(f.severity == "error" for f in self.findings)
 
-    def summary(self) -> str:
-        """One paragraph for the agent's feedback."""
-        head = f"emulated correctness ({self.arch}, size {self.size}): "
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> str:
+        """One word for tables, agreeing with :meth:`summary` and :attr:`ok`: ``ok`` only when
+        :attr:`ok`; an ``ok`` run with an HB error is the first error's rule (``HB1``); else
+        the status (``mismatch``, ``fault``, ``unsupported``, ...)."""
         if self.status == "ok":
+            err = next((f for f in self.findings if f.severity == "error"), None)
+            return "ok" if err is None else err.rule
+        return self.status
+
+    def summary(self) -> str:
+        """One paragraph for the agent's feedback (PASS only when :attr:`ok`)."""
+        head = f"emulated correctness ({self.arch}, size {self.size}): "
+        errs = [f for f in self.findings if f.severity == "error"]
+        if self.status == "ok" and not errs:
             head += "PASS"
+        elif self.status == "ok":
+            head += (f"FAIL (outputs match, but {len(errs)} happens-before error(s): "
+                     f"{', '.join(sorted({f.rule for f in errs}))})")
         elif self.status == "unsupported":
             return self.message
         else:
