@@ -358,7 +358,8 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             times["emulate"] = time.perf_counter() - t
             rec.emulation = emu.model_dump(mode="json")
             parts.append("GPU evaluation skipped: no GPU on this host; " + emu.summary())
-            if emu.status not in ("ok", "unsupported") or (
+            # unsupported / memory: not emulated (no verdict on the candidate either way)
+            if emu.status not in ("ok", "unsupported", "memory") or (
                     emu.status == "ok" and not emu.ok):
                 rec.verdict = "rejected-evaluation"
         else:

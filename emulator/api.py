@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from emulator.machine import Launch, Machine
+from emulator.machine import DEFAULT_MEMORY_BUDGET, Launch, Machine
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
 from harness.correctness import CompareResult, compare
@@ -29,7 +29,8 @@ from verifier.ptx.parser import parse_ptx
 
 __all__ = ["EmulationResult", "run_kernel", "check_races", "MAX_DYNAMIC_SMEM"]
 
-Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "unsupported", "error"]
+Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "memory", "unsupported",
+                 "error"]
 
 #: largest dynamic shared memory a CTA may opt in to, bytes (CUDA C Programming Guide, Table
 #: "Technical Specifications per Compute Capability": 8.0 -> 163 KB, 8.9 -> 99 KB, 9.0/10.0 ->
@@ -49,6 +50,8 @@ class EmulationResult(BaseModel):
             ``threads`` per CTA.
         status: ``ok`` (ran, outputs match), ``mismatch`` (ran, an output is wrong), ``fault``
             (illegal or misaligned address, ``trap``), ``deadlock`` (HB2), ``timeout``,
+            ``memory`` (the emulator's state would exceed ``memory_budget``: a report, not the
+            candidate's verdict),
             ``unsupported`` (an instruction the emulator does not model; ``message`` names it
             with file:line:col), ``error`` (the PTX does not parse or does not fit the spec).
         message: one line for humans.
@@ -152,7 +155,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                meta: dict[str, int] | None = None, threads: int | None = None,
                dynamic_smem: int | None = None, global_scratch_size: int = 0, seed: int = 0,
                race: bool = True, time_limit_s: float = 120.0, filename: str = "candidate.ptx",
-               entry: str | None = None) -> EmulationResult:
+               entry: str | None = None,
+               memory_budget: int | None = DEFAULT_MEMORY_BUDGET) -> EmulationResult:
     """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
 
     Args:
@@ -173,6 +177,9 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         race: run the happens-before analysis (HB1/HB2/HB3 findings).
         time_limit_s: wall-clock limit of the emulation, s.
         filename: the name used in findings.
+        memory_budget: bytes the emulator's state may take per race shadow and per CTA batch
+            (default :data:`emulator.machine.DEFAULT_MEMORY_BUDGET`, None: unbounded); past it
+            the status is ``memory`` with a report of what did not fit.
 
     Returns:
         An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
@@ -213,6 +220,23 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     dims_now = spec.dims(size)
     base.update(dims=dims_now, grid=grid, threads=threads)
 
+    if memory_budget is not None:
+        # host memory before any state: the inputs, their copy in emulated global memory, the
+        # outputs, and the float64 reference of every output (8 B per element)
+        from kernels.dtypes import dtype as kdtype
+        need = 0
+        for p in spec.params:
+            if p.kind == "pointer":
+                n_el = int(np.prod(spec.shape(p, size)))
+                es = kdtype(p.dtype).np.itemsize
+                need += n_el * es * (2 if p.role in ("in", "inout") else 1)
+                need += n_el * 8 * (p.role != "in")
+        if need > memory_budget:
+            return EmulationResult(
+                **base, status="memory",
+                message=(f"emulation not started: the buffers of size '{size}' and the float64 "
+                         f"reference take {need / 2**20:.0f} MiB, over the emulator's memory "
+                         f"budget of {memory_budget / 2**20:.0f} MiB"))
     inputs = make_inputs(spec, size, seed)
     gmem = GlobalMemory()
     addrs: dict[str, int] = {}
@@ -269,7 +293,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     t0 = time.perf_counter()
     try:
         mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
-                       batch_lanes=lanes_budget)
+                       batch_lanes=lanes_budget, memory_budget=memory_budget)
         out = mach.run()
     except EmulationUnsupported as exc:
         return EmulationResult(**base, status="unsupported", message=str(exc),

@@ -26,21 +26,28 @@ transcendental functions are computed in float64 and rounded (the GPU's are with
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulator.memory import SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow
+from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow,
+                             ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
-__all__ = ["Launch", "Machine", "RunOutcome"]
+__all__ = ["Launch", "Machine", "RunOutcome", "DEFAULT_MEMORY_BUDGET"]
+
+#: bytes each race-analysis shadow may take by default (4 GiB: this machine class has 24 GiB
+#: shared by several processes; the shadow grows with the bytes the kernel touches, 40 B each)
+DEFAULT_MEMORY_BUDGET = 4 << 30
 
 _TYPES = set(NP)
+_REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
 
@@ -99,11 +106,14 @@ class Machine:
             bounds the CTAs executed together, every CTA is race-checked.
         time_limit_s: wall-clock limit; the outcome is ``timeout`` when exceeded.
         batch_lanes: lanes executed together (CTAs are batched up to this many threads).
+        memory_budget: bytes each race-analysis shadow (global; shared of a batch) may grow to
+            (None: unbounded); past it the outcome is status ``memory`` with a report, never an
+            out-of-memory kill. Default :data:`DEFAULT_MEMORY_BUDGET`.
     """
 
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,
-                 batch_lanes: int = 1 << 16):
+                 batch_lanes: int = 1 << 16, memory_budget: int | None = DEFAULT_MEMORY_BUDGET):
         self.prog, self.launch, self.gmem = prog, launch, gmem
         self.race = race
         self.T = launch.threads
@@ -121,9 +131,27 @@ class Machine:
         ext = [o for o, s in prog.shared_vars.values() if s is None]
         if ext:
             self.smem_bytes = max(self.smem_bytes, ext[0] + launch.dynamic_smem)
+        # memory of one CTA's state: shared bytes, local bytes and registers (8 B per register
+        # name the program uses, per thread, times 3 for numpy temporaries); the batch is cut
+        # so that it fits half the budget, and a single CTA over the budget is reported
+        names = {t for ins in prog.insts for op in ins.operands
+                 for t in _REG_NAME.findall(op.text)}
+        self.cta_state_bytes = (self.smem_bytes + self.T * prog.local_bytes +
+                                self.T * len(names) * 8 * 3)
+        self._too_big = None
+        if memory_budget is not None:
+            if self.cta_state_bytes > memory_budget:
+                self._too_big = (f"emulation not started: one CTA's state ({self.cta_state_bytes / 2**20:.0f} MiB: "
+                                 f"{self.smem_bytes} B shared, {len(names)} registers x "
+                                 f"{self.T} threads) exceeds the memory budget of "
+                                 f"{memory_budget / 2**20:.0f} MiB")
+            self.batch_ctas = max(1, min(self.batch_ctas,
+                                         (memory_budget // 2) // max(1, self.cta_state_bytes)))
         self.findings: dict[tuple, Finding] = {}
         self.outcome = RunOutcome(race_ctas=self.race_ctas)
-        self._gshadow = Shadow(gmem.total) if race else None
+        self.memory_budget = memory_budget
+        self._gshadow = (Shadow(gmem.total, budget=memory_budget, what="global") if race
+                         else None)
         self._gstarts = np.cumsum([0] + [d.size for d in gmem.data[:-1]]).astype(np.int64)
         self._handlers: dict[str, Callable] = {}
         self._compiled: list[Callable | None] = [None] * len(prog.insts)
@@ -133,6 +161,9 @@ class Machine:
     def run(self) -> RunOutcome:
         """Execute every CTA (in batches) and return the outcome (never raises for a candidate
         bug: faults, deadlocks and the time limit become the status)."""
+        if self._too_big is not None:
+            self.outcome.status, self.outcome.message = "memory", self._too_big
+            return self.outcome
         t0 = time.perf_counter()
         self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
@@ -144,6 +175,11 @@ class Machine:
                         break
             except _Fault as f:
                 self.outcome.status, self.outcome.message = f.kind, f.message
+            except ShadowBudgetExceeded as e:
+                self.outcome.status = "memory"
+                self.outcome.message = (
+                    f"emulation stopped: {e} (the kernel touched {e.needed // (Shadow.PAGE * SHADOW_BYTES_PER_BYTE)}"
+                    f" pages of 4 KiB); emulate a smaller size, or without race analysis")
         self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
         return self.outcome
 
@@ -181,7 +217,8 @@ class Machine:
             self.vc = np.zeros((self.ntr, T + 1), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
             self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
-            self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
+            self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
+                                  what="shared")
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
@@ -586,6 +623,7 @@ class Machine:
         read by the async proxy while their writer has executed no ``fence.proxy.async`` since
         the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
         sh = self.sshadow
+        idx = sh.slots(idx)
         wl = sh.w_lane[idx]
         NT = self.n_ctas * self.T
         real = (wl >= 0) & (wl < NT)
@@ -634,7 +672,7 @@ class Machine:
         k, nb = idx.shape
         L = np.repeat(lanes, nb)
         G = np.repeat(gl, nb)
-        I = idx.reshape(-1)
+        I = sh.slots(idx.reshape(-1))  # record slots of the bytes (sparse shadow)
         me_tid = self.tid[L]
         my_clk = self.vc[L, me_tid]
         write = data is not None
