@@ -61,6 +61,12 @@ class EmulationResult(BaseModel):
         seconds: wall time of the emulation (excluding the reference), s.
         steps: instruction groups executed; lane_insts: instructions x threads.
         race_checked_ctas: CTAs whose accesses went through the happens-before analysis.
+        ctas_total, ctas_emulated: CTAs of the grid, CTAs run to completion.
+        emulated_ctas: linear ids (x fastest) of the CTAs run when only a representative
+            subset ran (None: the whole grid); ``subset_reason`` says which and why.
+        checked_elements: with a subset, per output (compared elements, elements of its
+            checked region): only elements the emulated CTAs wrote are compared.
+        unchecked_outputs: with a subset, outputs not compared at all, with the reason.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -80,6 +86,12 @@ class EmulationResult(BaseModel):
     steps: int = 0
     lane_insts: int = 0
     race_checked_ctas: int = 0
+    ctas_total: int = 0
+    ctas_emulated: int = 0
+    emulated_ctas: list[int] | None = None
+    subset_reason: str = ""
+    checked_elements: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    unchecked_outputs: dict[str, str] = Field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -111,6 +123,10 @@ class EmulationResult(BaseModel):
         else:
             head += f"FAIL ({self.status}: {self.message})"
         lines = [head + f" [{self.seconds:.1f} s]"]
+        if self.emulated_ctas is not None:
+            lines.append(f"  subset: {self.subset_reason}")
+            for n, why in self.unchecked_outputs.items():
+                lines.append(f"  {n}: not checked ({why})")
         for name, c in self.outputs.items():
             lines.append(f"  {name}: {'ok' if c.ok else c.reason} (max |err| {c.max_abs_err:.3g})")
         for f in self.findings:
@@ -156,7 +172,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                dynamic_smem: int | None = None, global_scratch_size: int = 0, seed: int = 0,
                race: bool = True, time_limit_s: float = 120.0, filename: str = "candidate.ptx",
                entry: str | None = None,
-               memory_budget: int | None = DEFAULT_MEMORY_BUDGET) -> EmulationResult:
+               memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+               cta_subset: bool = True, max_ctas: int | None = None) -> EmulationResult:
     """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
 
     Args:
@@ -180,6 +197,14 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         memory_budget: bytes the emulator's state may take per race shadow and per CTA batch
             (default :data:`emulator.machine.DEFAULT_MEMORY_BUDGET`, None: unbounded); past it
             the status is ``memory`` with a report of what did not fit.
+
+        cta_subset: when the whole grid would not finish within ``time_limit_s``, emulate a
+            representative subset of CTAs (:func:`emulator.machine.representative_order`:
+            the grid's corners, then CTAs spread evenly) rather than timing out; the result
+            names them (``emulated_ctas``, ``subset_reason``) and compares only the output
+            elements those CTAs wrote (``checked_elements``); outputs accumulated with atomics
+            are then not checked (``unchecked_outputs``). False: all CTAs or ``timeout``.
+        max_ctas: a CTA budget: emulate at most this many CTAs, chosen and reported as above.
 
     Returns:
         An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
@@ -292,21 +317,30 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     lanes_budget = max(threads, min(1 << 16, (256 << 20) // max(1, dynamic_smem) * threads))
     t0 = time.perf_counter()
     try:
+        if cta_subset or max_ctas is not None:
+            gmem.track_writes()
         mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
-                       batch_lanes=lanes_budget, memory_budget=memory_budget)
+                       batch_lanes=lanes_budget, memory_budget=memory_budget,
+                       cta_subset=cta_subset, max_ctas=max_ctas)
         out = mach.run()
     except EmulationUnsupported as exc:
         return EmulationResult(**base, status="unsupported", message=str(exc),
                                seconds=time.perf_counter() - t0)
     secs = time.perf_counter() - t0
+    partial = out.cta_ids is not None
     common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
-                  lane_insts=out.lane_insts, race_checked_ctas=out.race_ctas)
+                  lane_insts=out.lane_insts,
+                  race_checked_ctas=(out.ctas_run if race else 0) if partial else out.race_ctas,
+                  ctas_total=n_ctas, ctas_emulated=out.ctas_run,
+                  emulated_ctas=out.cta_ids, subset_reason=out.subset_reason)
     if out.status != "ok":
         return EmulationResult(**common, status=out.status, message=out.message)
     from kernels.dtypes import dtype as kdtype
     refs = reference_outputs(spec, size, inputs)
     results: dict[str, CompareResult] = {}
     unchanged: dict[str, bool] = {}
+    checked: dict[str, tuple[int, int]] = {}
+    unchecked: dict[str, str] = {}
     for p in spec.params:
         if p.kind != "pointer":
             continue
@@ -316,8 +350,24 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             unchanged[p.name] = bool(np.array_equal(buf, inputs[p.name].view(np.uint8).reshape(-1)))
         elif refs is not None:
             # only the spec's `written` region is compared, as on the GPU (spec.checked)
-            results[p.name] = compare(spec.checked(p, size, arr), spec.checked(p, size, refs[p.name]),
-                                      spec.tolerance(p.dtype))
+            got, want = spec.checked(p, size, arr), spec.checked(p, size, refs[p.name])
+            if partial:
+                # a subset of CTAs ran: only the elements they wrote are compared; an output
+                # accumulated with atomics cannot be (the other CTAs' contributions are missing)
+                es = kdtype(p.dtype).np.itemsize
+                r = gmem.names.index(p.name)
+                shape = spec.shape(p, size)
+                wr = spec.checked(p, size, gmem.written[r].reshape(-1, es).all(axis=1)
+                                  .reshape(shape))
+                at = gmem.atomic[r].reshape(-1, es).any(axis=1)
+                if at.any() or not wr.any():
+                    unchecked[p.name] = ("accumulated with atomics by CTAs not all emulated"
+                                         if at.any() else "no element written by the emulated "
+                                                          "CTAs")
+                    continue
+                got, want = got[wr], want[wr]
+                checked[p.name] = (int(wr.sum()), int(wr.size))
+            results[p.name] = compare(got, want, spec.tolerance(p.dtype))
     bad = [n for n, c in results.items() if not c.ok] + [
         f"input {n} modified" for n, ok in unchanged.items() if not ok]
     status: Status = "mismatch" if bad else "ok"
@@ -325,9 +375,20 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
            "; ".join(f"{n}: {results[n].reason}" if n in results else n for n in bad))
     if refs is None:
         msg = "ran to completion (the spec has no reference)"
+    if partial:
+        done = ", ".join(f"{n}: {k} of {t} elements" for n, (k, t) in checked.items())
+        skipped = "; ".join(f"{n} not checked ({why})" for n, why in unchecked.items())
+        msg += (f" on the elements the {out.ctas_run} emulated CTAs wrote ({done or 'none'})"
+                + (f"; {skipped}" if skipped else ""))
+        if refs is not None and not results and not bad:
+            # nothing could be compared: no verdict on correctness
+            return EmulationResult(**common, status="timeout", message=(
+                f"{out.subset_reason}; no output could be checked on that subset ({skipped})"),
+                inputs_unchanged=unchanged)
     del t_start
     return EmulationResult(**common, status=status, message=msg, outputs=results,
-                           inputs_unchanged=unchanged)
+                           inputs_unchanged=unchanged, checked_elements=checked,
+                           unchecked_outputs=unchecked)
 
 
 def check_races(ptx: str, spec: KernelSpec, arch: str, **kwargs: Any) -> list[Finding]:

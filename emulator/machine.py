@@ -40,7 +40,7 @@ from emulator.program import Program
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
-__all__ = ["Launch", "Machine", "RunOutcome", "DEFAULT_MEMORY_BUDGET"]
+__all__ = ["Launch", "Machine", "RunOutcome", "DEFAULT_MEMORY_BUDGET", "representative_order"]
 
 #: bytes each race-analysis shadow may take by default (4 GiB: this machine class has 24 GiB
 #: shared by several processes; the shadow grows with the bytes the kernel touches, 40 B each)
@@ -69,8 +69,11 @@ class Launch:
 
 @dataclass
 class RunOutcome:
-    """What one emulated launch did: ``status`` ok | fault | deadlock | timeout, a message, the
-    HB findings, executed steps (instruction groups) and instructions x lanes."""
+    """What one emulated launch did: ``status`` ok | fault | deadlock | timeout | memory, a
+    message, the HB findings, executed steps (instruction groups) and instructions x lanes;
+    ``ctas_run`` CTAs completed; ``cta_ids`` and ``subset_reason`` when only a representative
+    subset of the grid ran (``Machine(cta_subset=True)`` and a grid too large for the time
+    limit)."""
 
     status: str = "ok"
     message: str = ""
@@ -78,6 +81,9 @@ class RunOutcome:
     steps: int = 0
     lane_insts: int = 0
     race_ctas: int = 0
+    ctas_run: int = 0
+    cta_ids: list[int] | None = None  # the CTAs run when only a subset was (None: all)
+    subset_reason: str = ""
 
 
 class _Fault(Exception):
@@ -109,12 +115,23 @@ class Machine:
         memory_budget: bytes each race-analysis shadow (global; shared of a batch) may grow to
             (None: unbounded); past it the outcome is status ``memory`` with a report, never an
             out-of-memory kill. Default :data:`DEFAULT_MEMORY_BUDGET`.
+        cta_subset: when the whole grid would not finish within ``time_limit_s`` (projected
+            from the CTAs run so far), stop after a representative subset of complete CTAs
+            (:func:`representative_order`) instead of timing out; the outcome names them. The
+            caller must then check only what those CTAs wrote (``gmem.track_writes``).
+        max_ctas: emulate at most this many CTAs, in representative order (None: no CTA
+            budget); the outcome then names the subset as above.
     """
 
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,
-                 batch_lanes: int = 1 << 16, memory_budget: int | None = DEFAULT_MEMORY_BUDGET):
+                 batch_lanes: int = 1 << 16, memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+                 cta_subset: bool = False, max_ctas: int | None = None):
         self.prog, self.launch, self.gmem = prog, launch, gmem
+        self.cta_subset = cta_subset
+        self.max_ctas = max_ctas
+        if max_ctas is not None and max_ctas < 1:
+            raise ValueError(f"max_ctas must be at least 1, got {max_ctas}")
         self.race = race
         self.T = launch.threads
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
@@ -167,30 +184,77 @@ class Machine:
         t0 = time.perf_counter()
         self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
+        order = representative_order(self.launch.grid) if (
+            self.cta_subset or self.max_ctas is not None) else np.arange(
+            self.n_ctas, dtype=np.int64)
         with np.errstate(all="ignore"):
             try:
-                for first in range(0, self.n_ctas, self.batch_ctas):
-                    self._run_batch(first, min(self.n_ctas, first + self.batch_ctas))
+                i = 0
+                # with a subset allowed, a first small batch measures the cost per CTA
+                size = min(self.batch_ctas, 4) if self.cta_subset else self.batch_ctas
+                limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
+                                                                            self.max_ctas)
+                while i < limit_n:
+                    ids = order[i:min(i + size, limit_n)]
+                    self._run_batch(ids)
+                    i += ids.size
                     if self.outcome.status != "ok":
                         break
+                    if i >= limit_n:
+                        if i < self.n_ctas:
+                            self._stop_subset(order[:i], None)
+                        break
+                    size = self.batch_ctas
+                    if self.cta_subset:
+                        now = time.perf_counter()
+                        per = (now - t0) / i
+                        left = self._deadline - now
+                        if per * (self.n_ctas - i) > 0.8 * left:
+                            # the rest does not fit: next batches only as large as half the
+                            # time left allows (a batch cut by the deadline would leave
+                            # partial writes), then stop with the CTAs run so far
+                            size = min(self.batch_ctas, int(0.5 * left / max(per, 1e-9)))
+                            if size < 1:
+                                self._stop_subset(order[:i], per)
+                                break
             except _Fault as f:
                 self.outcome.status, self.outcome.message = f.kind, f.message
             except ShadowBudgetExceeded as e:
                 self.outcome.status = "memory"
                 self.outcome.message = (
-                    f"emulation stopped: {e} (the kernel touched {e.needed // (Shadow.PAGE * SHADOW_BYTES_PER_BYTE)}"
-                    f" pages of 4 KiB); emulate a smaller size, or without race analysis")
+                    f"emulation stopped: {e} (the kernel touched "
+                    f"{e.needed // (Shadow.PAGE * SHADOW_BYTES_PER_BYTE)} pages of 4 KiB); "
+                    f"emulate a smaller size, or without race analysis")
+        if self.outcome.cta_ids is None:
+            self.outcome.ctas_run = self.n_ctas if self.outcome.status == "ok" else 0
         self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
         return self.outcome
 
-    def _run_batch(self, c0: int, c1: int) -> None:
+    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None) -> None:
+        """Stop after the CTAs ``ran`` (complete): the outcome covers only them. ``per_cta_s``:
+        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``)."""
+        n = self.n_ctas
+        self.outcome.cta_ids = np.sort(ran).tolist()
+        self.outcome.ctas_run = int(ran.size)
+        why = (f"the CTA budget is {self.max_ctas}" if per_cta_s is None else
+               f"the full grid would take about {per_cta_s * n:.0f} s ({per_cta_s:.2f} s per "
+               f"CTA), over the {self.time_limit:.0f} s limit")
+        self.outcome.subset_reason = (
+            f"{ran.size} of {n} CTAs emulated ({_ranges(self.outcome.cta_ids)}): {why}; the "
+            f"CTAs were taken in representative order (the grid's corners - first and last "
+            f"tile along each axis, where bounds masks act - then CTAs spread evenly over the "
+            f"grid)")
+
+    def _run_batch(self, ids: np.ndarray) -> None:
         T = self.T
-        n = (c1 - c0) * T
+        ids = np.asarray(ids, dtype=np.int64)
+        n = ids.size * T
         self.N = n
-        self.c0 = c0
+        self.batch_ids = ids  # global CTA id of each batch-local CTA
+        self._local_of = {int(c): k for k, c in enumerate(ids)}
         lane = np.arange(n, dtype=np.int64)
         self.cta_local = lane // T
-        cta = self.cta_local + c0
+        cta = ids[self.cta_local]
         gx, gy, _ = self.launch.grid
         self.ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
         self.tid = lane % T
@@ -202,7 +266,7 @@ class Machine:
         self.blocked = np.zeros(n, dtype=np.bool_)
         self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
         self.block_id = np.zeros(n, dtype=np.int64)
-        ncta = c1 - c0
+        ncta = ids.size
         # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
         # a kernel that reads them before writing (e.g. an accumulator never zeroed) fails here
         self.shared = _garbage((ncta, max(self.smem_bytes, 1)))
@@ -544,11 +608,15 @@ class Machine:
                 reg, off = self.gmem.translate(a.astype(np.uint64), nbytes)
                 gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
                 self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
+            if kind.startswith("atomic") and lanes.size and self.gmem.written is not None:
+                self.gmem.mark(a.astype(np.uint64), nbytes, atomic=True)
             if data is None:
                 return self.gmem.read(a.astype(np.uint64), nbytes) if lanes.size else \
                     np.zeros((0, nbytes), np.uint8)
             if lanes.size:
                 self.gmem.write(a.astype(np.uint64), data)
+                if self.gmem.written is not None:
+                    self.gmem.mark(a.astype(np.uint64), nbytes, atomic=False)
             return None
         raise self.prog.unsupported(pc, f"state space '.{space}'")
 
@@ -606,17 +674,22 @@ class Machine:
         col = np.where(asy, T, ids % T)
         return cta, col.astype(np.int64)
 
-    def async_read(self, lane: int, flat_idx: np.ndarray, pc: int) -> None:
-        """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand) issued by ``lane``:
-        checked against earlier writes with the issuer's clocks, recorded as a read by the CTA's
+    def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int) -> None:
+        """Async-proxy reads of shared bytes (wgmma / tcgen05.mma operands) issued by ``lane``
+        (one lane and ``flat_idx`` of any shape, or lanes (k,) and ``flat_idx`` (k, nbytes)):
+        checked against earlier writes with each issuer's clocks, recorded as reads by its CTA's
         async unit at the epoch its next completion (commit) publishes."""
-        if not (self.ntr and lane < self.ntr):
+        lanes = np.atleast_1d(np.asarray(lane, dtype=np.int64))
+        idx = flat_idx.reshape(lanes.size, -1)
+        keep = lanes < self.ntr
+        if not (self.ntr and keep.any()):
             return
-        c = int(self.cta_local[lane])
-        self._proxy_check(lane, flat_idx.reshape(-1), pc)
-        self._hb_check(self.sshadow, "shared", np.array([lane]), flat_idx.reshape(1, -1), pc,
-                       None, "plain", rec_lane=self.n_ctas * self.T + c + self.c0,
-                       rec_clk=int(self.async_clk[c]) + 1)
+        lanes, idx = lanes[keep], idx[keep]
+        c = self.cta_local[lanes]
+        self._proxy_check(int(lanes[0]), idx.reshape(-1), pc)
+        self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
+                       rec_lane=self.n_ctas * self.T + self.batch_ids[c],
+                       rec_clk=self.async_clk[c] + 1)
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
@@ -629,8 +702,12 @@ class Machine:
         real = (wl >= 0) & (wl < NT)
         if not real.any():
             return
-        loc = wl[real] - self.c0 * self.T  # batch-local lane of each writer
-        ok_local = (loc >= 0) & (loc < self.N)
+        # batch-local lane of each writer (-1: a CTA of another batch)
+        wc, wt = np.divmod(wl[real], self.T)
+        pos = np.array([self._local_of.get(int(c), -1) for c in np.unique(wc)], np.int64)
+        lc = pos[np.searchsorted(np.unique(wc), wc)]
+        loc = np.where(lc >= 0, lc * self.T + wt, -1)
+        ok_local = loc >= 0
         stale = np.zeros(loc.shape, np.bool_)
         stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
         if not stale.any():
@@ -656,8 +733,8 @@ class Machine:
         return int(self.async_clk[c])
 
     def _hb_check(self, sh: Shadow, space: str, lanes: np.ndarray, idx: np.ndarray, pc: int,
-                  data: np.ndarray | None, kind: str, rec_lane: int | None = None,
-                  rec_clk: int | None = None) -> None:
+                  data: np.ndarray | None, kind: str, rec_lane: int | np.ndarray | None = None,
+                  rec_clk: int | np.ndarray | None = None) -> None:
         """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes);
         ``rec_lane``/``rec_clk`` record the access under another identity (an async unit)."""
         T = self.T
@@ -750,8 +827,10 @@ class Machine:
             sh.w_pf[I] = self.pfence[L]
             sh.r_lane[I] = -1
         else:
-            sh.r_lane[I] = G if rec_lane is None else rec_lane
-            sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
+            sh.r_lane[I] = G if rec_lane is None else np.repeat(
+                np.broadcast_to(rec_lane, (k,)), nb)
+            sh.r_clk[I] = my_clk if rec_clk is None else np.repeat(
+                np.broadcast_to(rec_clk, (k,)), nb)
             sh.r_pc[I] = pc
             sh.r_atomic[I] = level
 
@@ -866,7 +945,7 @@ class Machine:
             return
         ins = self.prog.insts[pc]
         gx, gy, _ = self.launch.grid
-        cta = c + self.c0
+        cta = int(self.batch_ids[c])
         self.findings[key] = Finding(
             rule="HB5", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
             message=(f"barrier {b} expects {expected} threads but {arrived} threads of CTA "
@@ -979,7 +1058,7 @@ class Machine:
                         f"{st['pending']} of {st['count']} arrivals pending, tx-count {st['tx']}")
             tids = sorted({int(self.tid[l]) for l in ls if self.cta_local[l] == c})
             notes.append(Note(message=f"{len(ls)} threads blocked here ({what}); in CTA "
-                                      f"{c + self.c0}: threads {_ranges(tids)}",
+                                      f"{int(self.batch_ids[c])}: threads {_ranges(tids)}",
                               line=ins.line, col=ins.col))
         exited = int(self.done.sum())
         if exited:
@@ -1021,6 +1100,32 @@ class Machine:
                     message=(f"'{ins.opcode}': lanes {_ranges(lanes.tolist())} of warp "
                              f"{(w * 32 % self.T) // 32} are in membermask but do not execute it "
                              f"(diverged or exited)"))
+
+
+def representative_order(grid: tuple[int, int, int]) -> np.ndarray:
+    """Every linear CTA id of ``grid`` (x fastest), most representative first: the grid's
+    corners (first and last index along each axis: the tiles where bounds masks and partial
+    tiles act), then the rest spread evenly over the grid (a golden-ratio stride, so any prefix
+    samples the whole id range: different rows, heads, batches and diagonal positions)."""
+    gx, gy, gz = grid
+    n = gx * gy * gz
+    seen = np.zeros(n, np.bool_)
+    out: list[int] = []
+    for z in sorted({0, gz - 1}):
+        for y in sorted({0, gy - 1}):
+            for x in sorted({0, gx - 1}):
+                c = x + gx * (y + gy * z)
+                if not seen[c]:
+                    seen[c] = True
+                    out.append(c)
+    if n > len(out):
+        step = max(1, int(round(n * 0.6180339887)))
+        while np.gcd(step, n) != 1:
+            step += 1
+        rest = (np.arange(n, dtype=np.int64) * step) % n
+        rest = rest[~seen[rest]]
+        return np.concatenate([np.array(out, np.int64), rest])
+    return np.array(out, np.int64)
 
 
 #: 4 KiB of fixed pseudo-random bytes tiled over uninitialised shared/local memory

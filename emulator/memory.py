@@ -42,6 +42,8 @@ class GlobalMemory:
         self._next = GLOBAL_BASE
         self._bases_arr = np.zeros(0, dtype=np.uint64)
         self._ends_arr = np.zeros(0, dtype=np.uint64)
+        self.written: list[np.ndarray] | None = None
+        self.atomic: list[np.ndarray] | None = None
 
     def add(self, name: str, data: np.ndarray) -> int:
         """Map ``data`` (copied as bytes) and return its base address."""
@@ -55,6 +57,24 @@ class GlobalMemory:
         self._ends_arr = np.array([b + d.size for b, d in zip(self.bases, self.data)],
                                   dtype=np.uint64)
         return base
+
+    def track_writes(self) -> None:
+        """From now on record, per byte of every buffer, whether a store wrote it
+        (:attr:`written`) and whether an atomic did (:attr:`atomic`): what a run over a subset
+        of CTAs may be checked on."""
+        self.written = [np.zeros(d.size, np.bool_) for d in self.data]
+        self.atomic = [np.zeros(d.size, np.bool_) for d in self.data]
+
+    def mark(self, addr: np.ndarray, nbytes: int, atomic: bool) -> None:
+        """Record a store (or atomic) of ``nbytes`` at each of ``addr`` (when tracking)."""
+        if getattr(self, "written", None) is None:
+            return
+        reg, off = self.translate(addr, nbytes)
+        for r in np.unique(reg):
+            idx = off[reg == r][:, None] + np.arange(nbytes)
+            self.written[r][idx] = True
+            if atomic:
+                self.atomic[r][idx] = True
 
     def buffer(self, name: str) -> np.ndarray:
         """The bytes of buffer ``name``."""

@@ -1346,57 +1346,74 @@ def _wgmma(m, ins, pc, exe, active):
     bdesc_all = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
     adesc_all = None if a_reg else np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
     acc_dt = np.float32 if dt_ == "f32" else np.int32
-    for gi in groups:
-        if not ex[gi].all():
-            m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
-        base = gi * 128
-        cta = int(m.cta_local[base])
-        bidx = (_mnmajor_bytes(int(bdesc_all[base]), N, K, es) if trans_b else
-                _kmajor_bytes(int(bdesc_all[base]), N, K * es))
-        if (bidx < 0).any() or (bidx >= m.smem_bytes).any():
-            raise _Fault("fault", f"wgmma B operand outside shared memory ({m.prog.where(pc)})")
-        B = np.ascontiguousarray(sh[cta * S + bidx]).view(el).astype(np.float64)  # (N, K)
-        _async_read(m, base, cta * S + bidx, pc)
-        if a_reg:
-            A = np.zeros((64, K))
-            ra = [np.broadcast_to(m.read(e, "b32", pc), (m.N,))[base:base + 128]
-                  for e in ops[1].elems]
-            rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
-            cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
-            for i in range(4):
-                h = np.ascontiguousarray(ra[i].astype(np.uint32)).view(np.uint16).reshape(
-                    128, 2).view(el).astype(np.float64)
-                A[rows_[i], cols_[i]] = h[:, 0]
-                A[rows_[i], cols_[i] + 1] = h[:, 1]
-        else:
-            aidx = _kmajor_bytes(int(adesc_all[base]), 64, K * es)
-            if (aidx < 0).any() or (aidx >= m.smem_bytes).any():
-                raise _Fault("fault", f"wgmma A operand outside shared memory "
+    if not ex[groups].all():
+        m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+    bases = groups * 128
+    ctas = m.cta_local[bases].astype(np.int64)
+    cache = m.__dict__.setdefault("_wg_idx_cache", {})
+
+    def operand_idx(desc: int, rows: int, trans: bool) -> np.ndarray:
+        # byte addresses of an operand per descriptor value (the same for every CTA and every
+        # loop iteration of a pipeline stage: cached)
+        key = (desc, rows, K, es, trans)
+        idx = cache.get(key)
+        if idx is None:
+            idx = (_mnmajor_bytes(desc, rows, K, es) if trans else
+                   _kmajor_bytes(desc, rows, K * es))
+            if len(cache) > 4096:
+                cache.clear()
+            cache[key] = idx
+        return idx
+
+    def gather(descs: np.ndarray, rows: int, trans: bool, what: str) -> np.ndarray:
+        """(G, rows, K) float64 operand values of every warpgroup, async reads recorded."""
+        flat = np.empty((groups.size, rows, K * es), np.int64)
+        for i, gi in enumerate(groups):
+            idx = operand_idx(int(descs[bases[i]]), rows, trans)
+            if (idx < 0).any() or (idx >= m.smem_bytes).any():
+                raise _Fault("fault", f"wgmma {what} operand outside shared memory "
                                       f"({m.prog.where(pc)})")
-            A = np.ascontiguousarray(sh[cta * S + aidx]).view(el).astype(np.float64)
-            _async_read(m, base, cta * S + aidx, pc)
-        D = A @ B.T  # (64, N)
-        lanes = base + L
-        e2 = np.zeros(m.N, np.bool_)
-        e2[lanes] = True
-        e2 &= exe
-        sd = bool(scale_d[base])
-        for j in range(N // 8):
-            for q in range(4):
-                r = 16 * w + g + (8 if q >= 2 else 0)
-                c = 8 * j + 2 * t + (q & 1)
-                d = dests[4 * j + q]
-                old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
-                cur = old.view(acc_dt).astype(np.float64) if sd else 0.0
-                v = D[r, c] + cur
-                if acc_dt == np.float32:
-                    bits = v.astype(np.float32).view(np.uint32)
-                else:
-                    bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
-                        np.int32).view(np.uint32)
-                full = np.zeros(m.N, np.uint32)
-                full[lanes] = bits
-                m.write(d, full, e2, pc)
+            flat[i] = ctas[i] * S + idx
+        _async_read(m, bases, flat.reshape(groups.size, -1), pc)
+        return sh[flat].view(el).astype(np.float64)
+
+    Bv = gather(bdesc_all, N, bool(trans_b), "B")  # (G, N, K)
+    if a_reg:
+        Av = np.zeros((groups.size, 64, K))
+        rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
+        cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
+        lanes_g = (bases[:, None] + L[None, :])  # (G, 128)
+        for i in range(4):
+            ra = np.broadcast_to(m.read(ops[1].elems[i], "b32", pc), (m.N,))[lanes_g]
+            h = np.ascontiguousarray(ra.astype(np.uint32)).view(np.uint16).reshape(
+                groups.size, 128, 2).view(el).astype(np.float64)
+            Av[:, rows_[i], cols_[i]] = h[:, :, 0]
+            Av[:, rows_[i], cols_[i] + 1] = h[:, :, 1]
+    else:
+        Av = gather(adesc_all, 64, False, "A")  # (G, 64, K)
+    D = np.matmul(Av, Bv.transpose(0, 2, 1))  # (G, 64, N), exact products, f64 sums
+    lanes = (bases[:, None] + L[None, :]).reshape(-1)
+    e2 = np.zeros(m.N, np.bool_)
+    e2[lanes] = True
+    e2 &= exe
+    sd = np.broadcast_to(scale_d, (m.N,))[lanes]
+    gsel = np.repeat(np.arange(groups.size), 128)
+    for j in range(N // 8):
+        for q in range(4):
+            r = np.tile(16 * w + g + (8 if q >= 2 else 0), groups.size)
+            c = np.tile(8 * j + 2 * t + (q & 1), groups.size)
+            d = dests[4 * j + q]
+            old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
+            cur = np.where(sd, old.view(acc_dt).astype(np.float64), 0.0)
+            v = D[gsel, r, c] + cur
+            if acc_dt == np.float32:
+                bits = v.astype(np.float32).view(np.uint32)
+            else:
+                bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
+                    np.int32).view(np.uint32)
+            full = np.zeros(m.N, np.uint32)
+            full[lanes] = bits
+            m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []

@@ -70,3 +70,36 @@ def test_output_fill_byte_is_the_one_definition():
     assert output_fill_byte(sent, 0xFF) == 0xFF and output_fill_byte(sent, 0x7F) == 0x7F
     with pytest.raises(ValueError, match="x_ptr"):
         output_fill_byte(spec.params[0], 0xFF)
+
+
+def test_cta_subset_compares_only_what_the_emulated_ctas_wrote():
+    from emulator.machine import representative_order
+    # gemm 384 x 384: 3 x 3 tiles of 128; a budget of 4 CTAs runs the grid's corners
+    spec = realk.specs()["realk_gemm"]
+    text, meta = realk.fixture("realk_gemm", "sm_90a")
+    kw = dict(dims={"M": 384, "N": 384, "K": 64}, config=Config(**meta["config"]),
+              dynamic_smem=meta["dynamic_smem"], filename="g.ptx")
+    res = run_kernel(text, spec, "sm_90a", max_ctas=4, **kw)
+    assert res.ok, res.summary()
+    assert res.ctas_total == 9 and res.ctas_emulated == 4
+    assert res.emulated_ctas == sorted(representative_order((9, 1, 1))[:4].tolist())
+    assert "4 of 9 CTAs emulated" in res.subset_reason and "CTA budget" in res.subset_reason
+    # 4 tiles of 128 x 128 compared, out of 384 x 384; the rest is not counted as checked
+    assert res.checked_elements["c_ptr"] == (4 * 128 * 128, 384 * 384)
+    assert res.outputs["c_ptr"].ok
+    assert "subset" in res.summary()
+
+
+def test_cta_subset_of_an_atomic_output_is_not_checked():
+    # every CTA adds into the same rows: a subset cannot check the sums
+    res = _run("realk_atomic_sum", "sm_90a", max_ctas=2)
+    assert res.status == "timeout" and not res.ok
+    assert "atomics" in res.message and res.ctas_emulated == 2
+
+
+def test_representative_order_starts_with_the_corners_and_covers_the_grid():
+    from emulator.machine import representative_order
+    o = representative_order((4, 3, 2))
+    assert sorted(o.tolist()) == list(range(24))
+    corners = {x + 4 * (y + 3 * z) for x in (0, 3) for y in (0, 2) for z in (0, 1)}
+    assert set(o[:8].tolist()) == corners
