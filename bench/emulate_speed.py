@@ -3,7 +3,9 @@
 For each fixture ``tests/verifier/fixtures/triton36/<kernel>_<arch>.ptx`` it runs
 :func:`emulator.run_kernel` at the spec's ``verify`` size (or ``--dims`` scaled sizes) with race
 analysis on, and prints one row: status, seconds, instructions x threads executed, HB findings,
-and for unsupported entries the first instruction the emulator lacks (file:line:col).
+and for unsupported entries the first instruction the emulator lacks (file:line:col). Columns: status, wall seconds, CPU
+seconds of this process (the fairer number on a shared machine), CTAs emulated / of the grid,
+M lane-instructions, HB findings, message.
 
 Usage::
 
@@ -42,6 +44,8 @@ def main() -> None:
                     help="run the emulator's own kernel set (tests/emulator/realk: Triton 3.9 "
                          "PTX for sm_90a and sm_100a) instead of the suite")
     ap.add_argument("--size", default="verify", help="named size of each spec (default verify)")
+    ap.add_argument("--all-ctas", action="store_true",
+                    help="emulate the whole grid or time out (no representative CTA subset)")
     args = ap.parse_args()
 
     import kernels
@@ -84,12 +88,15 @@ def main() -> None:
                 if not path.exists():
                     continue
                 text, fname = path.read_text(), path.name
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = run_kernel(text, spec, arch, size=args.size, filename=fname,
-                             race=not args.no_race,
+                             race=not args.no_race, cta_subset=not args.all_ctas,
                              time_limit_s=args.time_limit, **extra)
             wall = time.perf_counter() - t0
+            cpu = time.process_time() - c0
             row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),
+                   "cpu_seconds": round(cpu, 2),
+                   "ctas": f"{res.ctas_emulated}/{res.ctas_total}",
                    "lane_insts": res.lane_insts, "findings": [f"{f.rule}@{f.line}" for f in
                                                               res.findings],
                    "errors": [f"{f.rule}@{f.line}" for f in res.findings
@@ -97,7 +104,8 @@ def main() -> None:
                    "message": res.message if res.status != "ok" else "",
                    "max_err": {k: c.max_abs_err for k, c in res.outputs.items()}}
             rows.append(row)
-            print(f"{name:28s} {arch:8s} {res.status:12s} {wall:7.2f} s  "
+            print(f"{name:28s} {arch:8s} {res.status:12s} {wall:7.2f} s {cpu:7.2f} cpu-s "
+                  f"{row['ctas']:>9s} CTAs "
                   f"{res.lane_insts / 1e6:8.2f} M  {' '.join(row['findings']) or '-':10s} "
                   f"{row['message'][:110]}", flush=True)
     ok = sum(r["status"] == "ok" and not r["errors"] for r in rows)

@@ -35,6 +35,7 @@ import numpy as np
 
 from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow,
                              ShadowBudgetExceeded)
+from emulator import _hbkern
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
 from verifier.findings import Finding, Note
@@ -47,6 +48,8 @@ __all__ = ["Launch", "Machine", "RunOutcome", "DEFAULT_MEMORY_BUDGET", "represen
 DEFAULT_MEMORY_BUDGET = 4 << 30
 
 _TYPES = set(NP)
+_NO_VALS = np.zeros(1, np.uint8)  # the value operand of a read check (never indexed)
+_NO_CLK = np.zeros(1, np.int64)
 _REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
@@ -190,8 +193,11 @@ class Machine:
         with np.errstate(all="ignore"):
             try:
                 i = 0
-                # with a subset allowed, a first small batch measures the cost per CTA
-                size = min(self.batch_ctas, 4) if self.cta_subset else self.batch_ctas
+                # with a subset allowed, a first smaller batch measures the cost per CTA when
+                # the grid is large (every batch costs the same steps: small grids run in one)
+                size = self.batch_ctas
+                if self.cta_subset and (self.n_ctas > self.batch_ctas or self.n_ctas >= 32):
+                    size = min(self.batch_ctas, max(4, self.n_ctas // 8))
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
                 while i < limit_n:
@@ -251,7 +257,11 @@ class Machine:
         n = ids.size * T
         self.N = n
         self.batch_ids = ids  # global CTA id of each batch-local CTA
-        self._local_of = {int(c): k for k, c in enumerate(ids)}
+        if getattr(self, "_batch_pos", None) is None:
+            self._batch_pos = np.full(self.n_ctas, -1, np.int64)
+        else:
+            self._batch_pos[self._batch_pos >= 0] = -1
+        self._batch_pos[ids] = np.arange(ids.size)  # global CTA id -> batch-local CTA, or -1
         lane = np.arange(n, dtype=np.int64)
         self.cta_local = lane // T
         cta = ids[self.cta_local]
@@ -704,8 +714,7 @@ class Machine:
             return
         # batch-local lane of each writer (-1: a CTA of another batch)
         wc, wt = np.divmod(wl[real], self.T)
-        pos = np.array([self._local_of.get(int(c), -1) for c in np.unique(wc)], np.int64)
-        lc = pos[np.searchsorted(np.unique(wc), wc)]
+        lc = self._batch_pos[wc]
         loc = np.where(lc >= 0, lc * self.T + wt, -1)
         ok_local = loc >= 0
         stale = np.zeros(loc.shape, np.bool_)
@@ -747,92 +756,76 @@ class Machine:
         lanes, idx = lanes[tr], idx[tr]
         gl = self.glane[lanes]  # global lane ids of the accessors
         k, nb = idx.shape
-        L = np.repeat(lanes, nb)
-        G = np.repeat(gl, nb)
         I = sh.slots(idx.reshape(-1))  # record slots of the bytes (sparse shadow)
-        me_tid = self.tid[L]
-        my_clk = self.vc[L, me_tid]
         write = data is not None
         # atomics and strong ld/st never race with each other, but they do race with weak
         # (plain) accesses of another thread that are not ordered with them
         strong = kind in ("atomic", "strong", "atomic_cta", "strong_cta")
         level = (1 if kind.endswith("_cta") else 2) if strong else 0
         if kind == "async_complete":
-            sh.w_clk[I] = my_clk
+            L = np.repeat(lanes, nb)
+            sh.w_clk[I] = self.vc[L, self.tid[L]]
             sh.w_async[I] = False
             sh.w_atomic[I] = 0
             sh.w_pf[I] = self.pfence[L]
             return
-        # conflict with the last writer
-        wl = sh.w_lane[I]
-        has_w = wl >= 0
-        my_cta = G // T
-        if has_w.any():
-            other = has_w & ((wl != G) | sh.w_async[I])
-            w_cta, w_col = self._split(np.maximum(wl, 0))
-            same_cta = w_cta == my_cta
-            if strong:  # morally strong pair: both strong, scope covering both threads
-                wa = sh.w_atomic[I]
-                other &= ~((wa > 0) & (same_cta | ((wa == 2) & (level == 2))))
-            known = np.where(same_cta, self.vc[L, w_col], 0)
-            unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
-            if write:
-                # replicated stores: same instruction, same value -> not a race
-                same = (sh.w_pc[I] == pc) & (sh.w_val[I] == data[tr].reshape(-1))
-                unordered &= ~same
-                if unordered.any() and lanes.size > 1:
-                    # the recorded writer also writes this byte in this very instruction
-                    # instance (a duplicated layout: lanes 0 and 8 hold one element): its new
-                    # write follows its old one in program order, so whatever order the others
-                    # land in, the byte ends with this instance's value - the old write cannot
-                    # be the last one, and the two lanes' new writes are replicated stores
-                    cand = np.flatnonzero(unordered)
-                    mine = I.astype(np.int64) * (1 << 24) + G
-                    theirs = I[cand].astype(np.int64) * (1 << 24) + wl[cand]
-                    unordered[cand[np.isin(theirs, mine)]] = False
-            if unordered.any():
-                j = int(np.flatnonzero(unordered)[0])
+        n = I.size
+        vals = (np.ascontiguousarray(data[tr], dtype=np.uint8).reshape(-1) if write
+                else _NO_VALS)
+        unord_w = np.zeros(n, np.bool_)
+        unord_r = np.zeros(n, np.bool_)
+        my_clk = np.empty(n, np.int32)
+        NT = self.n_ctas * T
+        # pass 1 (compiled): every byte against the shadow as it was before this step
+        _hbkern.check(I, lanes, gl, nb, self.vc, self.tid, sh.w_lane, sh.w_clk, sh.w_pc,
+                      sh.w_val, sh.w_async, sh.w_atomic, sh.r_lane, sh.r_clk, sh.r_atomic,
+                      vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk)
+        if unord_w.any():
+            G = np.repeat(gl, nb)
+            wl = sh.w_lane[I]
+            if write and lanes.size > 1:
+                # the recorded writer also writes this byte in this very instruction
+                # instance (a duplicated layout: lanes 0 and 8 hold one element): its new
+                # write follows its old one in program order, so whatever order the others
+                # land in, the byte ends with this instance's value - the old write cannot
+                # be the last one, and the two lanes' new writes are replicated stores
+                cand = np.flatnonzero(unord_w)
+                mine = I.astype(np.int64) * (1 << 24) + G
+                theirs = I[cand].astype(np.int64) * (1 << 24) + wl[cand]
+                unord_w[cand[np.isin(theirs, mine)]] = False
+            if unord_w.any():
+                j = int(np.flatnonzero(unord_w)[0])
                 self._race(space, int(sh.w_pc[I[j]]), int(wl[j]), "write", pc, int(G[j]),
-                           "write" if write else "read", int(unordered.sum()))
-        if write:
+                           "write" if write else "read", int(unord_w.sum()))
+        if write and unord_r.any():
+            G = np.repeat(gl, nb)
             rl = sh.r_lane[I]
-            has_r = (rl >= 0) & (rl != G)
-            if has_r.any():
-                r_cta, r_col = self._split(np.maximum(rl, 0))
-                same_cta = r_cta == my_cta
-                if strong:
-                    ra = sh.r_atomic[I]
-                    has_r &= ~((ra > 0) & (same_cta | ((ra == 2) & (level == 2))))
-                known = np.where(same_cta, self.vc[L, r_col], 0)
-                unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
-                if unordered.any():
-                    j = int(np.flatnonzero(unordered)[0])
-                    self._race(space, int(sh.r_pc[I[j]]), int(rl[j]), "read", pc, int(G[j]),
-                               "write", int(unordered.sum()))
-            # two lanes of this instruction storing different values to one byte
-            vals = data[tr].reshape(-1)
-            order = np.argsort(I, kind="stable")
-            Is, Vs = I[order], vals[order]
-            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1]) & (not strong)
-            if dup.any():
+            j = int(np.flatnonzero(unord_r)[0])
+            self._race(space, int(sh.r_pc[I[j]]), int(rl[j]), "read", pc, int(G[j]),
+                       "write", int(unord_r.sum()))
+        # pass 2 (compiled): record the accesses
+        if write:
+            dup = np.zeros(n, np.bool_)
+            _hbkern.record_write(I, lanes, gl, nb, my_clk, vals, pc, kind == "async_issue",
+                                 level, self.pfence, sh.w_lane, sh.w_clk, sh.w_pc, sh.w_val,
+                                 sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane, dup)
+            # two lanes of this instruction storing different values to one byte: one value
+            # survives per byte, so a byte whose lanes disagree has a lane that lost
+            if not strong and k > 1 and dup.any():
+                G = np.repeat(gl, nb)
                 j = int(np.flatnonzero(dup)[0])
-                self._race(space, pc, int(G[order][j]), "write", pc, int(G[order][j + 1]),
-                           "write", int(dup.sum()))
-            sh.w_lane[I] = G
-            sh.w_clk[I] = my_clk
-            sh.w_pc[I] = pc
-            sh.w_val[I] = vals
-            sh.w_async[I] = kind == "async_issue"
-            sh.w_atomic[I] = level
-            sh.w_pf[I] = self.pfence[L]
-            sh.r_lane[I] = -1
+                other = np.flatnonzero((I == I[j]) & (vals != vals[j]))
+                j2 = int(other[0]) if other.size else j
+                a, b = sorted((int(G[j]), int(G[j2])))
+                self._race(space, pc, a, "write", pc, b, "write", int(np.unique(I[dup]).size))
         else:
-            sh.r_lane[I] = G if rec_lane is None else np.repeat(
-                np.broadcast_to(rec_lane, (k,)), nb)
-            sh.r_clk[I] = my_clk if rec_clk is None else np.repeat(
-                np.broadcast_to(rec_clk, (k,)), nb)
-            sh.r_pc[I] = pc
-            sh.r_atomic[I] = level
+            use_rec = rec_lane is not None
+            rl_arr = (np.ascontiguousarray(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+                      if use_rec else gl)
+            rc_arr = (np.ascontiguousarray(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+                      if use_rec else _NO_CLK)
+            _hbkern.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
+                                sh.r_clk, sh.r_pc, sh.r_atomic)
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid
@@ -903,8 +896,20 @@ class Machine:
             tl = lanes < self.ntr
             if tl.any():
                 tlanes = lanes[tl]
-                rows = self.vc[tlanes]
-                np.maximum.at(self.bar_vc, (ctas[tl], ids[tl]), rows)
+                # join the arrivals' clocks per (CTA, barrier id): lanes come in lane order, so
+                # equal keys are mostly contiguous; a segmented max (reduceat) replaces the slow
+                # unbuffered np.maximum.at
+                key = ctas[tl] * 16 + ids[tl]
+                if key.size > 1 and (key[1:] < key[:-1]).any():
+                    o = np.argsort(key, kind="stable")
+                    key, tlanes_s = key[o], tlanes[o]
+                else:
+                    tlanes_s = tlanes
+                starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+                red = np.maximum.reduceat(self.vc[tlanes_s], starts, axis=0)
+                uk = key[starts]
+                cc, bb = uk // 16, uk % 16
+                self.bar_vc[cc, bb] = np.maximum(self.bar_vc[cc, bb], red)
                 self._tick(tlanes)
         if wait:
             self.blocked[lanes] = True

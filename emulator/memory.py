@@ -152,10 +152,11 @@ SHADOW_BYTES_PER_BYTE = sum(np.dtype(d).itemsize for d, _ in _FIELDS.values())
 
 class Shadow:
     """Per-byte last-writer / last-reader records of one memory (shared: per CTA of the batch),
-    kept sparse: the byte space is cut in pages of :attr:`PAGE` bytes and a page's records are
+    kept sparse when large: the byte space is cut in pages of :attr:`PAGE` bytes and a page's records are
     allocated when an access first touches it, so the state is proportional to the bytes the
     kernel touches, not to the buffers' size (:data:`SHADOW_BYTES_PER_BYTE` bytes of state per
-    touched byte, rounded up to pages).
+    touched byte, rounded up to pages). A space whose full records fit :attr:`DENSE_BYTES`
+    (and the budget) is allocated at once instead (shared memory, small launches).
 
     Callers map byte indices to record slots with :meth:`slots` and index the field arrays
     (``w_lane``, ``w_clk``, ... see :data:`_FIELDS`) with the slots.
@@ -168,6 +169,9 @@ class Shadow:
     """
 
     PAGE = 4096
+    #: byte spaces whose full records take at most this many bytes are allocated densely at
+    #: once (slot = byte index: no page lookups), when the budget allows
+    DENSE_BYTES = 256 << 20
 
     def __init__(self, nbytes: int, budget: int | None = None, what: str = "global"):
         self.nbytes = nbytes
@@ -177,6 +181,12 @@ class Shadow:
         self._cap = 0
         for name, (dt, _) in _FIELDS.items():
             setattr(self, name, np.zeros(0, dtype=dt))
+        full = self.page_of.size * self.PAGE * SHADOW_BYTES_PER_BYTE
+        self.dense = full <= self.DENSE_BYTES and (budget is None or full <= budget)
+        if self.dense:
+            self._grow(self.page_of.size)
+            self.page_of[:] = np.arange(self.page_of.size)
+            self.n_pages = self.page_of.size
 
     @property
     def state_bytes(self) -> int:
@@ -190,6 +200,8 @@ class Shadow:
             ShadowBudgetExceeded: the new pages would take the records past ``budget``.
         """
         idx = np.asarray(idx, dtype=np.int64)
+        if self.dense:
+            return idx
         pg = idx >> 12 if self.PAGE == 4096 else idx // self.PAGE
         loc = self.page_of[pg]
         if (loc < 0).any():

@@ -1397,23 +1397,25 @@ def _wgmma(m, ins, pc, exe, active):
     e2[lanes] = True
     e2 &= exe
     sd = np.broadcast_to(scale_d, (m.N,))[lanes]
-    gsel = np.repeat(np.arange(groups.size), 128)
-    for j in range(N // 8):
-        for q in range(4):
-            r = np.tile(16 * w + g + (8 if q >= 2 else 0), groups.size)
-            c = np.tile(8 * j + 2 * t + (q & 1), groups.size)
-            d = dests[4 * j + q]
-            old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
-            cur = np.where(sd, old.view(acc_dt).astype(np.float64), 0.0)
-            v = D[gsel, r, c] + cur
-            if acc_dt == np.float32:
-                bits = v.astype(np.float32).view(np.uint32)
-            else:
-                bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
-                    np.int32).view(np.uint32)
-            full = np.zeros(m.N, np.uint32)
-            full[lanes] = bits
-            m.write(d, full, e2, pc)
+    # accumulator fragment layout (PTX ISA 9.1 §9.7.15.5.1, m64nNk16 D): register 4j+q of
+    # lane L holds row 16*warp + L/4 (+8 for q >= 2), column 8j + 2*(L%4) + (q&1)
+    qs = np.arange(N // 2)
+    R = (16 * w + g)[None, :] + np.where((qs % 4) >= 2, 8, 0)[:, None]  # (N/2, 128)
+    C = (8 * (qs // 4) + (qs % 2))[:, None] + (2 * t)[None, :]
+    V = D[:, R, C].transpose(1, 0, 2).reshape(N // 2, -1)  # (N/2, G*128) in lane order
+    for k in range(N // 2):
+        d = dests[k]
+        old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
+        cur = np.where(sd, old.view(acc_dt).astype(np.float64), 0.0)
+        v = V[k] + cur
+        if acc_dt == np.float32:
+            bits = v.astype(np.float32).view(np.uint32)
+        else:
+            bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
+                np.int32).view(np.uint32)
+        full = np.zeros(m.N, np.uint32)
+        full[lanes] = bits
+        m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []
