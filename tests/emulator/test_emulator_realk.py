@@ -23,6 +23,11 @@ DIMS = {
     "realk_layernorm": {"M": 3, "N": 1000},
     "realk_small_dot_bwd": {"NB": 2, "T": 16, "D": 16},
     "realk_short_softmax": {"M": 3, "N": 24},
+    "realk_argmax": {"M": 4, "N": 700},
+    "realk_running_max": {"M": 2, "N": 1000},
+    "realk_histogram": {"N": 3000, "NBINS": 64},
+    "realk_persistent_gemm": {"M": 256, "N": 128, "K": 64},
+    "realk_causal_attn": {"BH": 1, "S": 192, "D": 64},
 }
 
 

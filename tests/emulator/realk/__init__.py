@@ -17,9 +17,9 @@ ARCHS = ("sm_90a", "sm_100a")
 
 def specs() -> dict[str, KernelSpec]:
     """name -> spec of every kernel of the set."""
-    from tests.emulator.realk import k_atomic, k_dense, k_small
+    from tests.emulator.realk import k_atomic, k_dense, k_more, k_small
     out = {}
-    for mod in (k_atomic, k_dense, k_small):
+    for mod in (k_atomic, k_dense, k_small, k_more):
         for v in vars(mod).values():
             if isinstance(v, KernelSpec):
                 out[v.name] = v
