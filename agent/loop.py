@@ -298,7 +298,8 @@ class _Checks:
         emu = _emulate(self.spec, self.arch, self.art, cand.ptx, cand.model_dump(),
                        self.options.ptx_filename, self.ref_outputs)
         times[f"emulate{key}"] = time.perf_counter() - t
-        ok = emu.status in ("ok", "unsupported") and not (emu.status == "ok" and not emu.ok)
+        # unsupported / memory: not emulated (no verdict on the candidate either way)
+        ok = emu.status in ("ok", "unsupported", "memory") and not (emu.status == "ok" and not emu.ok)
         return emu, ok, "GPU evaluation skipped: no GPU on this host; " + emu.summary()
 
     def feedback(self, res: EvalResult, cand: Candidate, cubin: bytes) -> str:

@@ -130,10 +130,17 @@ def _print_result(result: Any, console: Any = console) -> None:
             str(asm.get("registers") or "-"),
             "ok" if asm.get("ok") else ("-" if not asm else "FAIL"),
             "-" if not ver else ("ok" if n_err == 0 else f"{n_err} error(s)"),
-            ("-" if not r.emulation else f"emulated: {r.emulation.get('status')}") if cand is None
+            ("-" if not r.emulation else
+             f"emulated: {r.emulation.get('verdict', r.emulation.get('status'))}") if cand is None
             else ("yes" if cand.get("status") == "ok" else cand.get("status")),
             f"{r.speedup:.3f}x" if r.speedup else "-")
     console.print(t)
+    for r in result.iterations:
+        if r.verdict.startswith("rejected"):
+            console.print(f"iteration {r.iteration} {r.verdict}: {_rejection_reason(r)}",
+                          markup=False)
+    if not result.iterations and result.stop_reason:
+        console.print(f"no iteration ran: {result.stop_reason}", markup=False)
     best = result.best
     if best is not None:
         console.print(f"best: iteration {best.iteration} ({best.origin}), verdict {best.verdict}"
@@ -141,6 +148,33 @@ def _print_result(result: Any, console: Any = console) -> None:
                       markup=False)
     if result.gpu_note:
         console.print(f"[yellow]{escape(result.gpu_note)}[/]")
+
+
+def _rejection_reason(r: Any) -> str:
+    """The first line that says why iteration record ``r`` was rejected (ptxas error, first
+    verifier error with file:line:col, emulation or GPU evaluation failure, provider error)."""
+    if r.verdict == "rejected-provider":
+        return str(r.provider_error or "no candidate")
+    if r.verdict == "rejected-assembly":
+        asm = r.assembly or {}
+        d = next((d for d in asm.get("diagnostics", []) if d.get("severity") in
+                  ("fatal", "error")), None)
+        if d is not None:
+            return (f"ptxas {d['severity']}" + (f" at line {d['line']}" if d.get("line") else "")
+                    + f": {d.get('message')}")[:300]
+        return f"ptxas failed (exit status {asm.get('returncode')})"
+    if r.verdict == "rejected-verifier":
+        errs = [f for f in (r.verifier or {}).get("findings", []) if f.get("severity") == "error"]
+        if errs:
+            f = errs[0]
+            more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+            return (f"{f.get('file')}:{f.get('line')}:{f.get('col')}: [{f.get('rule')}] "
+                    f"{f.get('message')}{more}")
+    # evaluation: the emulation or GPU line of the feedback that says FAIL
+    lines = [ln.strip() for ln in (r.feedback or "").splitlines() if ln.strip()]
+    bad = next((ln for ln in lines if "FAIL" in ln or "REJECTED" in ln or "HANG" in ln or
+                "CRASH" in ln), None) or next((ln for ln in lines if ": error:" in ln), None)
+    return (bad or (lines[-1] if lines else "no reason recorded"))[:300]
 
 
 MAX_PTX_BYTES = 64 << 20

@@ -3,7 +3,9 @@
 For each fixture ``tests/verifier/fixtures/triton36/<kernel>_<arch>.ptx`` it runs
 :func:`emulator.run_kernel` at the spec's ``verify`` size (or ``--dims`` scaled sizes) with race
 analysis on, and prints one row: status, seconds, instructions x threads executed, HB findings,
-and for unsupported entries the first instruction the emulator lacks (file:line:col).
+and for unsupported entries the first instruction the emulator lacks (file:line:col). Columns: status, wall seconds, CPU
+seconds of this process (the fairer number on a shared machine), CTAs emulated / of the grid,
+M lane-instructions, HB findings, message.
 
 Usage::
 
@@ -38,19 +40,39 @@ def main() -> None:
                     help="compile each entry with the installed Triton (first config) instead of "
                          "reading the Triton 3.6 fixtures")
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/ailower-emu-cache"))
+    ap.add_argument("--realk", action="store_true",
+                    help="run the emulator's own kernel set (tests/emulator/realk: Triton 3.9 "
+                         "PTX for sm_90a and sm_100a) instead of the suite")
+    ap.add_argument("--size", default="verify", help="named size of each spec (default verify)")
+    ap.add_argument("--all-ctas", action="store_true",
+                    help="emulate the whole grid or time out (no representative CTA subset)")
     args = ap.parse_args()
 
     import kernels
     from emulator import run_kernel
 
-    archs = args.arch or ["sm_80", "sm_90a", "sm_100a"]
-    names = args.kernel or kernels.names()
+    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk else ["sm_80", "sm_90a", "sm_100a"])
+    if args.realk:
+        from tests.emulator import realk
+        table = realk.specs()
+    else:
+        table = {n: kernels.get(n) for n in kernels.names()}
+    names = args.kernel or list(table)
     rows = []
     for name in names:
-        spec = kernels.get(name)
+        spec = table[name]
         for arch in archs:
             extra: dict = {}
-            if args.local_triton:
+            if args.realk:
+                fx = realk.fixture(name, arch)
+                if fx is None:
+                    continue
+                text, meta = fx
+                fname = f"{name}_{arch}.ptx"
+                extra = dict(config=kernels.spec.Config(**meta["config"]),
+                             dynamic_smem=meta["dynamic_smem"],
+                             global_scratch_size=meta["global_scratch_size"])
+            elif args.local_triton:
                 from harness import ReferenceCompileError, compile_reference
                 try:
                     art = compile_reference(spec, arch, spec.configs()[0],
@@ -66,11 +88,15 @@ def main() -> None:
                 if not path.exists():
                     continue
                 text, fname = path.read_text(), path.name
-            t0 = time.perf_counter()
-            res = run_kernel(text, spec, arch, filename=fname, race=not args.no_race,
+            t0, c0 = time.perf_counter(), time.process_time()
+            res = run_kernel(text, spec, arch, size=args.size, filename=fname,
+                             race=not args.no_race, cta_subset=not args.all_ctas,
                              time_limit_s=args.time_limit, **extra)
             wall = time.perf_counter() - t0
+            cpu = time.process_time() - c0
             row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),
+                   "cpu_seconds": round(cpu, 2),
+                   "ctas": f"{res.ctas_emulated}/{res.ctas_total}",
                    "lane_insts": res.lane_insts, "findings": [f"{f.rule}@{f.line}" for f in
                                                               res.findings],
                    "errors": [f"{f.rule}@{f.line}" for f in res.findings
@@ -78,7 +104,8 @@ def main() -> None:
                    "message": res.message if res.status != "ok" else "",
                    "max_err": {k: c.max_abs_err for k, c in res.outputs.items()}}
             rows.append(row)
-            print(f"{name:28s} {arch:8s} {res.status:12s} {wall:7.2f} s  "
+            print(f"{name:28s} {arch:8s} {res.status:12s} {wall:7.2f} s {cpu:7.2f} cpu-s "
+                  f"{row['ctas']:>9s} CTAs "
                   f"{res.lane_insts / 1e6:8.2f} M  {' '.join(row['findings']) or '-':10s} "
                   f"{row['message'][:110]}", flush=True)
     ok = sum(r["status"] == "ok" and not r["errors"] for r in rows)

@@ -1,7 +1,8 @@
 """Running a candidate's PTX against a KernelSpec on the CPU emulator.
 
 Inputs are drawn exactly as the GPU harness draws them (:func:`harness.make_inputs`), outputs are
-pre-filled with the harness's even-seed sentinel byte (0xFF), the grid comes from the spec
+pre-filled as the GPU worker fills them (:func:`harness.inputs.output_fill_byte`: the even-seed
+sentinel 0xFF, or 0 for ``init: zeros``), the grid comes from the spec
 (:meth:`kernels.KernelSpec.grid_dims`), parameters are packed in the entry's order (spec pointers
 and scalars, then Triton's two scratch pointers), and every output is compared with the float64
 reference by the harness's own :func:`harness.compare` under the spec's tolerance.
@@ -15,13 +16,13 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from emulator.machine import Launch, Machine
+from emulator.machine import DEFAULT_MEMORY_BUDGET, Launch, Machine
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
 from harness.correctness import CompareResult, compare
-from harness.inputs import make_inputs, reference_outputs
+from harness.inputs import make_inputs, output_fill_byte, reference_outputs
 from kernels.spec import Config, KernelSpec, SpecError
 from verifier.errors import PTXSyntaxError
 from verifier.findings import Finding
@@ -29,11 +30,15 @@ from verifier.ptx.parser import parse_ptx
 
 __all__ = ["EmulationResult", "run_kernel", "check_races", "MAX_DYNAMIC_SMEM"]
 
-Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "unsupported", "error"]
+Status = Literal["ok", "mismatch", "fault", "deadlock", "timeout", "memory", "unsupported",
+                 "error"]
 
 #: largest dynamic shared memory a CTA may opt in to, bytes (CUDA C Programming Guide, Table
 #: "Technical Specifications per Compute Capability": 8.0 -> 163 KB, 8.9 -> 99 KB, 9.0/10.0 ->
 #: 227 KB). Used when the launch's shared size is not known.
+#: poison byte of unwritten outputs: the GPU worker's sentinel of its even-seed passes
+SENTINEL = 0xFF
+
 MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
                     "sm_90a": 232448, "sm_100": 232448, "sm_100a": 232448}
 
@@ -46,6 +51,8 @@ class EmulationResult(BaseModel):
             ``threads`` per CTA.
         status: ``ok`` (ran, outputs match), ``mismatch`` (ran, an output is wrong), ``fault``
             (illegal or misaligned address, ``trap``), ``deadlock`` (HB2), ``timeout``,
+            ``memory`` (the emulator's state would exceed ``memory_budget``: a report, not the
+            candidate's verdict),
             ``unsupported`` (an instruction the emulator does not model; ``message`` names it
             with file:line:col), ``error`` (the PTX does not parse or does not fit the spec).
         message: one line for humans.
@@ -55,6 +62,12 @@ class EmulationResult(BaseModel):
         seconds: wall time of the emulation (excluding the reference), s.
         steps: instruction groups executed; lane_insts: instructions x threads.
         race_checked_ctas: CTAs whose accesses went through the happens-before analysis.
+        ctas_total, ctas_emulated: CTAs of the grid, CTAs run to completion.
+        emulated_ctas: linear ids (x fastest) of the CTAs run when only a representative
+            subset ran (None: the whole grid); ``subset_reason`` says which and why.
+        checked_elements: with a subset, per output (compared elements, elements of its
+            checked region): only elements the emulated CTAs wrote are compared.
+        unchecked_outputs: with a subset, outputs not compared at all, with the reason.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -74,22 +87,47 @@ class EmulationResult(BaseModel):
     steps: int = 0
     lane_insts: int = 0
     race_checked_ctas: int = 0
+    ctas_total: int = 0
+    ctas_emulated: int = 0
+    emulated_ctas: list[int] | None = None
+    subset_reason: str = ""
+    checked_elements: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    unchecked_outputs: dict[str, str] = Field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         """Ran to completion, every output matches, no HB error."""
         return self.status == "ok" and not any(f.severity == "error" for f in self.findings)
 
-    def summary(self) -> str:
-        """One paragraph for the agent's feedback."""
-        head = f"emulated correctness ({self.arch}, size {self.size}): "
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> str:
+        """One word for tables, agreeing with :meth:`summary` and :attr:`ok`: ``ok`` only when
+        :attr:`ok`; an ``ok`` run with an HB error is the first error's rule (``HB1``); else
+        the status (``mismatch``, ``fault``, ``unsupported``, ...)."""
         if self.status == "ok":
+            err = next((f for f in self.findings if f.severity == "error"), None)
+            return "ok" if err is None else err.rule
+        return self.status
+
+    def summary(self) -> str:
+        """One paragraph for the agent's feedback (PASS only when :attr:`ok`)."""
+        head = f"emulated correctness ({self.arch}, size {self.size}): "
+        errs = [f for f in self.findings if f.severity == "error"]
+        if self.status == "ok" and not errs:
             head += "PASS"
+        elif self.status == "ok":
+            head += (f"FAIL (outputs match, but {len(errs)} happens-before error(s): "
+                     f"{', '.join(sorted({f.rule for f in errs}))})")
         elif self.status == "unsupported":
             return self.message
         else:
             head += f"FAIL ({self.status}: {self.message})"
         lines = [head + f" [{self.seconds:.1f} s]"]
+        if self.emulated_ctas is not None:
+            lines.append(f"  subset: {self.subset_reason}")
+            for n, why in self.unchecked_outputs.items():
+                lines.append(f"  {n}: not checked ({why})")
         for name, c in self.outputs.items():
             lines.append(f"  {name}: {'ok' if c.ok else c.reason} (max |err| {c.max_abs_err:.3g})")
         for f in self.findings:
@@ -135,7 +173,9 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                dynamic_smem: int | None = None, global_scratch_size: int = 0, seed: int = 0,
                race: bool = True, time_limit_s: float = 120.0, filename: str = "candidate.ptx",
                entry: str | None = None, expected: Mapping[str, np.ndarray] | None = None,
-               capture: dict[str, np.ndarray] | None = None) -> EmulationResult:
+               capture: dict[str, np.ndarray] | None = None,
+               memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+               cta_subset: bool = True, max_ctas: int | None = None) -> EmulationResult:
     """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
 
     Args:
@@ -162,6 +202,17 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             spec has a reference.
         capture: a dict that, when the run completes, receives every out/inout output (copies,
             the spec's dtype and shape), e.g. to serve as another run's ``expected``.
+        memory_budget: bytes the emulator's state may take per race shadow and per CTA batch
+            (default :data:`emulator.machine.DEFAULT_MEMORY_BUDGET`, None: unbounded); past it
+            the status is ``memory`` with a report of what did not fit.
+
+        cta_subset: when the whole grid would not finish within ``time_limit_s``, emulate a
+            representative subset of CTAs (:func:`emulator.machine.representative_order`:
+            the grid's corners, then CTAs spread evenly) rather than timing out; the result
+            names them (``emulated_ctas``, ``subset_reason``) and compares only the output
+            elements those CTAs wrote (``checked_elements``); outputs accumulated with atomics
+            are then not checked (``unchecked_outputs``). False: all CTAs or ``timeout``.
+        max_ctas: a CTA budget: emulate at most this many CTAs, chosen and reported as above.
 
     Returns:
         An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
@@ -202,6 +253,23 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     dims_now = spec.dims(size)
     base.update(dims=dims_now, grid=grid, threads=threads)
 
+    if memory_budget is not None:
+        # host memory before any state: the inputs, their copy in emulated global memory, the
+        # outputs, and the float64 reference of every output (8 B per element)
+        from kernels.dtypes import dtype as kdtype
+        need = 0
+        for p in spec.params:
+            if p.kind == "pointer":
+                n_el = int(np.prod(spec.shape(p, size)))
+                es = kdtype(p.dtype).np.itemsize
+                need += n_el * es * (2 if p.role in ("in", "inout") else 1)
+                need += n_el * 8 * (p.role != "in")
+        if need > memory_budget:
+            return EmulationResult(
+                **base, status="memory",
+                message=(f"emulation not started: the buffers of size '{size}' and the float64 "
+                         f"reference take {need / 2**20:.0f} MiB, over the emulator's memory "
+                         f"budget of {memory_budget / 2**20:.0f} MiB"))
     inputs = make_inputs(spec, size, seed)
     gmem = GlobalMemory()
     addrs: dict[str, int] = {}
@@ -212,7 +280,10 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             else:
                 from kernels.dtypes import dtype as kdtype
                 shape = spec.shape(p, size)
-                arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize, 0xFF, np.uint8)
+                # the GPU worker's fill of its first (even-seed) pass: sentinel 0xFF, or 0 for
+                # `init: zeros` (one definition: harness.inputs.output_fill_byte)
+                arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize,
+                              output_fill_byte(p, SENTINEL), np.uint8)
                 addrs[p.name] = gmem.add(p.name, arr)
         elif p.kind == "tensordesc":
             return EmulationResult(**base, status="unsupported",
@@ -254,15 +325,22 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     lanes_budget = max(threads, min(1 << 16, (256 << 20) // max(1, dynamic_smem) * threads))
     t0 = time.perf_counter()
     try:
+        if cta_subset or max_ctas is not None:
+            gmem.track_writes()
         mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
-                       batch_lanes=lanes_budget)
+                       batch_lanes=lanes_budget, memory_budget=memory_budget,
+                       cta_subset=cta_subset, max_ctas=max_ctas)
         out = mach.run()
     except EmulationUnsupported as exc:
         return EmulationResult(**base, status="unsupported", message=str(exc),
                                seconds=time.perf_counter() - t0)
     secs = time.perf_counter() - t0
+    partial = out.cta_ids is not None
     common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
-                  lane_insts=out.lane_insts, race_checked_ctas=out.race_ctas)
+                  lane_insts=out.lane_insts,
+                  race_checked_ctas=(out.ctas_run if race else 0) if partial else out.race_ctas,
+                  ctas_total=n_ctas, ctas_emulated=out.ctas_run,
+                  emulated_ctas=out.cta_ids, subset_reason=out.subset_reason)
     if out.status != "ok":
         return EmulationResult(**common, status=out.status, message=out.message)
     from kernels.dtypes import dtype as kdtype
@@ -272,6 +350,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         refs, against = dict(expected), "Triton's own kernel (emulated on the same inputs)"
     results: dict[str, CompareResult] = {}
     unchanged: dict[str, bool] = {}
+    checked: dict[str, tuple[int, int]] = {}
+    unchecked: dict[str, str] = {}
     for p in spec.params:
         if p.kind != "pointer":
             continue
@@ -282,10 +362,26 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             continue
         if capture is not None:
             capture[p.name] = arr.copy()
-        if refs is not None:  # only the region the kernel writes (``written``), as the GPU worker
-            results[p.name] = compare(spec.checked(p, size, arr),
-                                      spec.checked(p, size, np.asarray(refs[p.name])),
-                                      spec.tolerance(p.dtype))
+        if refs is not None:
+            # only the spec's `written` region is compared, as on the GPU (spec.checked)
+            got, want = spec.checked(p, size, arr), spec.checked(p, size, np.asarray(refs[p.name]))
+            if partial:
+                # a subset of CTAs ran: only the elements they wrote are compared; an output
+                # accumulated with atomics cannot be (the other CTAs' contributions are missing)
+                es = kdtype(p.dtype).np.itemsize
+                r = gmem.names.index(p.name)
+                shape = spec.shape(p, size)
+                wr = spec.checked(p, size, gmem.written[r].reshape(-1, es).all(axis=1)
+                                  .reshape(shape))
+                at = gmem.atomic[r].reshape(-1, es).any(axis=1)
+                if at.any() or not wr.any():
+                    unchecked[p.name] = ("accumulated with atomics by CTAs not all emulated"
+                                         if at.any() else "no element written by the emulated "
+                                                          "CTAs")
+                    continue
+                got, want = got[wr], want[wr]
+                checked[p.name] = (int(wr.sum()), int(wr.size))
+            results[p.name] = compare(got, want, spec.tolerance(p.dtype))
     bad = [n for n, c in results.items() if not c.ok] + [
         f"input {n} modified" for n, ok in unchanged.items() if not ok]
     status: Status = "mismatch" if bad else "ok"
@@ -293,9 +389,20 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
            "; ".join(f"{n}: {results[n].reason}" if n in results else n for n in bad))
     if refs is None:
         msg = "ran to completion (the spec has no reference)"
+    if partial:
+        done = ", ".join(f"{n}: {k} of {t} elements" for n, (k, t) in checked.items())
+        skipped = "; ".join(f"{n} not checked ({why})" for n, why in unchecked.items())
+        msg += (f" on the elements the {out.ctas_run} emulated CTAs wrote ({done or 'none'})"
+                + (f"; {skipped}" if skipped else ""))
+        if refs is not None and not results and not bad:
+            # nothing could be compared: no verdict on correctness
+            return EmulationResult(**common, status="timeout", message=(
+                f"{out.subset_reason}; no output could be checked on that subset ({skipped})"),
+                inputs_unchanged=unchanged)
     del t_start
     return EmulationResult(**common, status=status, message=msg, outputs=results,
-                           inputs_unchanged=unchanged)
+                           inputs_unchanged=unchanged, checked_elements=checked,
+                           unchecked_outputs=unchecked)
 
 
 def check_races(ptx: str, spec: KernelSpec, arch: str, **kwargs: Any) -> list[Finding]:

@@ -26,21 +26,31 @@ transcendental functions are computed in float64 and rounded (the GPU's are with
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulator.memory import SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow
+from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow,
+                             ShadowBudgetExceeded)
+from emulator import _hbkern
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
-__all__ = ["Launch", "Machine", "RunOutcome"]
+__all__ = ["Launch", "Machine", "RunOutcome", "DEFAULT_MEMORY_BUDGET", "representative_order"]
+
+#: bytes each race-analysis shadow may take by default (4 GiB: this machine class has 24 GiB
+#: shared by several processes; the shadow grows with the bytes the kernel touches, 40 B each)
+DEFAULT_MEMORY_BUDGET = 4 << 30
 
 _TYPES = set(NP)
+_NO_VALS = np.zeros(1, np.uint8)  # the value operand of a read check (never indexed)
+_NO_CLK = np.zeros(1, np.int64)
+_REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
 
@@ -62,8 +72,11 @@ class Launch:
 
 @dataclass
 class RunOutcome:
-    """What one emulated launch did: ``status`` ok | fault | deadlock | timeout, a message, the
-    HB findings, executed steps (instruction groups) and instructions x lanes."""
+    """What one emulated launch did: ``status`` ok | fault | deadlock | timeout | memory, a
+    message, the HB findings, executed steps (instruction groups) and instructions x lanes;
+    ``ctas_run`` CTAs completed; ``cta_ids`` and ``subset_reason`` when only a representative
+    subset of the grid ran (``Machine(cta_subset=True)`` and a grid too large for the time
+    limit)."""
 
     status: str = "ok"
     message: str = ""
@@ -71,6 +84,9 @@ class RunOutcome:
     steps: int = 0
     lane_insts: int = 0
     race_ctas: int = 0
+    ctas_run: int = 0
+    cta_ids: list[int] | None = None  # the CTAs run when only a subset was (None: all)
+    subset_reason: str = ""
 
 
 class _Fault(Exception):
@@ -99,12 +115,26 @@ class Machine:
             bounds the CTAs executed together, every CTA is race-checked.
         time_limit_s: wall-clock limit; the outcome is ``timeout`` when exceeded.
         batch_lanes: lanes executed together (CTAs are batched up to this many threads).
+        memory_budget: bytes each race-analysis shadow (global; shared of a batch) may grow to
+            (None: unbounded); past it the outcome is status ``memory`` with a report, never an
+            out-of-memory kill. Default :data:`DEFAULT_MEMORY_BUDGET`.
+        cta_subset: when the whole grid would not finish within ``time_limit_s`` (projected
+            from the CTAs run so far), stop after a representative subset of complete CTAs
+            (:func:`representative_order`) instead of timing out; the outcome names them. The
+            caller must then check only what those CTAs wrote (``gmem.track_writes``).
+        max_ctas: emulate at most this many CTAs, in representative order (None: no CTA
+            budget); the outcome then names the subset as above.
     """
 
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,
-                 batch_lanes: int = 1 << 16):
+                 batch_lanes: int = 1 << 16, memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+                 cta_subset: bool = False, max_ctas: int | None = None):
         self.prog, self.launch, self.gmem = prog, launch, gmem
+        self.cta_subset = cta_subset
+        self.max_ctas = max_ctas
+        if max_ctas is not None and max_ctas < 1:
+            raise ValueError(f"max_ctas must be at least 1, got {max_ctas}")
         self.race = race
         self.T = launch.threads
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
@@ -121,9 +151,27 @@ class Machine:
         ext = [o for o, s in prog.shared_vars.values() if s is None]
         if ext:
             self.smem_bytes = max(self.smem_bytes, ext[0] + launch.dynamic_smem)
+        # memory of one CTA's state: shared bytes, local bytes and registers (8 B per register
+        # name the program uses, per thread, times 3 for numpy temporaries); the batch is cut
+        # so that it fits half the budget, and a single CTA over the budget is reported
+        names = {t for ins in prog.insts for op in ins.operands
+                 for t in _REG_NAME.findall(op.text)}
+        self.cta_state_bytes = (self.smem_bytes + self.T * prog.local_bytes +
+                                self.T * len(names) * 8 * 3)
+        self._too_big = None
+        if memory_budget is not None:
+            if self.cta_state_bytes > memory_budget:
+                self._too_big = (f"emulation not started: one CTA's state ({self.cta_state_bytes / 2**20:.0f} MiB: "
+                                 f"{self.smem_bytes} B shared, {len(names)} registers x "
+                                 f"{self.T} threads) exceeds the memory budget of "
+                                 f"{memory_budget / 2**20:.0f} MiB")
+            self.batch_ctas = max(1, min(self.batch_ctas,
+                                         (memory_budget // 2) // max(1, self.cta_state_bytes)))
         self.findings: dict[tuple, Finding] = {}
         self.outcome = RunOutcome(race_ctas=self.race_ctas)
-        self._gshadow = Shadow(gmem.total) if race else None
+        self.memory_budget = memory_budget
+        self._gshadow = (Shadow(gmem.total, budget=memory_budget, what="global") if race
+                         else None)
         self._gstarts = np.cumsum([0] + [d.size for d in gmem.data[:-1]]).astype(np.int64)
         self._handlers: dict[str, Callable] = {}
         self._compiled: list[Callable | None] = [None] * len(prog.insts)
@@ -133,28 +181,90 @@ class Machine:
     def run(self) -> RunOutcome:
         """Execute every CTA (in batches) and return the outcome (never raises for a candidate
         bug: faults, deadlocks and the time limit become the status)."""
+        if self._too_big is not None:
+            self.outcome.status, self.outcome.message = "memory", self._too_big
+            return self.outcome
         t0 = time.perf_counter()
         self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
+        order = representative_order(self.launch.grid) if (
+            self.cta_subset or self.max_ctas is not None) else np.arange(
+            self.n_ctas, dtype=np.int64)
         with np.errstate(all="ignore"):
             try:
-                for first in range(0, self.n_ctas, self.batch_ctas):
-                    self._run_batch(first, min(self.n_ctas, first + self.batch_ctas))
+                i = 0
+                # with a subset allowed, a first smaller batch measures the cost per CTA when
+                # the grid is large (every batch costs the same steps: small grids run in one)
+                size = self.batch_ctas
+                if self.cta_subset and (self.n_ctas > self.batch_ctas or self.n_ctas >= 32):
+                    size = min(self.batch_ctas, 4)
+                limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
+                                                                            self.max_ctas)
+                while i < limit_n:
+                    ids = order[i:min(i + size, limit_n)]
+                    self._run_batch(ids)
+                    i += ids.size
                     if self.outcome.status != "ok":
                         break
+                    if i >= limit_n:
+                        if i < self.n_ctas:
+                            self._stop_subset(order[:i], None)
+                        break
+                    size = self.batch_ctas
+                    if self.cta_subset:
+                        now = time.perf_counter()
+                        per = (now - t0) / i
+                        left = self._deadline - now
+                        if per * (self.n_ctas - i) > 0.8 * left:
+                            # the rest does not fit: next batches only as large as half the
+                            # time left allows (a batch cut by the deadline would leave
+                            # partial writes), then stop with the CTAs run so far
+                            size = min(self.batch_ctas, int(0.5 * left / max(per, 1e-9)))
+                            if size < 1:
+                                self._stop_subset(order[:i], per)
+                                break
             except _Fault as f:
                 self.outcome.status, self.outcome.message = f.kind, f.message
+            except ShadowBudgetExceeded as e:
+                self.outcome.status = "memory"
+                self.outcome.message = (
+                    f"emulation stopped: {e} (the kernel touched "
+                    f"{e.needed // (Shadow.PAGE * SHADOW_BYTES_PER_BYTE)} pages of 4 KiB); "
+                    f"emulate a smaller size, or without race analysis")
+        if self.outcome.cta_ids is None:
+            self.outcome.ctas_run = self.n_ctas if self.outcome.status == "ok" else 0
         self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
         return self.outcome
 
-    def _run_batch(self, c0: int, c1: int) -> None:
+    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None) -> None:
+        """Stop after the CTAs ``ran`` (complete): the outcome covers only them. ``per_cta_s``:
+        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``)."""
+        n = self.n_ctas
+        self.outcome.cta_ids = np.sort(ran).tolist()
+        self.outcome.ctas_run = int(ran.size)
+        why = (f"the CTA budget is {self.max_ctas}" if per_cta_s is None else
+               f"the full grid would take about {per_cta_s * n:.0f} s ({per_cta_s:.2f} s per "
+               f"CTA), over the {self.time_limit:.0f} s limit")
+        self.outcome.subset_reason = (
+            f"{ran.size} of {n} CTAs emulated ({_ranges(self.outcome.cta_ids)}): {why}; the "
+            f"CTAs were taken in representative order (the grid's corners - first and last "
+            f"tile along each axis, where bounds masks act - then CTAs spread evenly over the "
+            f"grid)")
+
+    def _run_batch(self, ids: np.ndarray) -> None:
         T = self.T
-        n = (c1 - c0) * T
+        ids = np.asarray(ids, dtype=np.int64)
+        n = ids.size * T
         self.N = n
-        self.c0 = c0
+        self.batch_ids = ids  # global CTA id of each batch-local CTA
+        if getattr(self, "_batch_pos", None) is None:
+            self._batch_pos = np.full(self.n_ctas, -1, np.int64)
+        else:
+            self._batch_pos[self._batch_pos >= 0] = -1
+        self._batch_pos[ids] = np.arange(ids.size)  # global CTA id -> batch-local CTA, or -1
         lane = np.arange(n, dtype=np.int64)
         self.cta_local = lane // T
-        cta = self.cta_local + c0
+        cta = ids[self.cta_local]
         gx, gy, _ = self.launch.grid
         self.ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
         self.tid = lane % T
@@ -166,7 +276,7 @@ class Machine:
         self.blocked = np.zeros(n, dtype=np.bool_)
         self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
         self.block_id = np.zeros(n, dtype=np.int64)
-        ncta = c1 - c0
+        ncta = ids.size
         # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
         # a kernel that reads them before writing (e.g. an accumulator never zeroed) fails here
         self.shared = _garbage((ncta, max(self.smem_bytes, 1)))
@@ -181,7 +291,8 @@ class Machine:
             self.vc = np.zeros((self.ntr, T + 1), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
             self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
-            self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1))
+            self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
+                                  what="shared")
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
@@ -507,11 +618,15 @@ class Machine:
                 reg, off = self.gmem.translate(a.astype(np.uint64), nbytes)
                 gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
                 self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
+            if kind.startswith("atomic") and lanes.size and self.gmem.written is not None:
+                self.gmem.mark(a.astype(np.uint64), nbytes, atomic=True)
             if data is None:
                 return self.gmem.read(a.astype(np.uint64), nbytes) if lanes.size else \
                     np.zeros((0, nbytes), np.uint8)
             if lanes.size:
                 self.gmem.write(a.astype(np.uint64), data)
+                if self.gmem.written is not None:
+                    self.gmem.mark(a.astype(np.uint64), nbytes, atomic=False)
             return None
         raise self.prog.unsupported(pc, f"state space '.{space}'")
 
@@ -569,30 +684,39 @@ class Machine:
         col = np.where(asy, T, ids % T)
         return cta, col.astype(np.int64)
 
-    def async_read(self, lane: int, flat_idx: np.ndarray, pc: int) -> None:
-        """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand) issued by ``lane``:
-        checked against earlier writes with the issuer's clocks, recorded as a read by the CTA's
+    def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int) -> None:
+        """Async-proxy reads of shared bytes (wgmma / tcgen05.mma operands) issued by ``lane``
+        (one lane and ``flat_idx`` of any shape, or lanes (k,) and ``flat_idx`` (k, nbytes)):
+        checked against earlier writes with each issuer's clocks, recorded as reads by its CTA's
         async unit at the epoch its next completion (commit) publishes."""
-        if not (self.ntr and lane < self.ntr):
+        lanes = np.atleast_1d(np.asarray(lane, dtype=np.int64))
+        idx = flat_idx.reshape(lanes.size, -1)
+        keep = lanes < self.ntr
+        if not (self.ntr and keep.any()):
             return
-        c = int(self.cta_local[lane])
-        self._proxy_check(lane, flat_idx.reshape(-1), pc)
-        self._hb_check(self.sshadow, "shared", np.array([lane]), flat_idx.reshape(1, -1), pc,
-                       None, "plain", rec_lane=self.n_ctas * self.T + c + self.c0,
-                       rec_clk=int(self.async_clk[c]) + 1)
+        lanes, idx = lanes[keep], idx[keep]
+        c = self.cta_local[lanes]
+        self._proxy_check(int(lanes[0]), idx.reshape(-1), pc)
+        self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
+                       rec_lane=self.n_ctas * self.T + self.batch_ids[c],
+                       rec_clk=self.async_clk[c] + 1)
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
         read by the async proxy while their writer has executed no ``fence.proxy.async`` since
         the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
         sh = self.sshadow
+        idx = sh.slots(idx)
         wl = sh.w_lane[idx]
         NT = self.n_ctas * self.T
         real = (wl >= 0) & (wl < NT)
         if not real.any():
             return
-        loc = wl[real] - self.c0 * self.T  # batch-local lane of each writer
-        ok_local = (loc >= 0) & (loc < self.N)
+        # batch-local lane of each writer (-1: a CTA of another batch)
+        wc, wt = np.divmod(wl[real], self.T)
+        lc = self._batch_pos[wc]
+        loc = np.where(lc >= 0, lc * self.T + wt, -1)
+        ok_local = loc >= 0
         stale = np.zeros(loc.shape, np.bool_)
         stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
         if not stale.any():
@@ -618,8 +742,8 @@ class Machine:
         return int(self.async_clk[c])
 
     def _hb_check(self, sh: Shadow, space: str, lanes: np.ndarray, idx: np.ndarray, pc: int,
-                  data: np.ndarray | None, kind: str, rec_lane: int | None = None,
-                  rec_clk: int | None = None) -> None:
+                  data: np.ndarray | None, kind: str, rec_lane: int | np.ndarray | None = None,
+                  rec_clk: int | np.ndarray | None = None) -> None:
         """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes);
         ``rec_lane``/``rec_clk`` record the access under another identity (an async unit)."""
         T = self.T
@@ -632,80 +756,76 @@ class Machine:
         lanes, idx = lanes[tr], idx[tr]
         gl = self.glane[lanes]  # global lane ids of the accessors
         k, nb = idx.shape
-        L = np.repeat(lanes, nb)
-        G = np.repeat(gl, nb)
-        I = idx.reshape(-1)
-        me_tid = self.tid[L]
-        my_clk = self.vc[L, me_tid]
+        I = sh.slots(idx.reshape(-1))  # record slots of the bytes (sparse shadow)
         write = data is not None
         # atomics and strong ld/st never race with each other, but they do race with weak
         # (plain) accesses of another thread that are not ordered with them
         strong = kind in ("atomic", "strong", "atomic_cta", "strong_cta")
         level = (1 if kind.endswith("_cta") else 2) if strong else 0
         if kind == "async_complete":
-            sh.w_clk[I] = my_clk
+            L = np.repeat(lanes, nb)
+            sh.w_clk[I] = self.vc[L, self.tid[L]]
             sh.w_async[I] = False
             sh.w_atomic[I] = 0
             sh.w_pf[I] = self.pfence[L]
             return
-        # conflict with the last writer
-        wl = sh.w_lane[I]
-        has_w = wl >= 0
-        my_cta = G // T
-        if has_w.any():
-            other = has_w & ((wl != G) | sh.w_async[I])
-            w_cta, w_col = self._split(np.maximum(wl, 0))
-            same_cta = w_cta == my_cta
-            if strong:  # morally strong pair: both strong, scope covering both threads
-                wa = sh.w_atomic[I]
-                other &= ~((wa > 0) & (same_cta | ((wa == 2) & (level == 2))))
-            known = np.where(same_cta, self.vc[L, w_col], 0)
-            unordered = other & (~same_cta | (sh.w_clk[I] > known) | sh.w_async[I])
-            if write:
-                # replicated stores: same instruction, same value -> not a race
-                same = (sh.w_pc[I] == pc) & (sh.w_val[I] == data[tr].reshape(-1))
-                unordered &= ~same
-            if unordered.any():
-                j = int(np.flatnonzero(unordered)[0])
+        n = I.size
+        vals = (np.ascontiguousarray(data[tr], dtype=np.uint8).reshape(-1) if write
+                else _NO_VALS)
+        unord_w = np.zeros(n, np.bool_)
+        unord_r = np.zeros(n, np.bool_)
+        my_clk = np.empty(n, np.int32)
+        NT = self.n_ctas * T
+        # pass 1 (compiled): every byte against the shadow as it was before this step
+        _hbkern.check(I, lanes, gl, nb, self.vc, self.tid, sh.w_lane, sh.w_clk, sh.w_pc,
+                      sh.w_val, sh.w_async, sh.w_atomic, sh.r_lane, sh.r_clk, sh.r_atomic,
+                      vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk)
+        if unord_w.any():
+            G = np.repeat(gl, nb)
+            wl = sh.w_lane[I]
+            if write and lanes.size > 1:
+                # the recorded writer also writes this byte in this very instruction
+                # instance (a duplicated layout: lanes 0 and 8 hold one element): its new
+                # write follows its old one in program order, so whatever order the others
+                # land in, the byte ends with this instance's value - the old write cannot
+                # be the last one, and the two lanes' new writes are replicated stores
+                cand = np.flatnonzero(unord_w)
+                mine = I.astype(np.int64) * (1 << 24) + G
+                theirs = I[cand].astype(np.int64) * (1 << 24) + wl[cand]
+                unord_w[cand[np.isin(theirs, mine)]] = False
+            if unord_w.any():
+                j = int(np.flatnonzero(unord_w)[0])
                 self._race(space, int(sh.w_pc[I[j]]), int(wl[j]), "write", pc, int(G[j]),
-                           "write" if write else "read", int(unordered.sum()))
-        if write:
+                           "write" if write else "read", int(unord_w.sum()))
+        if write and unord_r.any():
+            G = np.repeat(gl, nb)
             rl = sh.r_lane[I]
-            has_r = (rl >= 0) & (rl != G)
-            if has_r.any():
-                r_cta, r_col = self._split(np.maximum(rl, 0))
-                same_cta = r_cta == my_cta
-                if strong:
-                    ra = sh.r_atomic[I]
-                    has_r &= ~((ra > 0) & (same_cta | ((ra == 2) & (level == 2))))
-                known = np.where(same_cta, self.vc[L, r_col], 0)
-                unordered = has_r & (~same_cta | (sh.r_clk[I] > known))
-                if unordered.any():
-                    j = int(np.flatnonzero(unordered)[0])
-                    self._race(space, int(sh.r_pc[I[j]]), int(rl[j]), "read", pc, int(G[j]),
-                               "write", int(unordered.sum()))
-            # two lanes of this instruction storing different values to one byte
-            vals = data[tr].reshape(-1)
-            order = np.argsort(I, kind="stable")
-            Is, Vs = I[order], vals[order]
-            dup = (Is[1:] == Is[:-1]) & (Vs[1:] != Vs[:-1]) & (not strong)
-            if dup.any():
+            j = int(np.flatnonzero(unord_r)[0])
+            self._race(space, int(sh.r_pc[I[j]]), int(rl[j]), "read", pc, int(G[j]),
+                       "write", int(unord_r.sum()))
+        # pass 2 (compiled): record the accesses
+        if write:
+            dup = np.zeros(n, np.bool_)
+            _hbkern.record_write(I, lanes, gl, nb, my_clk, vals, pc, kind == "async_issue",
+                                 level, self.pfence, sh.w_lane, sh.w_clk, sh.w_pc, sh.w_val,
+                                 sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane, dup)
+            # two lanes of this instruction storing different values to one byte: one value
+            # survives per byte, so a byte whose lanes disagree has a lane that lost
+            if not strong and k > 1 and dup.any():
+                G = np.repeat(gl, nb)
                 j = int(np.flatnonzero(dup)[0])
-                self._race(space, pc, int(G[order][j]), "write", pc, int(G[order][j + 1]),
-                           "write", int(dup.sum()))
-            sh.w_lane[I] = G
-            sh.w_clk[I] = my_clk
-            sh.w_pc[I] = pc
-            sh.w_val[I] = vals
-            sh.w_async[I] = kind == "async_issue"
-            sh.w_atomic[I] = level
-            sh.w_pf[I] = self.pfence[L]
-            sh.r_lane[I] = -1
+                other = np.flatnonzero((I == I[j]) & (vals != vals[j]))
+                j2 = int(other[0]) if other.size else j
+                a, b = sorted((int(G[j]), int(G[j2])))
+                self._race(space, pc, a, "write", pc, b, "write", int(np.unique(I[dup]).size))
         else:
-            sh.r_lane[I] = G if rec_lane is None else rec_lane
-            sh.r_clk[I] = my_clk if rec_clk is None else rec_clk
-            sh.r_pc[I] = pc
-            sh.r_atomic[I] = level
+            use_rec = rec_lane is not None
+            rl_arr = (np.ascontiguousarray(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+                      if use_rec else gl)
+            rc_arr = (np.ascontiguousarray(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+                      if use_rec else _NO_CLK)
+            _hbkern.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
+                                sh.r_clk, sh.r_pc, sh.r_atomic)
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid
@@ -776,8 +896,20 @@ class Machine:
             tl = lanes < self.ntr
             if tl.any():
                 tlanes = lanes[tl]
-                rows = self.vc[tlanes]
-                np.maximum.at(self.bar_vc, (ctas[tl], ids[tl]), rows)
+                # join the arrivals' clocks per (CTA, barrier id): lanes come in lane order, so
+                # equal keys are mostly contiguous; a segmented max (reduceat) replaces the slow
+                # unbuffered np.maximum.at
+                key = ctas[tl] * 16 + ids[tl]
+                if key.size > 1 and (key[1:] < key[:-1]).any():
+                    o = np.argsort(key, kind="stable")
+                    key, tlanes_s = key[o], tlanes[o]
+                else:
+                    tlanes_s = tlanes
+                starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+                red = np.maximum.reduceat(self.vc[tlanes_s], starts, axis=0)
+                uk = key[starts]
+                cc, bb = uk // 16, uk % 16
+                self.bar_vc[cc, bb] = np.maximum(self.bar_vc[cc, bb], red)
                 self._tick(tlanes)
         if wait:
             self.blocked[lanes] = True
@@ -818,7 +950,7 @@ class Machine:
             return
         ins = self.prog.insts[pc]
         gx, gy, _ = self.launch.grid
-        cta = c + self.c0
+        cta = int(self.batch_ids[c])
         self.findings[key] = Finding(
             rule="HB5", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
             message=(f"barrier {b} expects {expected} threads but {arrived} threads of CTA "
@@ -931,7 +1063,7 @@ class Machine:
                         f"{st['pending']} of {st['count']} arrivals pending, tx-count {st['tx']}")
             tids = sorted({int(self.tid[l]) for l in ls if self.cta_local[l] == c})
             notes.append(Note(message=f"{len(ls)} threads blocked here ({what}); in CTA "
-                                      f"{c + self.c0}: threads {_ranges(tids)}",
+                                      f"{int(self.batch_ids[c])}: threads {_ranges(tids)}",
                               line=ins.line, col=ins.col))
         exited = int(self.done.sum())
         if exited:
@@ -973,6 +1105,32 @@ class Machine:
                     message=(f"'{ins.opcode}': lanes {_ranges(lanes.tolist())} of warp "
                              f"{(w * 32 % self.T) // 32} are in membermask but do not execute it "
                              f"(diverged or exited)"))
+
+
+def representative_order(grid: tuple[int, int, int]) -> np.ndarray:
+    """Every linear CTA id of ``grid`` (x fastest), most representative first: the grid's
+    corners (first and last index along each axis: the tiles where bounds masks and partial
+    tiles act), then the rest spread evenly over the grid (a golden-ratio stride, so any prefix
+    samples the whole id range: different rows, heads, batches and diagonal positions)."""
+    gx, gy, gz = grid
+    n = gx * gy * gz
+    seen = np.zeros(n, np.bool_)
+    out: list[int] = []
+    for z in sorted({0, gz - 1}):
+        for y in sorted({0, gy - 1}):
+            for x in sorted({0, gx - 1}):
+                c = x + gx * (y + gy * z)
+                if not seen[c]:
+                    seen[c] = True
+                    out.append(c)
+    if n > len(out):
+        step = max(1, int(round(n * 0.6180339887)))
+        while np.gcd(step, n) != 1:
+            step += 1
+        rest = (np.arange(n, dtype=np.int64) * step) % n
+        rest = rest[~seen[rest]]
+        return np.concatenate([np.array(out, np.int64), rest])
+    return np.array(out, np.int64)
 
 
 #: 4 KiB of fixed pseudo-random bytes tiled over uninitialised shared/local memory

@@ -7,6 +7,8 @@ moved the program counters itself (branches, barriers, blocking waits).
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 
@@ -17,11 +19,32 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 _PACKED = {"f16x2": np.dtype(np.float16), "bf16x2": BF16, "f32x2": np.dtype(np.float32)}
 
 
+#: a modifier spelled like a PTX type (``.s16x2``, ``.f8x4``, ``.b128``, ``.e2m1``): a type the
+#: emulator does not model, never a modifier to ignore
+_TYPE_LIKE = re.compile(r"^(?:[bsuf](?:8|16|32|64|128)(?:x\d+)?|bf16(?:x\d+)?|tf32|"
+                        r"e\dm\d(?:x\d+)?|ue\dm\d(?:x\d+)?)$")
+
+
 def _typ(m, pc) -> str:
+    """The one instruction type of the opcode at ``pc`` (``add.f32`` -> ``f32``).
+
+    Raises:
+        EmulationUnsupported: the opcode has no type, a type the emulator does not model
+            (named), or more than one type (a type combination the handler does not model;
+            handlers of multi-type opcodes - cvt, mma, mixed-precision add/sub/fma - decode
+            their types themselves), with file:line:col.
+    """
     mods, types = m._types[pc]
+    opc = m.prog.insts[pc].opcode
+    odd = [x for x in mods if _TYPE_LIKE.match(x)]
+    if odd:
+        raise m.prog.unsupported(pc, f"'{opc}' (type .{odd[0]} is not modelled)")
     if not types:
-        raise m.prog.unsupported(pc, f"'{m.prog.insts[pc].opcode}' without a type")
-    return types[-1]
+        raise m.prog.unsupported(pc, f"'{opc}' without a type")
+    if len(types) != 1:
+        raise m.prog.unsupported(pc, f"'{opc}' (type combination "
+                                     f"{'.'.join(types)} is not modelled)")
+    return types[0]
 
 
 def _mods(m, pc) -> list[str]:
@@ -255,8 +278,16 @@ def _shift(op, a, s, t):
 def _arith(m, ins, pc, exe, active):
     op = ins.base
     mods, types = m._types[pc]
-    t = _typ(m, pc)
     ops = ins.operands
+    if len(types) == 2 and types[0] == "f32" and types[1] in ("f16", "bf16") and op in (
+            "add", "sub", "fma") and not any(_TYPE_LIKE.match(x) for x in mods):
+        _mixed(m, ins, pc, exe, op, mods, types[1])
+        return
+    if op in ("add", "sub", "min", "max") and len(types) == 0 and any(
+            x in ("s16x2", "u16x2") for x in mods):
+        _int16x2(m, ins, pc, exe, op, mods)
+        return
+    t = _typ(m, pc)
     if t == "pred":
         a, b = m.read(ops[1], t, pc), m.read(ops[2], t, pc)
         r = {"and": a & b, "or": a | b, "xor": a ^ b}[op]
@@ -267,6 +298,15 @@ def _arith(m, ins, pc, exe, active):
         b = _ftz_in(_fin(m, ops[2], t, pc), t, mods) if len(ops) > 2 else None
         if op in ("fma", "mad"):
             c = _ftz_in(_fin(m, ops[3], t, pc), t, mods)
+            if t == "f32":
+                # the f32 x f32 product is exact in f64; the sum is rounded once to f32
+                r32 = _fma_f32_exact(a * b, c, _rnd(mods))
+                if "ftz" in mods:
+                    r32 = ftz32(r32)
+                if "sat" in mods:
+                    r32 = sat01(r32)
+                m.write(ops[0], r32, exe, pc)
+                return
             r = a * b + c
         elif op == "add":
             r = a + b
@@ -339,6 +379,78 @@ def _arith(m, ins, pc, exe, active):
     else:
         r = np.asarray(_binary_int(op, a, b, t)).astype(NP[t])
     m.write(ops[0], r, exe, pc)
+
+
+def _mixed(m, ins, pc, exe, op: str, mods: list[str], at: str) -> None:
+    """Mixed-precision ``add/sub{.rnd}{.sat}.f32.atype d, a, c`` and
+    ``fma.rnd{.sat}.f32.abtype d, a, b, c`` (PTX ISA 9.1 §9.7.4 "Mixed precision floating
+    point instructions", sm_100+): the ``.atype`` (f16/bf16) operands - a for add/sub, a and b
+    for fma - are converted exactly to f32, c is f32, and the result is rounded once to f32
+    with ``.rnd`` (default .rn), then clamped to [0, 1] with ``.sat``. No ``.ftz`` form exists.
+    """
+    ops = ins.operands
+    want = 4 if op == "fma" else 3
+    if len(ops) != want or "ftz" in mods or (op == "fma" and _rnd(mods) not in
+                                              ("rn", "rz", "rm", "rp")):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (operands or modifiers of the "
+                                     f"mixed-precision form)")
+    a = m.read(ops[1], at, pc).astype(np.float64)  # f16/bf16 -> f64 is exact
+    if op == "fma":
+        b = m.read(ops[2], at, pc).astype(np.float64)
+        c = m.read(ops[3], "f32", pc).astype(np.float64)
+        # a*b of two 11-/8-bit significands is exact in f64; a*b + c can need more than 53
+        # bits when the exponents differ widely: _fma_f32_exact rounds the exact sum once
+        r = _fma_f32_exact(a * b, c, _rnd(mods))
+    else:
+        c = m.read(ops[2], "f32", pc).astype(np.float64)
+        # f16/bf16 and f32 values are exact in f64 and their sum/difference rounds once to f32
+        # the same way as an exact sum would (double rounding f64 -> f32 of a sum of two f32
+        # values is innocuous: 53 >= 2 * 24 + 2, Figueroa 1995)
+        r = round_f64_to(a + c if op == "add" else a - c, np.dtype(np.float32), _rnd(mods))
+    if "sat" in mods:
+        r = sat01(r)
+    m.write(ops[0], np.asarray(r, dtype=np.float32), exe, pc)
+
+
+def _fma_f32_exact(p: np.ndarray, c: np.ndarray, rnd: str) -> np.ndarray:
+    """float32 rounding (mode ``rnd``) of the exact ``p + c`` where ``p`` is an exact f64 product
+    of two f16/bf16 values and ``c`` an f32 value: the f64 sum is exact unless the exponents
+    differ widely, in which case the tiny addend only matters as a sticky bit; it is folded in
+    through an error-free TwoSum and round-to-odd at 53 bits, after which one rounding to
+    f32 is exact (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved
+    algorithms using rounding to odd", IEEE TC 2008: odd rounding at p + 2 bits or more)."""
+    s = p + c
+    # TwoSum: err = exact (p + c) - s, exactly representable
+    bp = s - c
+    err = (p - bp) + (c - (s - bp))
+    nz = (err != 0) & np.isfinite(s)
+    if nz.any():
+        # round-to-odd on the f64 sum keeps the sticky information: a double rounding through
+        # round-to-odd at >= 2 extra bits is exact (Boldo & Melquiond 2008)
+        bits = s.view(np.int64)
+        odd_fix = nz & ((bits & 1) == 0)
+        toward = np.where(err > 0, np.inf, -np.inf)
+        s = np.where(odd_fix, np.nextafter(s, toward), s)
+    return round_f64_to(s, np.dtype(np.float32), rnd)
+
+
+def _int16x2(m, ins, pc, exe, op: str, mods: list[str]) -> None:
+    """Packed ``add/sub/min/max{.relu}.{s16x2,u16x2}`` (PTX ISA 9.1 §9.7.1, sm_90+ for add/sub):
+    each 16-bit half is computed independently, add/sub wrap modulo 2**16, ``.relu`` (min/max
+    of s16x2) clamps negative halves to 0."""
+    signed = "s16x2" in mods
+    el = np.int16 if signed else np.uint16
+    ops = ins.operands
+    if len(ops) != 3 or ("relu" in mods and not (signed and op in ("min", "max"))) or any(
+            x == "sat" for x in mods):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (modifiers of the packed 16-bit form)")
+    a = np.atleast_1d(m.read(ops[1], "b32", pc)).view(el).reshape(-1, 2).astype(np.int64)
+    b = np.atleast_1d(m.read(ops[2], "b32", pc)).view(el).reshape(-1, 2).astype(np.int64)
+    r = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}[op](a, b)
+    if "relu" in mods:
+        r = np.maximum(r, 0)
+    r = np.ascontiguousarray(np.broadcast_to(r, np.broadcast_shapes(r.shape, (1, 2))))
+    m.write(ops[0], (r & 0xFFFF).astype(np.uint16).reshape(-1).view(np.uint32), exe, pc)
 
 
 def _mulhi64(a, b, signed):
@@ -1234,57 +1346,76 @@ def _wgmma(m, ins, pc, exe, active):
     bdesc_all = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
     adesc_all = None if a_reg else np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
     acc_dt = np.float32 if dt_ == "f32" else np.int32
-    for gi in groups:
-        if not ex[gi].all():
-            m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
-        base = gi * 128
-        cta = int(m.cta_local[base])
-        bidx = (_mnmajor_bytes(int(bdesc_all[base]), N, K, es) if trans_b else
-                _kmajor_bytes(int(bdesc_all[base]), N, K * es))
-        if (bidx < 0).any() or (bidx >= m.smem_bytes).any():
-            raise _Fault("fault", f"wgmma B operand outside shared memory ({m.prog.where(pc)})")
-        B = np.ascontiguousarray(sh[cta * S + bidx]).view(el).astype(np.float64)  # (N, K)
-        _async_read(m, base, cta * S + bidx, pc)
-        if a_reg:
-            A = np.zeros((64, K))
-            ra = [np.broadcast_to(m.read(e, "b32", pc), (m.N,))[base:base + 128]
-                  for e in ops[1].elems]
-            rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
-            cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
-            for i in range(4):
-                h = np.ascontiguousarray(ra[i].astype(np.uint32)).view(np.uint16).reshape(
-                    128, 2).view(el).astype(np.float64)
-                A[rows_[i], cols_[i]] = h[:, 0]
-                A[rows_[i], cols_[i] + 1] = h[:, 1]
-        else:
-            aidx = _kmajor_bytes(int(adesc_all[base]), 64, K * es)
-            if (aidx < 0).any() or (aidx >= m.smem_bytes).any():
-                raise _Fault("fault", f"wgmma A operand outside shared memory "
+    if not ex[groups].all():
+        m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
+    bases = groups * 128
+    ctas = m.cta_local[bases].astype(np.int64)
+    cache = m.__dict__.setdefault("_wg_idx_cache", {})
+
+    def operand_idx(desc: int, rows: int, trans: bool) -> np.ndarray:
+        # byte addresses of an operand per descriptor value (the same for every CTA and every
+        # loop iteration of a pipeline stage: cached)
+        key = (desc, rows, K, es, trans)
+        idx = cache.get(key)
+        if idx is None:
+            idx = (_mnmajor_bytes(desc, rows, K, es) if trans else
+                   _kmajor_bytes(desc, rows, K * es))
+            if len(cache) > 4096:
+                cache.clear()
+            cache[key] = idx
+        return idx
+
+    def gather(descs: np.ndarray, rows: int, trans: bool, what: str) -> np.ndarray:
+        """(G, rows, K) float64 operand values of every warpgroup, async reads recorded."""
+        flat = np.empty((groups.size, rows, K * es), np.int64)
+        for i, gi in enumerate(groups):
+            idx = operand_idx(int(descs[bases[i]]), rows, trans)
+            if (idx < 0).any() or (idx >= m.smem_bytes).any():
+                raise _Fault("fault", f"wgmma {what} operand outside shared memory "
                                       f"({m.prog.where(pc)})")
-            A = np.ascontiguousarray(sh[cta * S + aidx]).view(el).astype(np.float64)
-            _async_read(m, base, cta * S + aidx, pc)
-        D = A @ B.T  # (64, N)
-        lanes = base + L
-        e2 = np.zeros(m.N, np.bool_)
-        e2[lanes] = True
-        e2 &= exe
-        sd = bool(scale_d[base])
-        for j in range(N // 8):
-            for q in range(4):
-                r = 16 * w + g + (8 if q >= 2 else 0)
-                c = 8 * j + 2 * t + (q & 1)
-                d = dests[4 * j + q]
-                old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
-                cur = old.view(acc_dt).astype(np.float64) if sd else 0.0
-                v = D[r, c] + cur
-                if acc_dt == np.float32:
-                    bits = v.astype(np.float32).view(np.uint32)
-                else:
-                    bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
-                        np.int32).view(np.uint32)
-                full = np.zeros(m.N, np.uint32)
-                full[lanes] = bits
-                m.write(d, full, e2, pc)
+            flat[i] = ctas[i] * S + idx
+        _async_read(m, bases, flat.reshape(groups.size, -1), pc)
+        return sh[flat].view(el).astype(np.float64)
+
+    Bv = gather(bdesc_all, N, bool(trans_b), "B")  # (G, N, K)
+    if a_reg:
+        Av = np.zeros((groups.size, 64, K))
+        rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
+        cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
+        lanes_g = (bases[:, None] + L[None, :])  # (G, 128)
+        for i in range(4):
+            ra = np.broadcast_to(m.read(ops[1].elems[i], "b32", pc), (m.N,))[lanes_g]
+            h = np.ascontiguousarray(ra.astype(np.uint32)).view(np.uint16).reshape(
+                groups.size, 128, 2).view(el).astype(np.float64)
+            Av[:, rows_[i], cols_[i]] = h[:, :, 0]
+            Av[:, rows_[i], cols_[i] + 1] = h[:, :, 1]
+    else:
+        Av = gather(adesc_all, 64, False, "A")  # (G, 64, K)
+    D = np.matmul(Av, Bv.transpose(0, 2, 1))  # (G, 64, N), exact products, f64 sums
+    lanes = (bases[:, None] + L[None, :]).reshape(-1)
+    e2 = np.zeros(m.N, np.bool_)
+    e2[lanes] = True
+    e2 &= exe
+    sd = np.broadcast_to(scale_d, (m.N,))[lanes]
+    # accumulator fragment layout (PTX ISA 9.1 §9.7.15.5.1, m64nNk16 D): register 4j+q of
+    # lane L holds row 16*warp + L/4 (+8 for q >= 2), column 8j + 2*(L%4) + (q&1)
+    qs = np.arange(N // 2)
+    R = (16 * w + g)[None, :] + np.where((qs % 4) >= 2, 8, 0)[:, None]  # (N/2, 128)
+    C = (8 * (qs // 4) + (qs % 2))[:, None] + (2 * t)[None, :]
+    V = D[:, R, C].transpose(1, 0, 2).reshape(N // 2, -1)  # (N/2, G*128) in lane order
+    for k in range(N // 2):
+        d = dests[k]
+        old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
+        cur = np.where(sd, old.view(acc_dt).astype(np.float64), 0.0)
+        v = V[k] + cur
+        if acc_dt == np.float32:
+            bits = v.astype(np.float32).view(np.uint32)
+        else:
+            bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
+                np.int32).view(np.uint32)
+        full = np.zeros(m.N, np.uint32)
+        full[lanes] = bits
+        m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []

@@ -16,7 +16,30 @@ import numpy as np
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
 
-__all__ = ["make_inputs", "cached_inputs", "reference_outputs"]
+__all__ = ["make_inputs", "cached_inputs", "reference_outputs", "output_fill_byte"]
+
+
+def output_fill_byte(p, sentinel: int, timed: bool = False) -> int:
+    """The byte an ``out`` pointer's buffer holds before a launch: the one definition of the
+    spec's ``init`` semantics, shared by the GPU worker and the emulator.
+
+    Args:
+        p: a :class:`kernels.Param` with role ``out``.
+        sentinel: the poison byte of this pass (the worker alternates 0xFF / 0x7F).
+        timed: a timed launch (the worker zero-fills a partly written output there so every
+            timed launch and the reference capture see the same unwritten bytes).
+
+    Returns:
+        0 for ``init: zeros`` (the caller zero-fills it, e.g. an output accumulated with
+        atomics) and for a partly written output in a timed launch, else ``sentinel``.
+
+    Raises:
+        ValueError: ``p`` is not an ``out`` pointer.
+    """
+    if p.role != "out":
+        raise ValueError(f"output_fill_byte: parameter {p.name!r} has role {p.role!r}, not out")
+    return 0 if p.init == "zeros" or (timed and p.written is not None) else sentinel
+
 
 
 def make_inputs(spec: KernelSpec, size: str, seed: int) -> dict[str, np.ndarray]:

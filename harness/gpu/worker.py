@@ -55,7 +55,7 @@ from pydantic import BaseModel, Field
 from harness.correctness import CompareResult, compare
 from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, Kernel, LaunchSpec, check
 from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
-from harness.inputs import cached_inputs, make_inputs, reference_outputs
+from harness.inputs import cached_inputs, make_inputs, output_fill_byte, reference_outputs
 from harness.results import DeviceSummary, EvalResult, KernelRun, KernelUnderTest, SeedCheck
 from harness.timing import PEAK_TFLOPS, ROOFLINE_BOUND, paired_speedup, roofline_fraction, stats
 from kernels.dtypes import dtype
@@ -226,7 +226,7 @@ class Worker:
         """
         for p in self.spec.tensors():
             if p.role == "out":
-                fill = 0 if p.init == "zeros" or (timed and p.written is not None) else sentinel
+                fill = output_fill_byte(p, sentinel, timed)
                 bs.bufs[p.name].fill_byte(fill, self.ctx.stream)
             elif p.role == "inout":
                 bs.bufs[p.name].copy_from(bs.pristine[p.name])

@@ -97,6 +97,37 @@ ld.shared.u32 %r8, [buf];
     assert res.findings == []
 
 
+DUP_LOOP = """
+setp.eq.u32 %p1, %r1, 0;
+setp.eq.u32 %p2, %r1, 8;
+or.pred %p3, %p1, %p2;
+mov.u32 %r9, 0;
+$L_loop:
+{guard}
+@%p3 st.shared.u32 [buf], %r9;
+add.u32 %r9, %r9, 1;
+setp.lt.u32 %p1, %r9, 3;
+@%p1 bra $L_loop;
+"""
+
+
+def test_duplicated_layout_store_rewritten_by_the_same_lanes_is_not_a_race():
+    # lanes 0 and 8 hold one element of a duplicated layout and store it each iteration with no
+    # barrier between: each lane's new write follows its own old one, the byte always ends with
+    # the current value; HB1 must not report lanes of one instruction writing the same value
+    res, _ = _run(DUP_LOOP.format(guard=""), threads=32)
+    assert res.status == "ok" and res.findings == [], res.findings
+
+
+def test_duplicated_store_whose_old_writer_stopped_writing_is_a_race():
+    # lane 8 writes only in the first iteration: its old write may land after lane 0's new one
+    guard = ("setp.eq.u32 %p2, %r1, 8;\nsetp.ne.u32 %p1, %r9, 0;\nand.pred %p1, %p1, %p2;\n"
+             "@%p1 mov.pred %p3, 0;")
+    res, _ = _run(DUP_LOOP.format(guard=guard), threads=32)
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert races and "thread 8" in races[0].message + " ".join(n.message for n in races[0].notes)
+
+
 def test_different_values_from_one_store_are_a_race():
     res, _ = _run("st.shared.u32 [buf], %r1;\n")
     assert [f.rule for f in res.findings] == ["HB1"]
