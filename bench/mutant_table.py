@@ -25,7 +25,7 @@ from mutant_corpus import MUTANTS, caught, run
 from verifier.registry import RULES
 
 
-def fast_table(paths: list[Path], show_misses: bool) -> int:
+def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4) -> int:
     """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
     derived from ``paths`` and how many the verifier rejects (an error, any rule), the rules
     that reject them, and the false alarms on the unmutated files. Returns 0 when every file
@@ -48,7 +48,7 @@ def fast_table(paths: list[Path], show_misses: bool) -> int:
         arch = parse_ptx(text).arch
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
-        for m in mutants(path.name, text):
+        for m in mutants(path.name, text, max_sites=max_sites):
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
             tot[m.cls] += 1
@@ -79,11 +79,13 @@ def main() -> int:
                     help="the issue-18 table over fast-corpus PTX files (default: "
                          "tests/verifier/fixtures/fast36/*.ptx)")
     ap.add_argument("--misses", action="store_true", help="with --fast: list missed mutants")
+    ap.add_argument("--max-sites", type=int, default=4,
+                    help="with --fast: mutants per class and file (default 4)")
     args = ap.parse_args()
     if args.fast is not None:
         paths = [Path(p) for p in args.fast] or sorted(
             (ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx"))
-        return fast_table(paths, args.misses)
+        return fast_table(paths, args.misses, args.max_sites)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:
         rep, _ = run(m)
