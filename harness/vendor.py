@@ -88,7 +88,7 @@ def to_torch(arr: np.ndarray, device: str = "cpu"):
     """
     import torch
 
-    a = np.ascontiguousarray(arr)
+    a = np.array(arr, order="C", copy=True)   # the input cache hands out read-only memmaps
     name = a.dtype.name
     if name in ("float8_e4m3fn", "float8_e5m2"):
         t = torch.from_numpy(a.view(np.uint8)).view(getattr(torch, name))
