@@ -146,3 +146,22 @@ def test_vendor_paths_on_the_gpu():
         assert r.correct is True and r.median_ms and r.median_ms > 0, r
         assert r.q1_ms <= r.median_ms <= r.q3_ms and r.n == 20, r
     print(json.dumps([r.model_dump() for r in res], indent=1))
+
+
+def test_a_wrong_vendor_path_is_caught(monkeypatch):
+    """The float64 check catches a vendor path that is off by 1% (and one missing its output)."""
+    pytest.importorskip("torch")
+    import kernels.suite.gemm as gemm
+
+    real = gemm.vendor
+
+    def off(name, inputs, dims):
+        desc, run = real(name, inputs, dims)
+        return desc, lambda: {"c_ptr": run()["c_ptr"] * 1.01}
+
+    monkeypatch.setattr(gemm, "vendor", off)
+    _, problems = check_vendor(get("gemm.fp16"), "cpu")
+    assert problems and problems[0].startswith("c_ptr:"), problems
+    monkeypatch.setattr(gemm, "vendor", lambda n, i, d: ("nothing", lambda: {}))
+    _, problems = check_vendor(get("gemm.fp16"), "cpu")
+    assert problems == ["c_ptr: the vendor path returned no such output"]
