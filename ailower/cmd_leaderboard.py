@@ -22,6 +22,14 @@ def _f(x: float | None, fmt: str = "{:.4f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _vendor_text(e) -> str:
+    """The vendor column of an entry: ``1.5730 (0.79x)`` (vendor ms, vendor/candidate) or the
+    ``n/a`` reason."""
+    if e.vendor_ms is None:
+        return e.vendor_note[:40]
+    return f"{e.vendor_ms:.4f}" + (f" ({e.vendor_ratio:.2f}x)" if e.vendor_ratio else "")
+
+
 def render_text(lb, con: Console) -> None:
     """Print ``lb`` (a :class:`campaign.Leaderboard`): the kernel x arch matrix, the detail per
     arch and the summary rows. No cell is ever cut: piped, ``con`` is wide enough for every
@@ -42,7 +50,8 @@ def render_text(lb, con: Console) -> None:
     for a in lb.archs:
         t = table(f"{a}: every cell",
                   ("kernel", "provider/model", "Triton config", "Triton ms", "cand ms", "speedup",
-                   "outcome", "roofline T/c", "verdict", "verifier e/w", "seeds", "iter", "cost"),
+                   "outcome", "roofline T/c", "vendor ms (x)", "verdict", "verifier e/w", "seeds",
+                   "iter", "cost"),
                   keys=("kernel", "provider/model"))
         for e in (e for e in lb.entries if e.arch == a):
             static = e.outcome == "static"
@@ -51,7 +60,7 @@ def render_text(lb, con: Console) -> None:
                       "static" if static else _f(e.candidate_ms), _f(e.speedup, "{:.3f}x"),
                       e.outcome,
                       f"{_f(e.baseline_roofline, '{:.2f}')}/{_f(e.candidate_roofline, '{:.2f}')}",
-                      e.verdict or (e.error or "-")[:60],
+                      _vendor_text(e), e.verdict or (e.error or "-")[:60],
                       f"{e.verifier_errors}/{e.verifier_warnings}", str(e.seeds_checked),
                       _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"))
         con.print(t)
@@ -72,6 +81,8 @@ def leaderboard_command(
     json_out: Annotated[bool, typer.Option("--json", help="print the leaderboard as JSON")] = False,
     html: Annotated[Path | None, typer.Option(
         "--html", help="also write the self-contained HTML page (tables + plots) to FILE")] = None,
+    vendor: Annotated[Path | None, typer.Option(
+        "--vendor", help="vendor-path times: an `ailower baseline --json` file")] = None,
 ) -> None:
     """Show the leaderboard: per kernel x arch, autotuned Triton vs the best verified candidate."""
     from ailower._common import CliFailure
@@ -84,7 +95,11 @@ def leaderboard_command(
         archs = parse_archs(arch) if arch else None
         store = CampaignStore(get_settings().database_url)
         lb = build_leaderboard(store, campaign=campaign, archs=archs)
-    except (LeaderboardError, PlanError) as exc:
+        if vendor is not None:
+            from campaign.vendor_column import apply_vendor, load_vendor
+
+            apply_vendor(lb, load_vendor(vendor))
+    except (LeaderboardError, PlanError, ValueError) as exc:
         raise CliFailure(str(exc)) from None
     if html is not None:
         from campaign.html import render_html

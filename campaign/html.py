@@ -204,6 +204,8 @@ def render_html(lb: Leaderboard) -> str:
             _td(e.outcome, cls="l"),
             _td(_f(e.baseline_roofline, "{:.2f}"), sort=e.baseline_roofline),
             _td(_f(e.candidate_roofline, "{:.2f}"), sort=e.candidate_roofline),
+            _td(e.vendor_note or f"{e.vendor_ms:.4f} ({_f(e.vendor_ratio, '{:.2f}x')})",
+                sort=e.vendor_ms, cls="l" if e.vendor_note else ""),
             _td(e.verdict or (e.error or "-")[:80], cls="l"),
             _td(f"{e.verifier_errors}/{e.verifier_warnings}", sort=e.verifier_errors),
             _td(str(e.seeds_checked)), _td(_f(e.iteration, "{}"), sort=e.iteration),
@@ -211,7 +213,8 @@ def render_html(lb: Leaderboard) -> str:
             _td(e.static_reason or e.device or "", cls="l")]) + "</tr>")
     detail = _table("cells", ["kernel", "arch", "provider/model", "Triton config",
                               "Triton ms", "candidate ms", "speedup", "outcome",
-                              "Triton roofline", "candidate roofline", "verdict",
+                              "Triton roofline", "candidate roofline",
+                              "vendor ms (vendor/candidate)", "verdict",
                               "verifier err/warn", "seeds", "iteration", "cost",
                               "GPU / static reason"], drows, left=4)
     plots = "".join(

@@ -83,6 +83,12 @@ class Entry(BaseModel):
     tokens: dict[str, int] = Field(default_factory=dict)
     outcome: Outcome
     finished_at: str | None = None
+    vendor_ms: float | None = None
+    """The vendor path's median time (:mod:`campaign.vendor_column`); None: see ``vendor_note``."""
+    vendor_path: str = ""
+    vendor_note: str = "n/a: not measured"
+    vendor_ratio: float | None = None
+    """``vendor_ms / candidate_ms`` (above 1: the candidate is faster than the vendor path)."""
 
 
 class SummaryRow(BaseModel):

@@ -37,6 +37,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from harness.vendor import VendorResult, measure_vendor_subprocess, vendor_cell
+
 __all__ = [
     "LOW_ROOFLINE_REASONS",
     "BaselineRow",
@@ -125,6 +127,8 @@ class SuiteBaselineReport(BaseModel):
     matmul_tflops: dict[str, float] = Field(default_factory=dict)
     matmul_source: dict[str, str] = Field(default_factory=dict)
     rows: list[BaselineRow] = Field(default_factory=list)
+    vendor: list[VendorResult] = Field(default_factory=list)
+    """The vendor path per kernel (:mod:`harness.vendor`; ``n/a`` rows say why)."""
     seconds: dict[str, float] = Field(default_factory=dict)
 
 
@@ -373,6 +377,10 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
         log(f"  {n}: {row.best_config or 'no correct config'} "
             f"{f'{row.median_ms:.4f} ms' if row.median_ms else ''} ({row.seconds:.1f} s)")
     report.seconds["autotune"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    log("timing the vendor paths (torch: cuBLAS, cuDNN, SDPA) ...")
+    report.vendor = measure_vendor_subprocess(names, cache_dir=cache)
+    report.seconds["vendor"] = time.perf_counter() - t0
 
     report.copy_gbps = statistics.median(copies) if copies else 0.0
     for dt, gemm in (("fp16", "gemm.fp16"), ("fp8e4nv", "gemm.fp8")):
@@ -393,11 +401,12 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
 def render_table(report: SuiteBaselineReport) -> str:
     """The report as a plain-text table plus the flagged rows' reasons and the ceilings used."""
     head = (f"{'kernel':<26} {'best config':<52} {'ms':>9} {'TFLOP/s':>8} {'GB/s':>7} "
-            f"{'bound':<7} {'roofline':>8} {'correct':>7}")
+            f"{'bound':<7} {'roofline':>8} {'correct':>7}  vendor ms (vendor/Triton)")
     lines = [f"suite baseline on {report.device or '?'} ({report.arch}); copy bandwidth "
              f"{report.copy_gbps:.0f} GB/s; matmul ceilings: "
              + ", ".join(f"{k} {v:.0f} TFLOP/s [{report.matmul_source.get(k, '?')}]"
                          for k, v in report.matmul_tflops.items()), head, "-" * len(head)]
+    vend = {v.kernel: v for v in report.vendor}
     for r in report.rows:
         lines.append(
             f"{r.kernel:<26} {r.best_config[:52]:<52} "
@@ -405,7 +414,8 @@ def render_table(report: SuiteBaselineReport) -> str:
             f"{(f'{r.tflops:.1f}' if r.tflops else '-'):>8} "
             f"{(f'{r.gbps:.0f}' if r.gbps else '-'):>7} {r.bound:<7} "
             f"{(f'{r.roofline:.2f}' if r.roofline is not None else '-'):>8} "
-            f"{'yes' if r.correct else 'NO':>7}{'  <50%' if r.flagged else ''}")
+            f"{'yes' if r.correct else 'NO':>7}  {vendor_cell(vend.get(r.kernel), r.median_ms)}"
+            f"{'  <50%' if r.flagged else ''}")
     notes = [f"  {r.kernel}: {r.reason}" for r in report.rows if r.reason]
     if notes:
         lines += ["", "flagged (< 50% of roofline) or failed:", *notes]

@@ -73,6 +73,24 @@ def reference(inputs: dict[str, np.ndarray], dims: dict[str, int]) -> dict[str, 
     return {"y_ptr": x @ w.T + inputs["alpha_ptr"][None, :] * (x @ s.T)}
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor *bound* (:mod:`harness.vendor`): one cuBLAS fp16 GEMM ``x @ W'^T`` with the delta
+    pre-applied, ``W' = W + alpha * sign`` (fp16, built once, untimed): what a user who can
+    afford a dense W' per fine-tune runs. ``inputs`` are torch tensors. Returns
+    ``(description, run)``."""
+    import torch
+
+    x, w = inputs["x_ptr"], inputs["w_ptr"]
+    k = dims["K"]
+    words = inputs["packed_ptr"]
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    bits = (words.unsqueeze(-1) >> shifts) & 1           # (N, K/32, 32), bit j of word i: k = 32 i + j
+    sign = (bits.reshape(words.shape[0], k).to(torch.float32) * 2 - 1)
+    wp = (w.float() + inputs["alpha_ptr"][:, None] * sign).to(torch.float16)
+    return ("torch.matmul (cuBLAS) with W + alpha*sign pre-applied (bound)",
+            lambda: {"y_ptr": torch.matmul(x, wp.t())})
+
+
 BITS = Distribution(kind="randint", low=-2 ** 31, high=2 ** 31)
 """Uniform random int32 words: every sign bit is a fair coin."""
 ALPHA = Distribution(kind="uniform", low=0.05, high=0.15)

@@ -82,6 +82,22 @@ def _space(dt: str) -> AutotuneSpace:
     ))
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor path (:mod:`harness.vendor`): cuDNN through ``F.conv2d`` (padding 1) on
+    channels-last views of the NHWC tensors (no copies: x (NB, H, W, C) viewed as NCHW
+    channels-last, w (CO, 3, 3, C) as OIHW channels-last; the channels-last output viewed back as
+    NHWC). Returns ``(description, run)``; None for fp8 (torch has no fp8 convolution)."""
+    import torch
+    import torch.nn.functional as F
+
+    x, w = inputs["x_ptr"], inputs["w_ptr"]
+    if x.dtype != torch.float16:
+        return None                 # no fp8 convolution through torch
+    xc, wc = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)
+    return "F.conv2d (cuDNN, channels-last)", lambda: {
+        "out_ptr": F.conv2d(xc, wc, padding=1).permute(0, 2, 3, 1)}
+
+
 def make_spec(dt: str) -> KernelSpec:
     """The ``conv2d.<dt>`` spec; ``dt`` is ``fp16`` or ``fp8`` (e4m3 x and w)."""
     tdt = "fp16" if dt == "fp16" else "fp8e4nv"

@@ -86,6 +86,18 @@ def reference_noncausal(inputs: dict[str, np.ndarray], dims: dict[str, int]
     return _reference(False)(inputs, dims)
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor path (:mod:`harness.vendor`): ``F.scaled_dot_product_attention`` (torch picks its
+    flash / cuDNN / efficient backend), scale 1/sqrt(D), causal per the variant; ``inputs`` are
+    torch tensors (B, H, S, D). Returns ``(description, run)``."""
+    import torch.nn.functional as F
+
+    q, k, v = inputs["q_ptr"], inputs["k_ptr"], inputs["v_ptr"]
+    causal = name.endswith(".causal")
+    return (f"F.scaled_dot_product_attention (causal={causal})",
+            lambda: {"o_ptr": F.scaled_dot_product_attention(q, k, v, is_causal=causal)})
+
+
 ATTN_SPACE = AutotuneSpace(configs=(
     cfg({"BLOCK_M": 128, "BLOCK_N": 64}, 8, 3),
     cfg({"BLOCK_M": 128, "BLOCK_N": 128}, 8, 3),

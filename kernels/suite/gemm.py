@@ -79,6 +79,20 @@ TOLERANCES = {"fp16": Tolerance(rtol=2e-3, atol=1e-2, max_norm_err=1e-3),
               "fp8": Tolerance(rtol=1e-2, atol=5e-2, max_norm_err=5e-3)}
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor path (:mod:`harness.vendor`): cuBLAS through ``torch.matmul`` (fp16) or
+    ``torch._scaled_mm`` with unit scales (fp8 e4m3; B^T is column-major, as it needs);
+    ``inputs`` are torch tensors. Returns ``(description, run)``."""
+    import torch
+
+    a, b = inputs["a_ptr"], inputs["b_ptr"]
+    if a.dtype == torch.float16:
+        return "torch.matmul (cuBLAS)", lambda: {"c_ptr": torch.matmul(a, b.t())}
+    one = torch.ones((), dtype=torch.float32, device=a.device)
+    return "torch._scaled_mm (cuBLASLt fp8)", lambda: {"c_ptr": torch._scaled_mm(
+        a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.float16)}
+
+
 def make_spec(dt: str) -> KernelSpec:
     """The ``gemm.<dt>`` spec; ``dt`` is ``fp16`` or ``fp8`` (e4m3 operands)."""
     tdt = "fp16" if dt == "fp16" else "fp8e4nv"

@@ -52,6 +52,23 @@ def reference(inputs: dict[str, np.ndarray], dims: dict[str, int]) -> dict[str, 
     return {"c_ptr": silu64(z)}
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor path (:mod:`harness.vendor`): cuBLAS GEMM with the bias (``F.linear`` for fp16,
+    ``torch._scaled_mm`` with unit scales and an fp16 bias for fp8), then ``F.silu`` (a second
+    kernel); ``inputs`` are torch tensors. Returns ``(description, run)``."""
+    import torch
+    import torch.nn.functional as F
+
+    a, b = inputs["a_ptr"], inputs["b_ptr"]
+    bias = inputs["bias_ptr"].to(torch.float16)
+    if a.dtype == torch.float16:
+        return "F.linear (cuBLAS) + F.silu", lambda: {"c_ptr": F.silu(F.linear(a, b, bias))}
+    one = torch.ones((), dtype=torch.float32, device=a.device)
+    return "torch._scaled_mm (cuBLASLt fp8, bias) + F.silu", lambda: {"c_ptr": F.silu(
+        torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, bias=bias,
+                         out_dtype=torch.float16))}
+
+
 def make_spec(dt: str) -> KernelSpec:
     """The ``gemm_silu.<dt>`` spec; ``dt`` is ``fp16`` or ``fp8`` (e4m3 operands)."""
     tdt = "fp16" if dt == "fp16" else "fp8e4nv"

@@ -54,6 +54,15 @@ def _cfg(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8) -> 
                   num_warps=warps, num_stages=stages)
 
 
+def vendor(name: str, inputs: dict, dims: dict[str, int]):
+    """Vendor path (:mod:`harness.vendor`): cuBLAS through ``torch.matmul``; ``inputs`` are
+    torch tensors. Returns ``(description, run)``."""
+    import torch
+
+    a, b = inputs["a_ptr"], inputs["b_ptr"]
+    return "torch.matmul (cuBLAS)", lambda: {"c_ptr": torch.matmul(a, b)}
+
+
 SPEC = KernelSpec(
     name="matmul",
     description="C = A @ B, fp16 in, fp32 accumulate, fp16 out",
