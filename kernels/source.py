@@ -118,7 +118,9 @@ def unsafe_characters(text: str) -> list[tuple[int, int, str]]:
     lines = split_lines(text, keepends=True)
     found = [(ln, m.start(), m.group()) for ln, line in enumerate(lines, 1)
              for m in rx.finditer(line)]
-    spans = _string_spans(lines)
+    # tokenize reads "\n"-terminated lines (a lone "\r" end is not one to it): same lines,
+    # same columns
+    spans = _string_spans([ln.rstrip("\r\n") + "\n" for ln in lines])
     return [(ln, col + 1, ch) for ln, col, ch in found
             if not any(a <= (ln, col) < b for a, b in spans)]
 

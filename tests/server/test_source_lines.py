@@ -95,6 +95,8 @@ def test_strings_may_hold_any_character():
     assert check_triton_source(text, "kernel") == ["kernel", "helper"]
     assert unsafe_characters("x = 1  # \ufeff\n") == [(1, 10, "\ufeff")]
     assert unsafe_characters("x = '''\n\u2028'''  # \u2029\n") == [(2, 9, "\u2029")]
+    # lone-CR line ends (old Mac files) are line ends to the parser, and so to the check
+    assert unsafe_characters("x = 1\rs = 'a\u2028b'\ry = 2  # \u2028\r") == [(3, 10, "\u2028")]
 
 
 _SPECIAL = st.sampled_from(SEPARATORS + [
