@@ -387,6 +387,21 @@ class _Checks:
         return out
 
 
+def _seed(provider: Any, ptx: str) -> None:
+    """Tell the provider its best valid candidate (:meth:`Provider.seed`). Wrappers that hold the
+    real provider as ``inner`` without forwarding ``seed`` (campaign's usage meter, the server's
+    cost cap) are looked through; a provider without a seed of its own is left alone."""
+    p = provider
+    for _ in range(8):
+        own = getattr(type(p), "seed", None)
+        if own is not None and own is not Provider.seed:  # a real seed (not the no-op default)
+            p.seed(ptx)
+            return
+        p = getattr(p, "inner", None)
+        if p is None:
+            return
+
+
 def _first_line(parts: list[str], verdict: str) -> str:
     """The line of a rejected variant's feedback that says why (ptxas error, verifier finding)."""
     lines = "\n".join(parts).splitlines()
@@ -695,7 +710,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         if better and chosen is not None:
             result.best_iteration = len(result.iterations) - 1
             result.best_candidate, result.best_cubin = chosen
-            provider.seed(chosen[0].ptx)
+            _seed(provider, chosen[0].ptx)
     best = result.best  # the event names the 1-based iteration, as every other view does
     event("done", best_iteration=best.iteration if best is not None else None,
           stop_reason=result.stop_reason,

@@ -184,3 +184,27 @@ def test_variant_argument_errors_name_the_variant(ref):
         candidates_from_submit({"threads": 128, "variants": [{}]}, ws, "x", defaults=d)
     # a variant never changes the conversation's current candidate
     assert ws.current == art.ptx
+
+
+def test_the_best_reaches_a_provider_behind_a_duck_typed_wrapper(ref):
+    """Campaign and server meters wrap the provider without subclassing Provider (no seed): the
+    loop looks through ``inner`` so the next turn's edits still apply to the best."""
+    spec, art, cache = ref
+
+    from agent.providers.base import Provider
+
+    class Meter:  # like campaign.execute.UsageMeter
+        def __init__(self, inner):
+            self.inner, self.name = inner, inner.name
+
+        def propose(self, ctx, feedback, tools):
+            return self.inner.propose(ctx, feedback, tools)
+
+    class Capped(Meter, Provider):  # like server.runner.CostCappedProvider: the no-op seed
+        pass
+
+    for wrap in (Meter, lambda p: Capped(Meter(p))):
+        with FakeLLMServer(_script(Anthropic, art.ptx)) as srv:
+            res = lower(spec, "sm_90a", wrap(Anthropic.provider(srv.url)),
+                        LoopOptions(iterations=2, cache_dir=cache, variants=3))
+        assert [v.verdict for v in res.iterations[1].variants] == ["static-only", "static-only"]
