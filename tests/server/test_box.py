@@ -52,40 +52,67 @@ def _cmd_pids(word: str) -> set[int]:
     return out
 
 
+def _env_pids(data_dir: Path) -> set[int]:
+    """Processes whose environment names ``data_dir`` (the server's, its runners', ptxas...)."""
+    needle = f"AILOWER_DATA_DIR={data_dir}".encode()
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                env = Path(f"/proc/{d}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if needle in env:
+                out.add(int(d))
+    return out
+
+
 def test_crash_retried_source_job_succeeds_and_leaves_nothing(tmp_path):
-    """SIGKILL the server while a source job's box runs; nothing of the box survives; after the
-    restart the retry (a fresh folder) succeeds, and the job folder holds only its artifacts."""
+    """SIGKILL the server while a source job's loop runs on its compile box's output; nothing of
+    the boxes or the runner survives; after the restart the retry (a fresh folder) succeeds, and
+    the job folder holds only its artifacts."""
     srv = ServerProc(tmp_path / "data", cpu_workers=1, lease_s=3, heartbeat_s=0.5)
     srv.start()
     c = srv.client(srv.new_key("crash-src"))
-    # a compile-time loop keeps the compile box busy for a few seconds; the spec is policy-clean
-    spec = softmax_with(["for i in tl.static_range(20000):", "    pass"])
-    r = c.post("/v1/lowerings", json={"spec": spec, "budget": {"iterations": 1}})
+    spec = softmax_with([])
+    r = c.post("/v1/lowerings", json={"spec": spec, "budget": {"iterations": 4}})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _uid_pids({UID0}):
-        time.sleep(0.1)  # the compile box is running as the slot's uid
-    assert _uid_pids({UID0}), "the compile box never started"
+    Session = make_sessionmaker(make_engine(f"sqlite:///{srv.data_dir / 'ailower.db'}"))
+
+    def kinds() -> list[str]:
+        with Session() as s:
+            return [e.kind for e in s.scalars(select(JobEvent).where(
+                JobEvent.job_id == job_id).order_by(JobEvent.id))]
+
+    # kill once the compile box is done and the loop works on its output (the case that made
+    # every retry fail: the first attempt's folder was handed back to root)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "sandbox_compiled" not in kinds():
+        time.sleep(0.05)
+    assert "sandbox_compiled" in kinds() and "succeeded" not in kinds()
     job_dir = next((tmp_path / "data").rglob(job_id))
-    assert (job_dir / "box" / "attempt-1").is_dir()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _uid_pids({UID0}) and "succeeded" not in kinds():
+        time.sleep(0.05)
+    assert _uid_pids({UID0}), "the loop is not running in a box of the slot's uid"
     srv.stop(signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (_uid_pids({UID0}) or _cmd_pids(job_id)):
+    while time.monotonic() < deadline and (_uid_pids({UID0}) or _cmd_pids(job_id)
+                                           or _env_pids(srv.data_dir)):
         time.sleep(0.1)
     assert _uid_pids({UID0}) == set()  # the box died with the server
     assert _cmd_pids(job_id) == set()  # and so did the runner
+    assert _env_pids(srv.data_dir) == set()  # and every process it started
     srv.start()
     try:
         body = wait_status(c, job_id, {"succeeded", "failed", "cancelled"}, timeout=240)
         assert body["status"] == "succeeded", body
         assert body["attempts"] == 2
-        Session = make_sessionmaker(make_engine(f"sqlite:///{srv.data_dir / 'ailower.db'}"))
         with Session() as s:
-            kinds = [e.kind for e in s.scalars(select(JobEvent).where(
-                JobEvent.job_id == job_id).order_by(JobEvent.id))]
             assert s.get(Job, job_id).status == "succeeded"
-        assert kinds.count("sandbox_compiled") == 1 and kinds[-1] == "succeeded"
+        k = kinds()
+        assert k.count("sandbox_compiled") == 2 and k[-1] == "succeeded", k
         # box output is gone after the job: only the job's own artifacts and logs stay
         left = sorted(p.name for p in job_dir.iterdir())
         assert not (job_dir / "box").exists(), left

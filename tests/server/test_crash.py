@@ -35,6 +35,14 @@ def test_sigkill_while_running_then_restart(tmp_path):
             break
         time.sleep(0.05)
     srv.stop(signal.SIGKILL)
+    from .test_box import _env_pids
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _env_pids(srv.data_dir):
+        time.sleep(0.1)
+    # no runner, ptxas or GPU worker outlives the server (the runner is init of its own PID
+    # namespace; they all carry the server's AILOWER_DATA_DIR in their environment)
+    assert _env_pids(srv.data_dir) == set()
     with Session() as s:
         job = s.get(Job, job_id)
         assert job.status == "running" and job.attempts == 1  # killed mid-run

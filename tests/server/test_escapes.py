@@ -127,9 +127,10 @@ MODULE = [
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    """One slot, small sandbox limits so resource attacks end within seconds."""
+    """One slot, small sandbox limits so resource attacks end within seconds (a 20 s compile wall:
+    the uploaded softmax compiles in 7-11 s on a loaded 2-core host)."""
     s = ServerProc(tmp_path_factory.mktemp("esc"), cpu_workers=1, lease_s=5, heartbeat_s=0.5,
-                   sandbox_wall_s=8, sandbox_output_bytes=1 << 20)
+                   sandbox_wall_s=20, sandbox_output_bytes=1 << 20)
     s.start()
     yield s
     s.stop()
@@ -191,7 +192,7 @@ def test_suite_style_kernel_still_accepted(srv, key):
 
 @needs_isolation
 @pytest.mark.parametrize("lines,expect", [
-    (["for i in tl.static_range(100000000):", "    pass"], "wall-clock limit (8 s)"),
+    (["for i in tl.static_range(100000000):", "    pass"], "wall-clock limit (20 s)"),
     (["for i in tl.static_range(1000000):", "    tl.static_print('" + "A" * 200 + "')"],
      "wrote more than 1048576 bytes"),
 ], ids=["compile-time-loop", "static-print-flood"])
