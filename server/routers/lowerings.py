@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
-from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep, bearer, get_api_key
+from server.deps import ApiKeyDep, BodyLimitedKeyDep, SessionDep, auth_gate, bearer, get_api_key
 from server.errors import ApiError, error_responses
 from server.schemas import (
     Budget,
@@ -75,8 +75,8 @@ _open_streams_lock = threading.Lock()
 
 
 def stream_job(id: str, request: Request,
-               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-               ) -> Iterator[str]:
+               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+               _gate: Annotated[None, Depends(auth_gate)]) -> Iterator[str]:
     """Dependency of the SSE route: authenticate and check ownership in a short session of its
     own, closed before the stream starts (a stream must not hold a pooled connection for its
     whole life), then hold one of the key's ``max_streams_per_key`` stream slots until the
@@ -87,7 +87,7 @@ def stream_job(id: str, request: Request,
             when the key already holds ``max_streams_per_key`` open streams.
     """
     with request.app.state.sessionmaker() as s:
-        key = get_api_key(request, s, creds)
+        key = get_api_key(request, s, None, creds)
         job_id = _own_job(s, key, id).id
     cap = request.app.state.server_settings.max_streams_per_key
     with _open_streams_lock:
