@@ -222,7 +222,9 @@ def list_keys(session: Session) -> list[ApiKey]:
 
 
 def revoke_key(session: Session, key_id: str) -> ApiKey:
-    """Revoke the key whose public id is ``key_id`` (idempotent).
+    """Revoke the key whose public id is ``key_id`` (idempotent): requests with it get 401 from
+    now on, its queued jobs are cancelled, its running jobs are stopped by their workers within
+    about a second, and its open event streams close within a second (they re-read the key).
 
     Raises:
         LookupError: no key has that id.
@@ -233,6 +235,9 @@ def revoke_key(session: Session, key_id: str) -> ApiKey:
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.commit()
+    from server.jobs import cancel_key_jobs
+
+    cancel_key_jobs(session, key_id)  # also on a repeated revoke: a job admitted in a race
     return row
 
 

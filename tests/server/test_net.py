@@ -277,3 +277,104 @@ def test_8_leaderboard_fetchers_leave_a_bystander_median_under_50ms(board):
     print(f"8 leaderboard fetchers: bystander {A.summary(lat)} (idle {A.summary(idle)}); "
           f"fetchers {stats}")
     assert med < _bound(idle, 0.050) and max(lat) < 5.0, (A.summary(lat), A.summary(idle), stats)
+
+
+@pytest.fixture(scope="module")
+def jobsrv(tmp_path_factory):
+    """No job slots: jobs stay queued until cancelled."""
+    srv = ServerProc(tmp_path_factory.mktemp("jobs"), cpu_workers=0, max_stream_s=60).start()
+    yield srv
+    srv.stop()
+
+
+def _db_statuses(srv: ServerProc, ids: list[str]) -> list[str]:
+    from server.db import Job, make_engine, make_sessionmaker
+
+    eng = make_engine(f"sqlite:///{srv.data_dir / 'ailower.db'}")
+    try:
+        with make_sessionmaker(eng)() as s:
+            return [s.get(Job, i).status for i in ids]
+    finally:
+        eng.dispose()
+
+
+def test_revocation_closes_a_live_stream_within_5s_and_cancels_its_jobs(jobsrv):
+    import threading
+
+    key = jobsrv.new_key("leaver", "--max-concurrent", "4")
+    c = jobsrv.client(key)
+    ids = [c.post("/v1/lowerings", json={"kernel": "softmax"}).json()["id"] for _ in range(2)]
+    got: dict = {}
+
+    def listen() -> None:
+        from .conftest import read_sse
+        got["events"] = read_sse(jobsrv.client(key), ids[0], timeout=30)
+        got["t"] = time.monotonic()
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    time.sleep(1.5)  # the stream is open and has sent the 'queued' event
+    assert t.is_alive()
+    t0 = time.monotonic()
+    r = jobsrv.keys("revoke", key.split("_")[1])
+    assert r.exit_code == 0, r.output
+    t.join(10)
+    assert not t.is_alive(), "the stream stayed open after revocation"
+    assert got["t"] - t0 < 5.0, got["t"] - t0
+    end = got["events"][-1]
+    assert end["event"] == "end" and end["data"]["reason"] == "key-revoked", got["events"]
+    assert _db_statuses(jobsrv, ids) == ["cancelled", "cancelled"]
+    assert c.get("/v1/lowerings").status_code == 401
+
+
+def test_event_ids_are_per_job_and_resume_works(jobsrv):
+    from .conftest import read_sse
+
+    a, b = jobsrv.client(jobsrv.new_key("ev-a")), jobsrv.client(jobsrv.new_key("ev-b"))
+    ja = a.post("/v1/lowerings", json={"kernel": "softmax"}).json()["id"]
+    for _ in range(3):  # another tenant's activity must not show in ja's ids
+        jb = b.post("/v1/lowerings", json={"kernel": "softmax"}).json()["id"]
+        b.post(f"/v1/lowerings/{jb}/cancel")
+    a.post(f"/v1/lowerings/{ja}/cancel")
+    evs = read_sse(a, ja, timeout=30)
+    assert [(e.get("id"), e["event"]) for e in evs] == [("1", "queued"), ("2", "cancelled"),
+                                                         (None, "end")], evs
+    again = read_sse(a, ja, headers={"Last-Event-ID": "1"}, timeout=30)
+    assert [(e.get("id"), e["event"]) for e in again] == [("2", "cancelled"), (None, "end")]
+    assert [e.get("id") for e in read_sse(b, jb, timeout=30)] == ["1", "2", None]
+
+
+def test_slots_pick_jobs_round_robin_by_key(tmp_path):
+    """Four queued jobs of key A, then one of key B, two slots: the second claim is B's job (FIFO
+    gave A both slots and B waited for two of A's jobs to finish)."""
+    from datetime import timedelta
+
+    from server import jobs as J
+    from server import keys as K
+    from server.db import Job, make_engine, make_sessionmaker, utcnow
+
+    Session = make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'f.db'}"))
+    with Session() as s:
+        ids = {}
+        for name in ("a", "b", "c"):
+            _, row = K.create_key(s, name, K.KeyLimits(100, 100, 1024, 1024, 256))
+            ids[name] = row.key_id
+        t0 = utcnow()
+        order = ["a"] * 4 + ["b"] + ["a"] * 2 + ["c"]
+        for i, who in enumerate(order):
+            s.add(Job(id=f"job{i}", key_id=ids[who], status="queued", kernel="k", arch="sm_90a",
+                      provider="triton", request={}, request_hash="h", progress={},
+                      created_at=t0 + timedelta(seconds=i)))
+        s.commit()
+        first = J.claim_next(s, "slot0", 30)
+        second = J.claim_next(s, "slot1", 30)
+        assert (first.key_id, second.key_id) == (ids["a"], ids["b"])
+        third = J.claim_next(s, "slot2", 30)  # c has none running: before a's second job
+        assert third.key_id == ids["c"]
+        assert J.finish(s, second.id, "slot1", "succeeded")
+        assert J.finish(s, third.id, "slot2", "succeeded")
+        assert J.claim_next(s, "slot1", 30).key_id == ids["a"]  # only a has jobs left
+        K.revoke_key(s, ids["a"])  # a revoked key's jobs are cancelled, never claimed
+        assert J.claim_next(s, "slot1", 30) is None
+        assert {j.status for j in s.query(Job).filter(Job.key_id == ids["a"])} <= {
+            "cancelled", "running"}
