@@ -97,13 +97,17 @@ class Job(Base):
 
 
 class JobEvent(Base):
-    """One entry of a job's event log; ``id`` is the SSE event id (increasing per job)."""
+    """One entry of a job's event log; ``seq`` (1, 2, ... per job) is the SSE event id. ``id``
+    is global and stays internal: as an API id it would tell a tenant how many events every other
+    tenant's jobs produced meanwhile."""
 
     __tablename__ = "job_events"
-    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),
+                      UniqueConstraint("job_id", "seq", name="uq_job_events_seq"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"))
+    seq: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     kind: Mapped[str] = mapped_column(String(40))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -168,7 +172,22 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
     Base.metadata.create_all(engine)
+    _add_event_seq(engine)
     return engine
+
+
+def _add_event_seq(engine: Engine) -> None:
+    """Databases made before per-job event ids: add ``job_events.seq`` and set it to the old
+    global id, so that a client's ``Last-Event-ID`` from before the upgrade still resumes (new
+    events continue from the job's largest ``seq``)."""
+    from sqlalchemy import inspect, text
+
+    if "seq" in {c["name"] for c in inspect(engine).get_columns("job_events")}:
+        return
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE job_events ADD COLUMN seq INTEGER"))
+        conn.execute(text("UPDATE job_events SET seq = id"))
+        conn.execute(text("CREATE UNIQUE INDEX uq_job_events_seq ON job_events (job_id, seq)"))
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker:

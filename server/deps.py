@@ -5,6 +5,8 @@ Tests may swap them via ``app.dependency_overrides`` (``style.md`` section 5).
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -14,9 +16,10 @@ from sqlalchemy.orm import Session
 
 from server.db import ApiKey
 from server.errors import ApiError
-from server.keys import AuthBackoff, KeyCheckBusy, authenticate
+from server.keys import KEY_RE, AuthBackoff, AuthLimiter, KeyCheckBusy, authenticate, recently_verified
 
-__all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "check_body_size", "bearer"]
+__all__ = ["SessionDep", "ApiKeyDep", "get_session", "get_api_key", "auth_gate", "check_body_size",
+           "bearer", "client_address"]
 
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer ail_<id>_<secret>")
 
@@ -36,7 +39,42 @@ def client_address(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
-def get_api_key(request: Request, session: SessionDep,
+TARPIT_S = 1.0
+"""Seconds a request refused by the failure backoff waits before its 429: a client that retries at
+once then sends one request per second per connection, and the wait holds no thread."""
+
+
+async def auth_gate(request: Request,
+                    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    """Refuse, on the event loop and before any database or argon2 work, a request whose client
+    address or key id is backing off (429 ``auth-backoff`` after :data:`TARPIT_S`); wait (at most
+    :data:`TARPIT_S`) while one of them has a verification running; a key that verified recently
+    passes at once.
+
+    Raises:
+        ApiError: 429 ``auth-backoff`` with ``Retry-After``.
+    """
+    limiter: AuthLimiter | None = getattr(request.app.state, "auth_limiter", None)
+    if limiter is None or creds is None:
+        return
+    m = KEY_RE.match(creds.credentials)
+    buckets = AuthLimiter.buckets(client_address(request), m.group(1) if m else "-")
+    if m and recently_verified(creds.credentials):
+        return
+    loop = asyncio.get_running_loop()
+    t_end = loop.time() + TARPIT_S
+    while limiter.busy(buckets) and loop.time() < t_end:  # wait in line, holding no thread
+        await asyncio.sleep(0.05)
+    wait = limiter.wait_s(buckets) or (1.0 if limiter.busy(buckets) else 0.0)
+    if wait > 0:
+        await asyncio.sleep(min(TARPIT_S, wait))
+        raise ApiError(429, "auth-backoff", "too many failed authentications from this address "
+                       f"or for this key id; retry in {math.ceil(wait)} s",
+                       loc=["header", "Authorization"],
+                       headers={"Retry-After": str(max(1, math.ceil(wait - TARPIT_S)))})
+
+
+def get_api_key(request: Request, session: SessionDep, _gate: Annotated[None, Depends(auth_gate)],
                 creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> ApiKey:
     """The caller's live API key.
 

@@ -2,7 +2,7 @@
 
 Every state change is a conditional ``UPDATE`` naming the version (and, for a running job, the
 lease owner) it read: of two racing writers exactly one advances the job. Events are appended to
-``job_events`` and committed at once, so a crash loses none; their ids are the SSE ids.
+``job_events`` and committed at once, so a crash loses none; their per-job numbers are the SSE ids.
 
 State machine: ``queued -> running -> succeeded | failed | cancelled``; ``queued -> cancelled``;
 ``running -> queued`` when the lease lapses (the worker died), at most ``max_attempts`` times.
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.db import TERMINAL, Job, JobArtifact, JobEvent, as_utc, utcnow
+from server.db import TERMINAL, ApiKey, Job, JobArtifact, JobEvent, as_utc, utcnow
 
-__all__ = ["request_hash", "add_event", "claim_next", "renew_lease", "finish", "requeue_expired",
+__all__ = ["request_hash", "add_event", "cancel_key_jobs", "claim_next", "renew_lease", "finish", "requeue_expired",
            "cancel_queued", "request_cancel", "add_artifact", "events_after", "job_dir"]
 
 
@@ -37,31 +38,71 @@ def job_dir(data_dir: Path, job_id: str) -> Path:
 
 def add_event(session: Session, job_id: str, kind: str, data: dict[str, Any],
               attempt: int = 0) -> int:
-    """Append one event and commit; returns its id (the SSE id)."""
-    ev = JobEvent(job_id=job_id, kind=kind, data=data, attempt=attempt)
-    session.add(ev)
-    session.commit()
-    return ev.id
+    """Append one event and commit; returns its per-job sequence number (the SSE id: 1, 2, ...).
+
+    Writers of one job's events (the API, its slot, its runner) may race for a number: the
+    unique ``(job_id, seq)`` constraint lets one win, and the other takes the next.
+
+    Raises:
+        IntegrityError: 20 races lost in a row.
+    """
+    for attempt_no in range(20):
+        seq = (session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job_id))
+               or 0) + 1
+        session.add(JobEvent(job_id=job_id, seq=seq, kind=kind, data=data, attempt=attempt))
+        try:
+            session.commit()
+            return seq
+        except IntegrityError:
+            session.rollback()
+            if attempt_no == 19:
+                raise
+    raise AssertionError("unreachable")
 
 
 def events_after(session: Session, job_id: str, after: int, limit: int = 500) -> list[JobEvent]:
-    """The job's events with id > ``after``, oldest first."""
+    """The job's events with ``seq`` > ``after``, oldest first."""
     return list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id,
-                                                       JobEvent.id > after)
-                                .order_by(JobEvent.id).limit(limit)))
+                                                       JobEvent.seq > after)
+                                .order_by(JobEvent.seq).limit(limit)))
 
 
 def claim_next(session: Session, owner: str, lease_s: float) -> Job | None:
-    """Claim the oldest queued job for ``owner`` with a lease of ``lease_s`` seconds.
+    """Claim a queued job for ``owner`` with a lease of ``lease_s`` seconds, fairly across keys.
+
+    Round-robin by key: of the keys with queued jobs (revoked keys excluded), the one with the
+    fewest running jobs, then the one whose latest job started longest ago, then the one whose
+    oldest queued job is oldest; and of that key's jobs, the oldest. So one tenant's four jobs do
+    not hold every slot ahead of another tenant's one (a FIFO queue let a 4 s job wait 62 s).
 
     Returns the claimed job (status ``running``, ``attempts`` + 1), or None when nothing is queued
     or another worker won every race.
     """
     for _ in range(5):
-        row = session.execute(select(Job.id, Job.version).where(Job.status == "queued")
-                              .order_by(Job.created_at).limit(1)).first()
-        if row is None:
+        queued = session.execute(
+            select(Job.key_id, func.min(Job.created_at)).join(ApiKey, ApiKey.key_id == Job.key_id)
+            .where(Job.status == "queued", ApiKey.revoked_at.is_(None))
+            .group_by(Job.key_id)).all()
+        if not queued:
             return None
+        keys = [k for k, _ in queued]
+        running = dict(session.execute(
+            select(Job.key_id, func.count()).where(Job.status == "running", Job.key_id.in_(keys))
+            .group_by(Job.key_id)).all())
+        started = dict(session.execute(
+            select(Job.key_id, func.max(Job.started_at)).where(Job.key_id.in_(keys))
+            .group_by(Job.key_id)).all())
+        epoch = datetime(1970, 1, 1)
+
+        def rank(q):
+            last = started.get(q[0])
+            return (running.get(q[0], 0), as_utc(last) if last else as_utc(epoch), as_utc(q[1]))
+
+        key_id = min(queued, key=rank)[0]
+        row = session.execute(select(Job.id, Job.version).where(
+            Job.status == "queued", Job.key_id == key_id).order_by(Job.created_at).limit(1)).first()
+        if row is None:
+            continue
         now = utcnow()
         res = session.execute(
             update(Job).where(Job.id == row.id, Job.version == row.version, Job.status == "queued")
@@ -177,3 +218,19 @@ def lease_expired(job: Job, now: datetime | None = None) -> bool:
     """The running job's lease has lapsed."""
     exp = as_utc(job.lease_expires_at)
     return job.status == "running" and exp is not None and exp < (now or utcnow())
+
+
+def cancel_key_jobs(session: Session, key_id: str) -> tuple[int, int]:
+    """Cancel every queued job of ``key_id`` at once and ask the workers running its jobs to stop
+    them (they poll the flag every ``poll_s``). Returns ``(cancelled queued, stopping running)``."""
+    n_q = n_r = 0
+    for job in session.scalars(select(Job).where(Job.key_id == key_id,
+                                                 Job.status.in_(("queued", "running")))).all():
+        if job.status == "queued" and cancel_queued(session, job):
+            n_q += 1
+            continue
+        session.refresh(job)
+        if job.status == "running":
+            request_cancel(session, job)
+            n_r += 1
+    return n_q, n_r

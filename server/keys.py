@@ -41,7 +41,7 @@ from server.db import ApiKey, utcnow
 from server.settings import ServerSettings
 
 __all__ = ["KeyCheckBusy", "AuthBackoff", "AuthLimiter", "KeyLimits", "create_key", "list_keys",
-           "revoke_key", "authenticate", "dummy_key_hash", "KEY_RE"]
+           "revoke_key", "authenticate", "recently_verified", "dummy_key_hash", "KEY_RE"]
 
 KEY_RE = re.compile(r"^ail_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})$")
 CACHE_S = 60.0
@@ -98,7 +98,7 @@ class AuthLimiter:
         max_buckets: memory bound.
     """
 
-    def __init__(self, free: int = 10, window_s: float = 300.0, base_backoff_s: float = 1.0,
+    def __init__(self, free: int = 5, window_s: float = 300.0, base_backoff_s: float = 1.0,
                  max_backoff_s: float = 60.0, max_buckets: int = 100_000):
         self.free, self.window_s = free, window_s
         self.base_backoff_s, self.max_backoff_s = base_backoff_s, max_backoff_s
@@ -125,6 +125,17 @@ class AuthLimiter:
             return 0.0
         back = min(self.max_backoff_s, self.base_backoff_s * 2.0 ** (len(ts) - self.free))
         return max(0.0, ts[-1] + back - now)
+
+    def wait_s(self, buckets: tuple[str, ...]) -> float:
+        """Seconds until every one of ``buckets`` accepts a verification again (0: now)."""
+        now = time.monotonic()
+        with self._lock:
+            return max((self._wait(b, now) for b in buckets), default=0.0)
+
+    def busy(self, buckets: tuple[str, ...]) -> bool:
+        """One of ``buckets`` has a verification running."""
+        with self._lock:
+            return any(b in self._busy for b in buckets)
 
     def begin(self, buckets: tuple[str, ...]) -> None:
         """Reserve one verification for ``buckets``.
@@ -211,7 +222,9 @@ def list_keys(session: Session) -> list[ApiKey]:
 
 
 def revoke_key(session: Session, key_id: str) -> ApiKey:
-    """Revoke the key whose public id is ``key_id`` (idempotent).
+    """Revoke the key whose public id is ``key_id`` (idempotent): requests with it get 401 from
+    now on, its queued jobs are cancelled, its running jobs are stopped by their workers within
+    about a second, and its open event streams close within a second (they re-read the key).
 
     Raises:
         LookupError: no key has that id.
@@ -222,7 +235,17 @@ def revoke_key(session: Session, key_id: str) -> ApiKey:
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.commit()
+    from server.jobs import cancel_key_jobs
+
+    cancel_key_jobs(session, key_id)  # also on a repeated revoke: a job admitted in a race
     return row
+
+
+def recently_verified(presented: str) -> bool:
+    """``presented`` verified within ``CACHE_S`` seconds (its holder skips the failure backoff;
+    whether it is still live is checked by :func:`authenticate`)."""
+    hit = _verified.get(hashlib.sha256(presented.encode()).hexdigest())
+    return hit is not None and time.monotonic() - hit[1] < CACHE_S
 
 
 def authenticate(session: Session, presented: str, *, client: str | None = None,

@@ -24,7 +24,8 @@ from sqlalchemy.exc import IntegrityError
 from server import jobs as J
 from server.bodies import JsonDepthRoute
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
-from server.deps import ApiKeyDep, SessionDep, bearer, check_body_size, get_api_key
+from server.deps import (ApiKeyDep, SessionDep, auth_gate, bearer,
+                         check_body_size, get_api_key)
 from server.errors import ApiError, error_responses
 from server.refusals import REFUSALS, WINDOW
 from server.schemas import (
@@ -82,8 +83,8 @@ _open_streams_lock = threading.Lock()
 
 
 def stream_job(id: str, request: Request,
-               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-               ) -> Iterator[str]:
+               creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+               _gate: Annotated[None, Depends(auth_gate)]) -> Iterator[str]:
     """Dependency of the SSE route: authenticate and check ownership in a short session of its
     own, closed before the stream starts (a stream must not hold a pooled connection for its
     whole life), then hold one of the key's ``max_streams_per_key`` stream slots until the
@@ -94,7 +95,7 @@ def stream_job(id: str, request: Request,
             when the key already holds ``max_streams_per_key`` open streams.
     """
     with request.app.state.sessionmaker() as s:
-        key = get_api_key(request, s, creds)
+        key = get_api_key(request, s, None, creds)
         job_id = _own_job(s, key, id).id
     cap = request.app.state.server_settings.max_streams_per_key
     with _open_streams_lock:
@@ -371,22 +372,30 @@ async def stream_events(id: str, request: Request,
     ``baseline``, one ``iteration`` per proposal (proposal origin and digest, ptxas result,
     verifier findings, evaluation status, speedup), ``requeued``, ``stop``, ``done`` and a final
     ``succeeded`` / ``failed`` / ``cancelled``; then an ``end`` event and the stream closes.
-    Each event's id is its id in the job's event log: reconnect with ``Last-Event-ID`` (or
-    ``?after=ID``) to resume."""
+    Each event's id is its number in the job's own event log (1, 2, ...): reconnect with
+    ``Last-Event-ID`` (or ``?after=ID``) to resume. Revoking the key ends the stream within a
+    second (an ``end`` event with ``"reason": "key-revoked"``)."""
     start = max(after or 0, resume or 0)
     maker = request.app.state.sessionmaker
     limit_s = request.app.state.server_settings.max_stream_s
 
-    def fetch(cursor: int) -> tuple[list, str]:
+    def fetch(cursor: int) -> tuple[list, str, bool]:
         with maker() as s:
             evs = J.events_after(s, job_id, cursor)
-            status = s.scalar(select(Job.status).where(Job.id == job_id))
-            return [(e.id, e.kind, e.data, e.attempt, as_utc(e.created_at)) for e in evs], status
+            status, revoked = s.execute(
+                select(Job.status, ApiKey.revoked_at).join(ApiKey, ApiKey.key_id == Job.key_id)
+                .where(Job.id == job_id)).one()
+            return ([(e.seq, e.kind, e.data, e.attempt, as_utc(e.created_at)) for e in evs],
+                    status, revoked is not None)
 
     t0 = time.monotonic()
     cursor = start
     while True:
-        evs, status = await run_in_threadpool(fetch, cursor)
+        evs, status, revoked = await run_in_threadpool(fetch, cursor)
+        if revoked:  # the key was revoked while its stream was open: close it now
+            yield ServerSentEvent(event="end", raw_data=json.dumps({"status": status,
+                                                                    "reason": "key-revoked"}))
+            return
         for eid, kind, data, attempt, ts in evs:
             cursor = eid
             yield ServerSentEvent(id=str(eid), event=kind,
