@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow,
-                             ShadowBudgetExceeded)
 from emulator import _hbkern
+from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
+from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
+                             Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
+from emulator.registry import _HANDLERS, _adapt, _Fault
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -87,12 +89,6 @@ class RunOutcome:
     ctas_run: int = 0
     cta_ids: list[int] | None = None  # the CTAs run when only a subset was (None: all)
     subset_reason: str = ""
-
-
-class _Fault(Exception):
-    def __init__(self, kind: str, message: str):
-        self.kind, self.message = kind, message
-        super().__init__(message)
 
 
 def _parts(ins: Instruction) -> tuple[list[str], list[str]]:
@@ -161,7 +157,8 @@ class Machine:
         self._too_big = None
         if memory_budget is not None:
             if self.cta_state_bytes > memory_budget:
-                self._too_big = (f"emulation not started: one CTA's state ({self.cta_state_bytes / 2**20:.0f} MiB: "
+                self._too_big = (f"emulation not started: one CTA's state "
+                                 f"({self.cta_state_bytes / 2**20:.0f} MiB: "
                                  f"{self.smem_bytes} B shared, {len(names)} registers x "
                                  f"{self.T} threads) exceeds the memory budget of "
                                  f"{memory_budget / 2**20:.0f} MiB")
@@ -1156,35 +1153,3 @@ def _ranges(xs: list[int]) -> str:
         if x is not None:
             s = prev = x
     return ",".join(out)
-
-
-def _adapt(arr: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """Reinterpret register bits ``arr`` as dtype ``dt`` (truncating or extending the width)."""
-    w = dt.itemsize
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.uint8)
-    if arr.dtype.itemsize != w:
-        if arr.dtype.itemsize > w:
-            arr = arr.astype(UINT[w])
-        elif dt.kind == "i":
-            arr = arr.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[arr.dtype.itemsize]
-                           ).astype(dt)
-            return arr
-        else:
-            arr = arr.astype(UINT[w])
-    return arr.view(dt) if arr.dtype != dt else arr
-
-
-# ====================================================================== handlers
-_HANDLERS: dict[str, Callable] = {}
-
-
-def handler(*names: str):
-    def deco(fn):
-        for n in names:
-            _HANDLERS[n] = fn
-        return fn
-    return deco
-
-
-from emulator import ops as _ops  # noqa: E402,F401  (registers the instruction handlers)
