@@ -693,22 +693,25 @@ class Machine:
             return
         lanes, idx = lanes[keep], idx[keep]
         c = self.cta_local[lanes]
-        self._proxy_check(int(lanes[0]), idx.reshape(-1), pc)
+        if self._proxy_check(int(lanes[0]), idx.reshape(-1), pc, report=False):
+            for r in range(lanes.size):  # report per issuing warpgroup, as each checks alone
+                self._proxy_check(int(lanes[r]), idx[r], pc)
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
                        rec_lane=self.n_ctas * self.T + self.batch_ids[c],
                        rec_clk=self.async_clk[c] + 1)
 
-    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
+    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
         read by the async proxy while their writer has executed no ``fence.proxy.async`` since
-        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
+        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8).
+        Returns whether any byte is stale; ``report`` False only tells."""
         sh = self.sshadow
         idx = sh.slots(idx)
         wl = sh.w_lane[idx]
         NT = self.n_ctas * self.T
         real = (wl >= 0) & (wl < NT)
         if not real.any():
-            return
+            return False
         # batch-local lane of each writer (-1: a CTA of another batch)
         wc, wt = np.divmod(wl[real], self.T)
         lc = self._batch_pos[wc]
@@ -717,12 +720,14 @@ class Machine:
         stale = np.zeros(loc.shape, np.bool_)
         stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
         if not stale.any():
-            return
+            return False
+        if not report:
+            return True
         j = int(np.flatnonzero(stale)[0])
         wpc = int(sh.w_pc[idx[real]][j])
         key = ("HB4", wpc)
         if key in self.findings:
-            return
+            return True
         i1, i2 = self.prog.insts[wpc], self.prog.insts[pc]
         self.findings[key] = Finding(
             rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
@@ -732,6 +737,7 @@ class Machine:
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
                                 "the writing threads after the write, before the hand-off")])
+        return True
 
     def async_complete_epoch(self, c: int) -> int:
         """Close the CTA's current async epoch (a commit); returns it."""
