@@ -194,7 +194,7 @@ class Machine:
                 # the grid is large (every batch costs the same steps: small grids run in one)
                 size = self.batch_ctas
                 if self.cta_subset and (self.n_ctas > self.batch_ctas or self.n_ctas >= 32):
-                    size = min(self.batch_ctas, 4)
+                    size = min(self.batch_ctas, 2)
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
                 while i < limit_n:
