@@ -3,14 +3,18 @@
 For each fixture ``tests/verifier/fixtures/triton36/<kernel>_<arch>.ptx`` it runs
 :func:`emulator.run_kernel` at the spec's ``verify`` size (or ``--dims`` scaled sizes) with race
 analysis on, and prints one row: status, seconds, instructions x threads executed, HB findings,
-and for unsupported entries the first instruction the emulator lacks (file:line:col). Columns: status, wall seconds, CPU
-seconds of this process (the fairer number on a shared machine), CTAs emulated / of the grid,
-M lane-instructions, HB findings, message.
+and for unsupported entries the first instruction the emulator lacks (file:line:col).
+Columns: status, wall seconds, CPU seconds of this process (the fairer number on a shared
+machine), CTAs emulated / of the grid, M lane-instructions, HB findings, message.
+
+``--realk`` runs the emulator's own kernel set instead (tests/emulator/realk: Triton 3.9 PTX for
+sm_90a and sm_100a), ``--size bench`` each spec at its bench size (where representative CTA
+subsets act), ``--all-ctas`` without subsets.
 
 Usage::
 
     python3 bench/emulate_speed.py [--arch sm_80 --arch sm_90a] [--kernel softmax] \\
-        [--time-limit 60] [--json out.json]
+        [--time-limit 60] [--json out.json] [--realk] [--size bench] [--all-ctas]
 
 Runs one entry at a time in this process (2-core machines: do not parallelise).
 """

@@ -2,7 +2,8 @@
 
 Public API::
 
-    run_kernel(ptx, spec, arch, *, size="verify", dims=None, config=None, meta=None, ...)
+    run_kernel(ptx, spec, arch, *, size="verify", dims=None, config=None, meta=None, ...,
+               memory_budget=4 GiB, cta_subset=True, max_ctas=None)
         -> EmulationResult        # outputs compared with the float64 reference by harness.compare
     check_races(ptx, spec, arch, **kw) -> list[Finding]
     run_launch(ptx, launch, gmem, ...) -> RunOutcome   # raw launch over your own buffers
@@ -54,9 +55,17 @@ Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``
 ``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
 tensor-core operations compute their results at issue.
 
-Limits of the race analysis: every CTA is checked; CTAs run in batches whose vector clocks fit
-a budget of 4 M clock entries; per byte only the last writer and the last reader are kept, so a
-write is checked against the most recent read only.
+Limits of the race analysis: every emulated CTA is checked; CTAs run in batches whose vector
+clocks fit a budget of 4 M clock entries; per byte only the last writer and the last reader are
+kept, so a write is checked against the most recent read only. The records are kept per touched
+4 KiB page (sparse) under a memory budget (status ``memory`` past it); the per-byte check runs
+as compiled numba loops (:mod:`emulator._hbkern`).
+
+Size-aware budget: when the whole grid would not finish in the time limit (or ``max_ctas`` is
+given), ``run_kernel`` emulates a representative subset of complete CTAs (the grid's corners,
+then CTAs spread evenly: :func:`emulator.machine.representative_order`) and compares only the
+output elements they wrote; the result names the CTAs and the reason (docs/emulator.md,
+"Emulation at real sizes").
 
 Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-before), §9.7.13.1
 (bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).

@@ -15,7 +15,6 @@ clocks; ``tid`` (lanes,) thread ids; shadow fields as in :mod:`emulator.memory`.
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 __all__ = ["check", "record_write", "record_read"]
 

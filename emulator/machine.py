@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault, Shadow,
-                             ShadowBudgetExceeded)
 from emulator import _hbkern
+from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
+from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
+                             Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
+from emulator.registry import _HANDLERS, _adapt, _Fault
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -87,12 +89,6 @@ class RunOutcome:
     ctas_run: int = 0
     cta_ids: list[int] | None = None  # the CTAs run when only a subset was (None: all)
     subset_reason: str = ""
-
-
-class _Fault(Exception):
-    def __init__(self, kind: str, message: str):
-        self.kind, self.message = kind, message
-        super().__init__(message)
 
 
 def _parts(ins: Instruction) -> tuple[list[str], list[str]]:
@@ -161,7 +157,8 @@ class Machine:
         self._too_big = None
         if memory_budget is not None:
             if self.cta_state_bytes > memory_budget:
-                self._too_big = (f"emulation not started: one CTA's state ({self.cta_state_bytes / 2**20:.0f} MiB: "
+                self._too_big = (f"emulation not started: one CTA's state "
+                                 f"({self.cta_state_bytes / 2**20:.0f} MiB: "
                                  f"{self.smem_bytes} B shared, {len(names)} registers x "
                                  f"{self.T} threads) exceeds the memory budget of "
                                  f"{memory_budget / 2**20:.0f} MiB")
@@ -197,7 +194,7 @@ class Machine:
                 # the grid is large (every batch costs the same steps: small grids run in one)
                 size = self.batch_ctas
                 if self.cta_subset and (self.n_ctas > self.batch_ctas or self.n_ctas >= 32):
-                    size = min(self.batch_ctas, 4)
+                    size = min(self.batch_ctas, 2)
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
                 while i < limit_n:
@@ -696,22 +693,25 @@ class Machine:
             return
         lanes, idx = lanes[keep], idx[keep]
         c = self.cta_local[lanes]
-        self._proxy_check(int(lanes[0]), idx.reshape(-1), pc)
+        if self._proxy_check(int(lanes[0]), idx.reshape(-1), pc, report=False):
+            for r in range(lanes.size):  # report per issuing warpgroup, as each checks alone
+                self._proxy_check(int(lanes[r]), idx[r], pc)
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
                        rec_lane=self.n_ctas * self.T + self.batch_ids[c],
                        rec_clk=self.async_clk[c] + 1)
 
-    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int) -> None:
+    def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
         read by the async proxy while their writer has executed no ``fence.proxy.async`` since
-        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8)."""
+        the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8).
+        Returns whether any byte is stale; ``report`` False only tells."""
         sh = self.sshadow
         idx = sh.slots(idx)
         wl = sh.w_lane[idx]
         NT = self.n_ctas * self.T
         real = (wl >= 0) & (wl < NT)
         if not real.any():
-            return
+            return False
         # batch-local lane of each writer (-1: a CTA of another batch)
         wc, wt = np.divmod(wl[real], self.T)
         lc = self._batch_pos[wc]
@@ -720,12 +720,14 @@ class Machine:
         stale = np.zeros(loc.shape, np.bool_)
         stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
         if not stale.any():
-            return
+            return False
+        if not report:
+            return True
         j = int(np.flatnonzero(stale)[0])
         wpc = int(sh.w_pc[idx[real]][j])
         key = ("HB4", wpc)
         if key in self.findings:
-            return
+            return True
         i1, i2 = self.prog.insts[wpc], self.prog.insts[pc]
         self.findings[key] = Finding(
             rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
@@ -735,6 +737,7 @@ class Machine:
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
                                 "the writing threads after the write, before the hand-off")])
+        return True
 
     def async_complete_epoch(self, c: int) -> int:
         """Close the CTA's current async epoch (a commit); returns it."""
@@ -1156,35 +1159,3 @@ def _ranges(xs: list[int]) -> str:
         if x is not None:
             s = prev = x
     return ",".join(out)
-
-
-def _adapt(arr: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """Reinterpret register bits ``arr`` as dtype ``dt`` (truncating or extending the width)."""
-    w = dt.itemsize
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.uint8)
-    if arr.dtype.itemsize != w:
-        if arr.dtype.itemsize > w:
-            arr = arr.astype(UINT[w])
-        elif dt.kind == "i":
-            arr = arr.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[arr.dtype.itemsize]
-                           ).astype(dt)
-            return arr
-        else:
-            arr = arr.astype(UINT[w])
-    return arr.view(dt) if arr.dtype != dt else arr
-
-
-# ====================================================================== handlers
-_HANDLERS: dict[str, Callable] = {}
-
-
-def handler(*names: str):
-    def deco(fn):
-        for n in names:
-            _HANDLERS[n] = fn
-        return fn
-    return deco
-
-
-from emulator import ops as _ops  # noqa: E402,F401  (registers the instruction handlers)

@@ -5,13 +5,13 @@ Global memory is a list of regions (one per kernel buffer), each a ``uint8`` arr
 256-byte aligned base with an unmapped 64 KiB gap after it; any access outside a region is an
 illegal address. Shared memory is one ``uint8`` array of shape (CTAs of the batch, bytes).
 
-Race detection (rule HB1) keeps, per touched byte (sparse, in 4 KiB pages), the last writer (lane, its own vector-clock entry at the
-write, program counter, byte value) and the last reader (lane, clock, pc). An access by lane ``l``
-of CTA thread ``t`` conflicts with the recorded access by thread ``u`` of the same CTA when
-``clock_u > VC[l][u]`` (not ordered by a synchronisation), and always with one of a different
-CTA (the emulator models no grid-wide synchronisation). Keeping only the *last* reader is an
-approximation: a write is checked against the most recent read only (documented in
-:mod:`emulator`).
+Race detection (rule HB1) keeps, per touched byte (sparse, in 4 KiB pages), the last writer (lane,
+its own vector-clock entry at the write, program counter, byte value) and the last reader (lane,
+clock, pc). An access by lane ``l`` of CTA thread ``t`` conflicts with the recorded access by
+thread ``u`` of the same CTA when ``clock_u > VC[l][u]`` (not ordered by a synchronisation), and
+always with one of a different CTA (the emulator models no grid-wide synchronisation). Keeping only
+the *last* reader is an approximation: a write is checked against the most recent read only
+(documented in :mod:`emulator`).
 """
 
 from __future__ import annotations
@@ -152,7 +152,8 @@ SHADOW_BYTES_PER_BYTE = sum(np.dtype(d).itemsize for d, _ in _FIELDS.values())
 
 class Shadow:
     """Per-byte last-writer / last-reader records of one memory (shared: per CTA of the batch),
-    kept sparse when large: the byte space is cut in pages of :attr:`PAGE` bytes and a page's records are
+    kept sparse when large: the byte space is cut in pages of :attr:`PAGE` bytes and a page's
+    records are
     allocated when an access first touches it, so the state is proportional to the bytes the
     kernel touches, not to the buffers' size (:data:`SHADOW_BYTES_PER_BYTE` bytes of state per
     touched byte, rounded up to pages). A space whose full records fit :attr:`DENSE_BYTES`

@@ -1,4 +1,4 @@
-"""Instruction semantics (PTX ISA 9.1 §9.7), registered into :data:`emulator.machine._HANDLERS`.
+"""Instruction semantics (PTX ISA 9.1 §9.7), registered into :data:`emulator.registry._HANDLERS`.
 
 Each handler is ``h(m, ins, pc, exe, active)``: ``exe`` are the lanes that execute (guard
 predicate applied), ``active`` the lanes standing at ``pc``. A handler returns ``True`` when it
@@ -12,7 +12,7 @@ import re
 import ml_dtypes
 import numpy as np
 
-from emulator.machine import _Fault, _adapt, handler
+from emulator.registry import _Fault, _adapt, handler
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -54,8 +54,8 @@ def _run(body: str, h1: np.ndarray, h2: np.ndarray, c: np.ndarray) -> np.ndarray
 def _exact_f32(x: Fraction, mode: str) -> np.float32:
     """Round the exact rational ``x`` to float32 with PTX mode rn/rz/rm/rp (reference model)."""
     lo = np.float32(float(x))  # within one ulp of x
-    cands = sorted({np.nextafter(lo, np.float32(-np.inf)), lo, np.nextafter(lo, np.float32(np.inf))},
-                   key=lambda v: Fraction(float(v)))
+    cands = sorted({np.nextafter(lo, np.float32(-np.inf)), lo,
+                    np.nextafter(lo, np.float32(np.inf))}, key=lambda v: Fraction(float(v)))
     below = max(v for v in cands if Fraction(float(v)) <= x)
     above = min(v for v in cands if Fraction(float(v)) >= x)
     if below == above:

@@ -1,0 +1,54 @@
+"""The instruction-handler registry and the small types shared by :mod:`emulator.machine` (the
+SIMT engine) and :mod:`emulator.ops` (instruction semantics), so that neither imports the other
+in a circle: ``ops`` registers its handlers here, ``machine`` looks them up here.
+
+A handler is ``h(m, ins, pc, exe, active)`` (see :mod:`emulator.ops`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from emulator.numerics import UINT
+
+__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt"]
+
+#: opcode base (``add``, ``wgmma``) -> handler
+_HANDLERS: dict[str, Callable] = {}
+
+
+def handler(*names: str):
+    """Register the decorated function as the handler of opcodes ``names``."""
+    def deco(fn):
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+class _Fault(Exception):
+    """A candidate bug that ends the launch: ``kind`` is the outcome status (fault, deadlock,
+    timeout), ``message`` the one-line report."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind, self.message = kind, message
+        super().__init__(message)
+
+
+def _adapt(arr: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Reinterpret register bits ``arr`` as dtype ``dt`` (truncating or extending the width)."""
+    w = dt.itemsize
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8)
+    if arr.dtype.itemsize != w:
+        if arr.dtype.itemsize > w:
+            arr = arr.astype(UINT[w])
+        elif dt.kind == "i":
+            arr = arr.view({1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[arr.dtype.itemsize]
+                           ).astype(dt)
+            return arr
+        else:
+            arr = arr.astype(UINT[w])
+    return arr.view(dt) if arr.dtype != dt else arr
