@@ -14,9 +14,9 @@ A box (:mod:`server.sandbox`) gets its own group in each of three controllers:
 unified mount at ``/sys/fs/cgroup`` or ``/sys/fs/cgroup/unified``, the controller listed in the
 parent's ``cgroup.controllers`` and enabled, or enableable, in its ``cgroup.subtree_control``)
 first, else the v1 hierarchy mounted for that controller. Groups are made under this process's own
-group of each hierarchy (``/proc/self/cgroup``), named ``ailower-<pid>-<hex>``; a group whose
-creating process is dead (the server was SIGKILLed) is emptied and removed by the next
-:class:`BoxGroup`.
+group of each hierarchy (``/proc/self/cgroup``), named ``ailower-<pid>-<hex>``; a group left
+behind by a killed process (the server was SIGKILLed) is removed by a later :class:`BoxGroup`
+once it is empty and older than :data:`STALE_AFTER_S`.
 
 Sources: the kernel's ``Documentation/admin-guide/cgroup-v2.rst`` (memory.max, memory.events,
 pids.max, cpu.max, cgroup.kill, "no internal processes") and ``cgroup-v1/memory.rst``,
@@ -198,16 +198,6 @@ def describe() -> str:
     return "; ".join(parts)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _procs(d: Path) -> list[int]:
     try:
         return [int(x) for x in (d / "cgroup.procs").read_text().split()]
@@ -240,19 +230,31 @@ def _kill_and_remove(h: Hierarchy, d: Path, timeout: float = 5.0) -> bool:
             time.sleep(0.02)
 
 
-_STALE = re.compile(rf"{_PREFIX}(?:probe-)?(\d+)-[0-9a-f]+$")
+#: an empty box group older than this (seconds) is stale: its box is gone (a box joins its group
+#: within milliseconds of its creation, and a group is removed when its box ends)
+STALE_AFTER_S = 60.0
 
 
 def _sweep(h: Hierarchy) -> None:
-    """Remove groups left by a dead process (its pid is in the name)."""
+    """Remove box groups that a killed process left behind: empty and older than
+    :data:`STALE_AFTER_S`. (The creator's pid in the name cannot tell: a runner is pid 1 of its
+    own PID namespace.) A group still holding processes is left to its box's own limits."""
     try:
-        names = [e.name for e in os.scandir(h.parent) if e.is_dir()]
+        entries = [e for e in os.scandir(h.parent) if e.is_dir() and e.name.startswith(_PREFIX)]
     except OSError:
         return
-    for name in names:
-        m = _STALE.match(name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
-            _kill_and_remove(h, h.parent / name, timeout=1.0)
+    now = time.time()
+    for e in entries:
+        d = h.parent / e.name
+        try:
+            old = now - e.stat().st_mtime > STALE_AFTER_S
+        except OSError:
+            continue
+        if old and not _procs(d):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 class BoxGroup:

@@ -394,3 +394,25 @@ def test_required_cgroup_limit_missing_is_refused(monkeypatch, tmp_path):
     assert (a.uid, b.uid) == (100_000, 100_001) and a.require == ("memory", "pids")
     with pytest.raises(ValueError, match="unknown cgroup controller"):
         ServerSettings(sandbox_require="memory,disk").required_cgroups()
+
+
+def test_stale_box_groups_are_removed(monkeypatch):
+    """A group a killed runner left (empty; the runner was pid 1 of its namespace, so its name
+    cannot tell) is removed by the next box; a group holding a process is not."""
+    import uuid
+
+    import server.cgroups as cg
+
+    found, _ = cg.probe()
+    h = found["pids"]
+    stale = h.parent / f"ailower-1-{uuid.uuid4().hex[:12]}"
+    stale.mkdir()
+    monkeypatch.setattr(cg, "STALE_AFTER_S", 0.0)
+    time.sleep(0.05)
+    g = cg.BoxGroup(memory=64 << 20, pids=16, cpus=1.0)
+    try:
+        assert not stale.exists()
+    finally:
+        g.remove()
+        if stale.exists():
+            stale.rmdir()
