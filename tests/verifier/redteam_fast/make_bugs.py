@@ -301,6 +301,40 @@ REFILL = head("sm_90a", "store_refill", 128) + """	mov.f32 	%f1, 0f3F800000;
 """
 
 
+def tm_head(name: str) -> str:
+    """head() plus a by-value 128-byte CUtensorMap parameter (Triton / CUTLASS host-descriptor
+    style) whose generic address is in %rd21; tile coordinates (0, 0) in %r50/%r51."""
+    h = head("sm_90a", name, 128).replace(f"	.param .u32 {name}_p2\n",
+        f"	.param .u32 {name}_p2,\n	.param .align 64 .b8 {name}_tm[128]\n")
+    return h + f"""	mov.u64 	%rd20, {name}_tm;
+	cvta.param.u64 	%rd21, %rd20;
+	mov.u32 	%r50, 0;
+	mov.u32 	%r51, 0;
+"""
+
+
+# -- 3c. tensor-map TMA load consumed by ld.shared with no wait ----------------------------
+TCONSUME = tm_head("tma_tensor_consume") + INIT1 + """	@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 	_, [%r3], 8192;
+	@%p1 cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes 	[%r2], [%rd21, {%r50, %r51}], [%r3];
+""" + WAIT.format(n=0, par="0") + """	ld.shared.f32 	%f2, [%r6];
+	st.global.f32 	[%rd4], %f2;
+	ret;
+}
+"""
+
+# -- 2b. generic smem writes -> tensor-map TMA store -----------------------------------------
+TSTORE = tm_head("tma_tensor_store") + """	mov.f32 	%f1, 0f3F800000;
+	st.shared.f32 	[%r6], %f1;
+	fence.proxy.async.shared::cta;
+	bar.sync 	0;
+	@%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group 	[%rd21, {%r50, %r51}], [%r2];
+	@%p1 cp.async.bulk.commit_group;
+	@%p1 cp.async.bulk.wait_group.read 	0;
+	ret;
+}
+"""
+
+
 def once(text: str, old: str, new: str) -> str:
     """Replace the single occurrence of ``old`` (an AssertionError names it otherwise)."""
     assert text.count(old) == 1, f"mutation anchor {old!r} occurs {text.count(old)} times"
@@ -322,6 +356,12 @@ CASES = [
      once(CONSUME, W0, "")),
     ("c03b_ring_wait_removed", "mbarrier wait removed before consuming TMA data", RING,
      once(RING, "CWAIT:\n	mbarrier.try_wait.parity.shared::cta.b64 	%p2, [%r25], %r23;\n	@!%p2 bra 	CWAIT;\n", "")),
+    ("c02b_fence_proxy_tensor_store", "fence.proxy.async removed before TMA store", TSTORE,
+     once(TSTORE, "	fence.proxy.async.shared::cta;\n", "")),
+    ("c03c_tensor_wait_removed", "mbarrier wait removed before consuming TMA data", TCONSUME,
+     once(TCONSUME, W0, "")),
+    ("c03d_wgmma_no_mbar_wait", "mbarrier wait removed before consuming TMA data", WGWAIT,
+     once(WGWAIT, W0, "")),
     ("c04_expect_tx_bytes", "wrong expect_tx bytes", EXPECT,
      once(EXPECT, "[%r3], 8192;", "[%r3], 4096;")),
     ("c05_wgmma_wait_removed", "wgmma.wait_group removed", WGWAIT,
