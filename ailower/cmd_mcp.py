@@ -26,7 +26,6 @@ the loop does.
 
 
 import json
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -77,7 +76,6 @@ def _run_fn(spec: Any, arch: str, iterations: int, variants: int, out: Path, no_
             profile: bool) -> Any:
     """The body of a session's run thread: the loop with the MCP provider, recorded like
     ``ailower lower`` records a run. Progress goes to stderr."""
-    from rich.console import Console
 
     from agent.loop import LoopOptions
     from agent.store import RunStore
@@ -92,7 +90,7 @@ def _run_fn(spec: Any, arch: str, iterations: int, variants: int, out: Path, no_
         opts = LoopOptions(iterations=iterations, gpu=evaluator is not None, ptxas=settings.ptxas,
                            cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version,
                            variants=variants, profile=profile)
-        err = Console(file=sys.stderr)
+        from ailower._common import err
         try:
             result, report, run_id, folder = execute_run(
                 spec, arch, provider, opts, evaluator=evaluator, gpu_note=note, out_dir=out,

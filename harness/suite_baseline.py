@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 

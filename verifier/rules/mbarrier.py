@@ -606,7 +606,6 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
     parameter) or an update under a guard: not checked."""
     out: list[Finding] = []
     cfg, v = fa.cfg, fa.values
-    data = None
     for i, ins in enumerate(cfg.instrs):
         if not is_mbar_wait(ins) or "parity" not in ins.parts or not ins.operands:
             continue
@@ -760,7 +759,6 @@ def _data_barrier_addrs(fa) -> tuple[set, bool]:
     of symbols follow :func:`eval_concrete`'s numbering, so only compare within one call."""
     out: set = set()
     unknown = False
-    syms: dict = {}
     for i, ins in enumerate(fa.cfg.instrs):
         p = ins.parts
         if is_tc(ins, "commit") or (p[0] == "cp" and any(
