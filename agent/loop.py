@@ -216,7 +216,7 @@ EMULATION_TIME_LIMIT_S = 60.0
 
 
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
-             launch: dict[str, Any], filename: str = "candidate.ptx",
+             launch: dict[str, Any], *, filename: str = "candidate.ptx",
              ref_outputs: dict[str, Any] | None = None):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
     the spec's ``verify`` size with the candidate's launch settings.
@@ -296,7 +296,7 @@ class _Checks:
         """Emulated correctness (no GPU); returns (result, passed-or-unsupported, text)."""
         t = time.perf_counter()
         emu = _emulate(self.spec, self.arch, self.art, cand.ptx, cand.model_dump(),
-                       self.options.ptx_filename, self.ref_outputs)
+                       filename=self.options.ptx_filename, ref_outputs=self.ref_outputs)
         times[f"emulate{key}"] = time.perf_counter() - t
         # unsupported / memory: not emulated (no verdict on the candidate either way)
         ok = emu.status in ("ok", "unsupported", "memory") and not (emu.status == "ok" and not emu.ok)

@@ -46,11 +46,13 @@ def test_a_search_arm_must_agree_with_tritons_emulated_output(tmp_path):
     arm = compile_reference(spec, "sm_90a", Config(meta={"BLOCK_SIZE": 128}, num_warps=4),
                             cache_dir=tmp_path / "c")
     cache: dict = {}
-    own = _emulate(spec, "sm_90a", base, base.ptx, {"threads": base.abi.threads}, cache)
+    own = _emulate(spec, "sm_90a", base, base.ptx, {"threads": base.abi.threads},
+                   ref_outputs=cache)
     assert own.status == "ok", own.message
     assert own.message == "outputs match Triton's own kernel (emulated on the same inputs)"
     bad = _emulate(spec, "sm_90a", base, arm.ptx,
-                   {"threads": arm.abi.threads, "meta": {"BLOCK_SIZE": 128}}, cache)
+                   {"threads": arm.abi.threads, "meta": {"BLOCK_SIZE": 128}},
+                   ref_outputs=cache)
     assert bad.status == "mismatch", bad.message
     assert bad.outputs["y_ptr"].n_bad > 900  # nearly every element differs
     assert len(cache) == 1  # Triton's kernel was emulated once for both candidates
