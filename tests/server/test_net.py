@@ -378,3 +378,15 @@ def test_slots_pick_jobs_round_robin_by_key(tmp_path):
         assert J.claim_next(s, "slot1", 30) is None
         assert {j.status for j in s.query(Job).filter(Job.key_id == ids["a"])} <= {
             "cancelled", "running"}
+
+
+def test_queued_jobs_per_key_are_capped_server_wide(tmp_path):
+    srv = ServerProc(tmp_path, cpu_workers=0, max_queued_per_key=3).start()
+    try:
+        c = srv.client(srv.new_key("greedy", "--max-concurrent", "50"))
+        codes = [c.post("/v1/lowerings", json={"kernel": "softmax"}).status_code for _ in range(5)]
+        assert codes == [202, 202, 202, 429, 429], codes
+        other = srv.client(srv.new_key("other"))
+        assert other.post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 202
+    finally:
+        srv.stop()
