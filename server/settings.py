@@ -79,6 +79,8 @@ class ServerSettings(BaseSettings):
         auth_free_failures / auth_window_s / auth_base_backoff_s / auth_max_backoff_s: failed
             authentications per client address and per key id allowed in a window before an
             exponential backoff (429 ``auth-backoff``; :class:`server.keys.AuthLimiter`).
+        max_queued_per_key: queued jobs one key may have, whatever its ``max_concurrent`` (429
+            ``too-many-jobs``); slots pick jobs round-robin by key (``server.jobs.claim_next``).
         leaderboard_rate_per_s / leaderboard_burst: the public leaderboard routes' token bucket
             per client address (requests per second, bucket size).
         backlog: the kernel's listen queue length (``listen(2)``; capped by
@@ -147,6 +149,7 @@ class ServerSettings(BaseSettings):
     max_connections: int | None = Field(default=None, ge=16)
     max_header_bytes: int = Field(default=16384, ge=1024)
     backlog: int = Field(default=4096, ge=16, le=65535)
+    max_queued_per_key: int = Field(default=16, ge=1)
     leaderboard_rate_per_s: float = Field(default=2.0, gt=0)
     leaderboard_burst: int = Field(default=10, ge=1)
     auth_free_failures: int = Field(default=5, ge=1)

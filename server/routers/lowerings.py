@@ -246,6 +246,13 @@ def _admit(body: LoweringCreate, request: Request, session, key, payload: dict, 
         session.rollback()
         raise ApiError(429, "too-many-jobs", f"this key has {active} queued or running jobs; the "
                        f"limit is {key.max_concurrent}", headers={"Retry-After": "5"})
+    cap = request.app.state.server_settings.max_queued_per_key
+    queued = session.scalar(select(func.count()).select_from(Job).where(
+        Job.key_id == key.key_id, Job.status == "queued"))
+    if queued >= cap:  # a server-wide ceiling, whatever a key's own max_concurrent says
+        session.rollback()
+        raise ApiError(429, "too-many-jobs", f"this key has {queued} queued jobs; the server "
+                       f"allows {cap} per key", headers={"Retry-After": "5"})
     job = Job(id=str(uuid.uuid4()), key_id=key.key_id, status="queued", kernel=kernel,
               arch=body.arch, provider=body.provider, model=body.model, request=payload,
               request_hash=rhash, idempotency_key=idempotency_key, untrusted_source=untrusted,

@@ -166,7 +166,7 @@ def test_failed_key_checks_are_bounded(srv):
 
     with cf.ThreadPoolExecutor(16) as ex:
         codes = list(ex.map(attempt, range(48)))
-    assert set(codes) <= {401, 503}, codes
+    assert set(codes) <= {401, 429, 503}, codes  # 429: the failure backoff (issue 17)
     assert _rss_mb(srv.proc.pid) - rss0 < 400  # 16 concurrent argon2 runs took ~1 GB before
     assert srv.client(key).get("/v1/lowerings").status_code == 200
 
