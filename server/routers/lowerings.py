@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
-from server.bodies import JsonDepthRoute
+from server.bodies import JsonDepthRoute, defer_body_refusal, raise_body_refusal
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
 from server.deps import ApiKeyDep, SessionDep, bearer, check_body_size, get_api_key
 from server.errors import ApiError, error_responses
@@ -126,6 +126,7 @@ def _artifact_names(session, job_id: str) -> list[str]:
 @router.post("", status_code=202, response_model=LoweringCreated,
              responses=error_responses(400, 401, 409, 413, 422, 429, 503),
              summary="Submit a lowering")
+@defer_body_refusal
 def create_lowering(body: LoweringCreate, request: Request, response: Response,
                     session: SessionDep, key: SubmitKeyDep,
                     idempotency_key: Annotated[str | None, Header(max_length=200)] = None
@@ -203,8 +204,12 @@ def _release_connection(session, key: ApiKey) -> None:
 
 async def submit_key(request: Request,
                      key: Annotated[ApiKey, Depends(rate_checked_key)]) -> ApiKey:
-    """The submitting key, rate-checked, with its ``max_body_bytes`` enforced (413)."""
-    return await check_body_size(request, key)
+    """The submitting key, rate-checked, with its ``max_body_bytes`` enforced (413), then the
+    body's encoding/depth/syntax refusal if it has one (:mod:`server.bodies`; counted, like
+    every refusal from here on)."""
+    key = await check_body_size(request, key)
+    raise_body_refusal(request)
+    return key
 
 
 SubmitKeyDep = Annotated[ApiKey, Depends(submit_key)]
