@@ -173,15 +173,24 @@ def _check_rate(window: list, key: ApiKey, now) -> None:
                        headers={"Retry-After": str(wait)})
 
 
-def rate_checked_key(request: Request, session: SessionDep, key: ApiKeyDep,
+def refusals_counted(request: Request, key: ApiKeyDep) -> ApiKey:
+    """Dependency of the submit route, right after authentication and before anything of the
+    request is validated (headers included: an ``Idempotency-Key`` over 200 characters was a 422
+    that never counted, because the dependency setting the hook declared that header itself):
+    from here on a 4xx answer counts as a refused submission of this key (the error handlers
+    call ``request.state.on_refusal``)."""
+    request.state.on_refusal = lambda: REFUSALS.record(key.key_id)
+    return key
+
+
+def rate_checked_key(request: Request, session: SessionDep,
+                     key: Annotated[ApiKey, Depends(refusals_counted)],
                      idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                      ) -> ApiKey:
-    """Dependency of the submit route, before the body is validated: from here on a 4xx answer
-    counts as a refused submission of this key (the error handlers call
-    ``request.state.on_refusal``), and a key at its rate is answered 429 at once, before its
-    body is checked (except the replay of an ``Idempotency-Key`` the key already used, which
+    """Dependency of the submit route, before the body is validated (after
+    :func:`refusals_counted`): a key at its rate is answered 429 at once, before its body is
+    checked (except the replay of an ``Idempotency-Key`` the key already used, which
     returns its job as before)."""
-    request.state.on_refusal = lambda: REFUSALS.record(key.key_id)
     now = utcnow()
     replay = idempotency_key is not None and session.scalar(select(Job.id).where(
         Job.key_id == key.key_id, Job.idempotency_key == idempotency_key)) is not None

@@ -8,7 +8,8 @@ Got through before the fix in this branch (each test failed then):
   the brackets after it were "inside a string" and a spec nested 900 deep reached pydantic's
   serializer: an unhandled 500 (connection reset, traceback in the log);
 * bodies refused before the submit route's dependencies ran (not JSON, nested too deep) were not
-  counted against the key's rate limit: 12 in a row at 5 per minute were all 422, never 429.
+  counted against the key's rate limit: 12 in a row at 5 per minute were all 422, never 429;
+  nor was an ``Idempotency-Key`` over 200 characters (5 at 3 per minute: all 422).
 
 Refused before and kept as regressions: source tricks (BOM, form feed in indentation, NFKC
 spelling of a forbidden chain, an f-string, a bytes prefix, a ``**`` tower).
@@ -71,6 +72,16 @@ def test_malformed_bodies_count_against_the_rate_limit(srv, body):
         codes = [c.post("/v1/lowerings", content=body, headers=JSON).status_code
                  for _ in range(5)]
     assert codes == [422, 422, 422, 429, 429], codes
+
+
+def test_bad_headers_count_against_the_rate_limit(srv):
+    # the header is validated by the dependency that used to set the refusal hook
+    key = srv.new_key("badheader", "--rate-per-minute", "3", "--max-concurrent", "10")
+    with srv.client(key) as c:
+        codes = [c.post("/v1/lowerings", json={"kernel": "relu.fp32"},
+                        headers={"Idempotency-Key": "x" * 300}).status_code for _ in range(3)]
+        codes.append(c.post("/v1/lowerings", json={"kernel": "nope"}).status_code)
+    assert codes == [422, 422, 422, 429], codes
 
 
 def test_malformed_body_without_a_key_is_401(srv):
