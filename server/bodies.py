@@ -16,6 +16,7 @@ valid JSON the number is only an estimate; the parser refuses such a body anyway
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 
 import numpy as np
@@ -123,8 +124,21 @@ async def _body_refusal(request: Request) -> ApiError | None:
                         f"and objects; this server's limit is {limit} "
                         "(AILOWER_SERVER_MAX_JSON_DEPTH)", loc=["body"])
     try:
-        await request.json()  # cached on the request: FastAPI does not parse it again
+        parsed = await request.json()  # cached on the request: FastAPI does not parse it again
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, int digits, bad UTF-8
         return ApiError(422, "json-invalid", f"the request body is not valid JSON: "
                         f"{str(exc)[:200]}", loc=["body"])
+    if _SURROGATE.search(body):  # exact check only when a surrogate may be there
+        try:
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return ApiError(422, "json-invalid", "the request body holds a lone UTF-16 "
+                            "surrogate (\\ud800-\\udfff not in a pair), which is no character "
+                            "and cannot be encoded", loc=["body"])
     return None
+
+
+# a surrogate escape, or the bytes of a surrogate code point (json.loads decodes bytes with
+# 'surrogatepass'): a lone one in a string passed json.loads and then made every str.encode()
+# after it raise (a source text with one was an unhandled 500)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")

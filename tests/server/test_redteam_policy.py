@@ -9,7 +9,9 @@ Got through before the fix in this branch (each test failed then):
   serializer: an unhandled 500 (connection reset, traceback in the log);
 * bodies refused before the submit route's dependencies ran (not JSON, nested too deep) were not
   counted against the key's rate limit: 12 in a row at 5 per minute were all 422, never 429;
-  nor was an ``Idempotency-Key`` over 200 characters (5 at 3 per minute: all 422).
+  nor was an ``Idempotency-Key`` over 200 characters (5 at 3 per minute: all 422);
+* a lone surrogate (``"\\udc80"``) in a comment of the source text: ``json.loads`` takes it, the
+  policy's first ``str.encode()`` raised ``UnicodeEncodeError``: an unhandled 500.
 
 Refused before and kept as regressions: source tricks (BOM, form feed in indentation, NFKC
 spelling of a forbidden chain, an f-string, a bytes prefix, a ``**`` tower).
@@ -82,6 +84,31 @@ def test_bad_headers_count_against_the_rate_limit(srv):
                         headers={"Idempotency-Key": "x" * 300}).status_code for _ in range(3)]
         codes.append(c.post("/v1/lowerings", json={"kernel": "nope"}).status_code)
     assert codes == [422, 422, 422, 429], codes
+
+
+def _with(where: str, value: str) -> bytes:
+    spec = uploaded_relu()
+    if where == "text":
+        spec["source"]["text"] = spec["source"]["text"].replace("import triton\n",
+                                                                f"import triton  # {value}\n", 1)
+    else:
+        spec["description"] = value
+    return json.dumps({"spec": spec}).encode()
+
+
+@pytest.mark.parametrize("body", [
+    _with("text", "\udc80"), _with("description", "a\ud800b"),
+    _with("description", "SURR").replace(b"SURR", "\ud800".encode("utf-8", "surrogatepass")),
+], ids=["escape-in-source", "escape-in-description", "raw-bytes"])
+def test_lone_surrogates_are_a_422_not_a_500(srv, body):
+    key = srv.new_key(f"surr{abs(hash(body)) % 10**6}", "--rate-per-minute", "100")
+    with srv.client(key) as c:
+        r = c.post("/v1/lowerings", content=body, headers=JSON)
+        assert r.status_code == 422 and r.json()["type"] == "json-invalid", r.text[:300]
+        # a surrogate pair is a character (U+1F600): not refused for that
+        r = c.post("/v1/lowerings", content=_with("description", "\U0001f600"), headers=JSON)
+        assert r.json().get("type") != "json-invalid", r.text[:300]
+    assert "UnicodeEncodeError" not in srv.log()
 
 
 def test_malformed_body_without_a_key_is_401(srv):
