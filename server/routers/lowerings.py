@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from server import jobs as J
-from server.bodies import JsonDepthRoute
+from server.bodies import JsonDepthRoute, defer_body_refusal, raise_body_refusal
 from server.db import TERMINAL, ApiKey, Job, JobArtifact, as_utc, utcnow
 from server.deps import (ApiKeyDep, SessionDep, auth_gate, bearer,
                          check_body_size, get_api_key)
@@ -133,6 +133,7 @@ def _artifact_names(session, job_id: str) -> list[str]:
 @router.post("", status_code=202, response_model=LoweringCreated,
              responses=error_responses(400, 401, 409, 413, 422, 429, 503),
              summary="Submit a lowering")
+@defer_body_refusal
 def create_lowering(body: LoweringCreate, request: Request, response: Response,
                     session: SessionDep, key: SubmitKeyDep,
                     idempotency_key: Annotated[str | None, Header(max_length=200)] = None
@@ -179,15 +180,24 @@ def _check_rate(window: list, key: ApiKey, now) -> None:
                        headers={"Retry-After": str(wait)})
 
 
-def rate_checked_key(request: Request, session: SessionDep, key: ApiKeyDep,
+def refusals_counted(request: Request, key: ApiKeyDep) -> ApiKey:
+    """Dependency of the submit route, right after authentication and before anything of the
+    request is validated (headers included: an ``Idempotency-Key`` over 200 characters was a 422
+    that never counted, because the dependency setting the hook declared that header itself):
+    from here on a 4xx answer counts as a refused submission of this key (the error handlers
+    call ``request.state.on_refusal``)."""
+    request.state.on_refusal = lambda: REFUSALS.record(key.key_id)
+    return key
+
+
+def rate_checked_key(request: Request, session: SessionDep,
+                     key: Annotated[ApiKey, Depends(refusals_counted)],
                      idempotency_key: Annotated[str | None, Header(max_length=200)] = None
                      ) -> ApiKey:
-    """Dependency of the submit route, before the body is validated: from here on a 4xx answer
-    counts as a refused submission of this key (the error handlers call
-    ``request.state.on_refusal``), and a key at its rate is answered 429 at once, before its
-    body is checked (except the replay of an ``Idempotency-Key`` the key already used, which
+    """Dependency of the submit route, before the body is validated (after
+    :func:`refusals_counted`): a key at its rate is answered 429 at once, before its body is
+    checked (except the replay of an ``Idempotency-Key`` the key already used, which
     returns its job as before)."""
-    request.state.on_refusal = lambda: REFUSALS.record(key.key_id)
     now = utcnow()
     replay = idempotency_key is not None and session.scalar(select(Job.id).where(
         Job.key_id == key.key_id, Job.idempotency_key == idempotency_key)) is not None
@@ -210,8 +220,12 @@ def _release_connection(session, key: ApiKey) -> None:
 
 async def submit_key(request: Request,
                      key: Annotated[ApiKey, Depends(rate_checked_key)]) -> ApiKey:
-    """The submitting key, rate-checked, with its ``max_body_bytes`` enforced (413)."""
-    return await check_body_size(request, key)
+    """The submitting key, rate-checked, with its ``max_body_bytes`` enforced (413), then the
+    body's encoding/depth/syntax refusal if it has one (:mod:`server.bodies`; counted, like
+    every refusal from here on)."""
+    key = await check_body_size(request, key)
+    raise_body_refusal(request)
+    return key
 
 
 SubmitKeyDep = Annotated[ApiKey, Depends(submit_key)]
