@@ -396,3 +396,31 @@ def test_queued_jobs_per_key_are_capped_server_wide(tmp_path):
         assert other.post("/v1/lowerings", json={"kernel": "softmax"}).status_code == 202
     finally:
         srv.stop()
+
+
+def test_a_second_tenant_starts_after_one_job_behind_four_of_another(tmp_path):
+    """On a real server with one job slot: key A queues four jobs, then key B one. Slots claim
+    round-robin by key, so B's job is the second to start (one job time behind A's first), not
+    the fifth as with a FIFO queue (issue 17: a bystander's 4 s job waited 62 s)."""
+    srv = ServerProc(tmp_path, cpu_workers=1, lease_s=3, heartbeat_s=0.5).start()
+    try:
+        a = srv.client(srv.new_key("busy", "--max-concurrent", "10", "--rate-per-minute", "60"))
+        b = srv.client(srv.new_key("bystander"))
+        body = {"kernel": "vector_add", "provider": "triton", "budget": {"iterations": 1}}
+        ja = [a.post("/v1/lowerings", json=body).json()["id"] for _ in range(4)]
+        jb = b.post("/v1/lowerings", json=body).json()["id"]
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if b.get(f"/v1/lowerings/{jb}").json()["started_at"] is not None:
+                break
+            time.sleep(0.5)
+        started_b = b.get(f"/v1/lowerings/{jb}").json()["started_at"]
+        assert started_b is not None, "the bystander's job never started"
+        started_a = [a.get(f"/v1/lowerings/{j}").json()["started_at"] for j in ja]
+        for j in ja:
+            a.post(f"/v1/lowerings/{j}/cancel")
+        # A's first job ran before B's; none of A's other three started before B's
+        assert started_a[0] is not None and started_a[0] < started_b, (started_a, started_b)
+        assert all(s is None or s > started_b for s in started_a[1:]), (started_a, started_b)
+    finally:
+        srv.stop()
