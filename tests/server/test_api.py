@@ -312,8 +312,9 @@ def test_module_and_path_sources_refused(server, alice, source, kind):
     assert r.status_code == 422 and r.json()["type"] == kind
 
 
-def test_reference_and_huge_inputs_refused(server, alice, tmp_path):
-    c = server.client(alice)
+def test_reference_and_huge_inputs_refused(server, tmp_path):
+    # a key of its own: refusals count against a key's rate (the module's alice refuses often)
+    c = server.client(server.new_key("refused", "--rate-per-minute", "100"))
     spec = uploaded_softmax()
     spec["reference"] = "os:system"
     r = c.post("/v1/lowerings", json={"spec": spec})
