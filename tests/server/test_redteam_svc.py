@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import secrets
 import socket
+import sys
 import time
 
 import pytest
 
 from . import net_attacks as A
-from .conftest import ServerProc
+from server.sandbox import SandboxLimits, run_isolated
+
+from .conftest import ServerProc, needs_isolation
 
 SEND_TIMEOUT_S = 2.0
 
@@ -92,3 +95,21 @@ def test_wrong_secret_flood_does_not_lock_out_the_keys_holder(tmp_path):
         assert r.status_code == 200, (r.status_code, r.text[:300], codes)
     finally:
         srv.stop()
+
+
+@needs_isolation
+def test_many_empty_files_in_the_output_folder_kill_the_box(tmp_path):
+    """A box that fills ``/sandbox/out`` with empty files (no bytes: under ``disk_mb``) made the
+    server walk them every 0.5 s outside the box for the whole wall clock (190,000 files: 15.8 s
+    of server CPU in 21 s). Over ``max_entries`` the box is killed as ``disk`` and its output
+    discarded."""
+    payload = ("import os, time\n"
+               "for i in range(1200):\n"
+               "    open(f'/sandbox/out/{i}', 'w').close()\n"
+               "time.sleep(30)\n")
+    t0 = time.monotonic()
+    run = run_isolated([sys.executable, "-I", "-c", payload], work=tmp_path / "w",
+                       limits=SandboxLimits(wall_s=40, max_entries=1000), keep=("result.json",))
+    assert run.killed == "disk", (run.killed, run.returncode, run.stderr[-500:])
+    assert time.monotonic() - t0 < 20
+    assert list((tmp_path / "w").iterdir()) == []
