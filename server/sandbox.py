@@ -626,7 +626,16 @@ def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes
         controllers = group.controllers
     finally:
         group.remove()
-    discarded = _sanitise(work, keep, limits.disk_mb << 20, limits.max_entries)
+    try:
+        discarded = _sanitise(work, keep, limits.disk_mb << 20, limits.max_entries)
+    except OSError as exc:
+        # a tree the walk cannot handle (paths past PATH_MAX: folders nested by relative mkdir,
+        # ENAMETOOLONG) is not declared output: discard all of it (rmtree works by descriptor)
+        for e in os.listdir(work):
+            p = work / e
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        discarded = ["*"]
+        killed = killed or f"output tree: {type(exc).__name__} ({exc.strerror})"
     os.chown(work, 0, 0)
     os.chmod(work, 0o755)
     return IsolatedRun(proc.returncode, out.value(), err.value(), total[0], killed,

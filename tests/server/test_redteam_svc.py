@@ -113,3 +113,20 @@ def test_many_empty_files_in_the_output_folder_kill_the_box(tmp_path):
     assert run.killed == "disk", (run.killed, run.returncode, run.stderr[-500:])
     assert time.monotonic() - t0 < 20
     assert list((tmp_path / "w").iterdir()) == []
+
+
+@needs_isolation
+def test_output_nested_past_path_max_is_discarded_with_a_sandbox_error(tmp_path):
+    """A box that nests folders in ``/sandbox/out`` past ``PATH_MAX`` (relative ``mkdir``, 40 x
+    200 characters) and leaves a FIFO and a symlink to ``/etc/shadow`` at the bottom: the
+    server's clean-up raised a raw ``OSError`` (ENAMETOOLONG, naming the host path) and left the
+    box's tree in place. Now the run is marked killed, everything is discarded."""
+    payload = ("import os\n"
+               "os.chdir('/sandbox/out')\n"
+               "for i in range(40):\n"
+               "    os.mkdir('d' * 200); os.chdir('d' * 200)\n"
+               "os.mkfifo('fifo'); os.symlink('/etc/shadow', 'link')\n")
+    run = run_isolated([sys.executable, "-I", "-c", payload], work=tmp_path / "w",
+                       limits=SandboxLimits(wall_s=30), keep=("result.json",))
+    assert run.killed and run.killed.startswith("output tree"), run.killed
+    assert list((tmp_path / "w").iterdir()) == []
