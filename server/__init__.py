@@ -23,7 +23,8 @@ def serve(host: str | None = None, port: int | None = None, *, workers: bool = T
         log_level: uvicorn's log level.
 
     Connections go through :func:`server.netguard.guarded_h11`: request headers within
-    ``header_timeout_s``, bodies within ``body_timeout_s``, at most ``max_connections`` open
+    ``header_timeout_s``, bodies within ``body_timeout_s``, a stalled response aborted after
+    ``send_timeout_s``, at most ``max_connections`` open
     (capped by ``RLIMIT_NOFILE``, whose soft limit is first raised to the hard one).
     """
     import uvicorn
@@ -42,7 +43,8 @@ def serve(host: str | None = None, port: int | None = None, *, workers: bool = T
     app = create_app(server_settings=ss, workers=workers)
     config = uvicorn.Config(app, host=host or ss.host, port=port if port is not None else ss.port,
                             log_level=log_level, proxy_headers=False, server_header=False,
-                            http=guarded_h11(ss.header_timeout_s, ss.body_timeout_s, cap),
+                            http=guarded_h11(ss.header_timeout_s, ss.body_timeout_s, cap,
+                                             ss.send_timeout_s),
                             backlog=ACCEPT_BURST, timeout_keep_alive=max(1, round(ss.keep_alive_s)),
                             h11_max_incomplete_event_size=ss.max_header_bytes)
     GuardedServer(config, ss.backlog).run()

@@ -15,6 +15,11 @@ the idle attacker.
   ``MinRate``; nginx ``client_header_timeout``);
 * closes a connection whose request body is not complete ``body_timeout_s`` after its headers
   (nginx ``client_body_timeout``, but absolute);
+* aborts a connection whose response has not drained for ``send_timeout_s`` (the transport's
+  write buffer stayed above its high-water mark that long: the client stopped reading; nginx
+  ``send_timeout``). A request being served is never evicted and has no header/body deadline, so
+  without this a client that sends ``GET /leaderboard`` (4.8 MB) and never reads held the
+  connection, and the unsent response in server memory, for as long as it liked;
 * holds at most ``max_connections`` open connections: a new connection beyond the cap evicts the
   connection that has waited longest for its request headers (or sits idle between requests); if
   every open connection is serving a request, the new one is closed at once. Eviction, not refusal,
@@ -86,16 +91,18 @@ def connection_cap(configured: int | None, backlog: int) -> int:
 
 
 def guarded_h11(header_timeout_s: float, body_timeout_s: float,
-                max_connections: int) -> type[H11Protocol]:
-    """A uvicorn ``http`` protocol class (pass as ``uvicorn.run(..., http=cls)``) with the header
-    and body deadlines (seconds) and the connection cap of the module docstring.
+                max_connections: int, send_timeout_s: float | None = None) -> type[H11Protocol]:
+    """A uvicorn ``http`` protocol class (pass as ``uvicorn.run(..., http=cls)``) with the header,
+    body and send deadlines (seconds; ``send_timeout_s`` None: ``body_timeout_s``) and the
+    connection cap of the module docstring.
 
     Raises:
         ValueError: a timeout is not positive or ``max_connections`` is below 1.
     """
-    if header_timeout_s <= 0 or body_timeout_s <= 0:
-        raise ValueError(f"header/body timeouts must be > 0 s, got {header_timeout_s}, "
-                         f"{body_timeout_s}")
+    send_timeout_s = body_timeout_s if send_timeout_s is None else send_timeout_s
+    if header_timeout_s <= 0 or body_timeout_s <= 0 or send_timeout_s <= 0:
+        raise ValueError(f"header/body/send timeouts must be > 0 s, got {header_timeout_s}, "
+                         f"{body_timeout_s}, {send_timeout_s}")
     if max_connections < 1:
         raise ValueError(f"max_connections must be >= 1, got {max_connections}")
 
@@ -107,6 +114,7 @@ def guarded_h11(header_timeout_s: float, body_timeout_s: float,
 
         _deadline: asyncio.TimerHandle | None = None
         _body_armed: bool = False
+        _stall: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -116,6 +124,7 @@ def guarded_h11(header_timeout_s: float, body_timeout_s: float,
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._unstall()
             waiting.pop(self, None)
             super().connection_lost(exc)
 
@@ -131,6 +140,26 @@ def guarded_h11(header_timeout_s: float, body_timeout_s: float,
                 waiting.pop(self, None)
                 self._disarm()  # the request is in; the app's own limits take over
             # otherwise: still reading headers; the deadline set when waiting began stands
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stall is None:
+                self._stall = self.loop.call_later(send_timeout_s, self._send_late)
+
+        def resume_writing(self) -> None:
+            self._unstall()
+            super().resume_writing()
+
+        def _unstall(self) -> None:
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+        def _send_late(self) -> None:
+            self._stall = None
+            log.info("aborting %s: response not drained within %g s", self.client, send_timeout_s)
+            waiting.pop(self, None)
+            self.transport.abort()  # close() would wait for the buffer to drain
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

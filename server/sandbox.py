@@ -100,6 +100,11 @@ class SandboxLimits:
         file_mb: ``RLIMIT_FSIZE``: largest file a process may write (MiB).
         disk_mb: bytes the run may leave in its output folder ``/sandbox/out`` (MiB; polled every
             0.5 s and checked after the run: over it, the output is discarded).
+        max_entries: files and folders the run may leave in ``/sandbox/out`` (polled and checked
+            with ``disk_mb``; over it the run is killed as ``disk`` and the output discarded).
+            Each poll walks the folder outside the box, in the server: 190,000 empty files (no
+            bytes, so under ``disk_mb``) made that walk cost 0.75 of a core for the whole wall
+            clock. The declared outputs are a handful of files per config.
         scratch_mb: size of the private ``/sandbox`` tmpfs (MiB; ``HOME``, Triton's cache).
         tmp_mb: size of the private ``/tmp`` tmpfs (MiB).
         nproc: ``RLIMIT_NPROC`` (processes of the uid host-wide); applied only where the pids
@@ -122,6 +127,7 @@ class SandboxLimits:
     wall_s: float = 600.0
     file_mb: int = 256
     disk_mb: int = 2048
+    max_entries: int = 10_000
     scratch_mb: int = 2048
     tmp_mb: int = 512
     nproc: int = 512
@@ -451,11 +457,13 @@ def _declared(rel: str, keep: tuple[str, ...] | None) -> bool:
     return any(fnmatch.fnmatchcase(rel, pat) for pat in keep)
 
 
-def _sanitise(root: Path, keep: tuple[str, ...] | None, cap: int) -> list[str]:
+def _sanitise(root: Path, keep: tuple[str, ...] | None, cap: int,
+              max_entries: int = 200_000) -> list[str]:
     """After the box is dead (nothing can race this): remove from ``root`` everything but
     regular, singly-linked files matching ``keep``, and everything if what is left exceeds ``cap``
-    bytes; hand what is left to root, world-readable (folders 0755, files 0644: a later box of
-    another uid reads them read-only). Returns the removed paths (relative)."""
+    bytes or ``max_entries`` entries; hand what is left to root, world-readable (folders 0755,
+    files 0644: a later box of another uid reads them read-only). Returns the removed paths
+    (relative)."""
     removed = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in [*dirnames, *filenames]:
@@ -470,7 +478,7 @@ def _sanitise(root: Path, keep: tuple[str, ...] | None, cap: int) -> list[str]:
                 removed.append(rel)
         dirnames[:] = [d for d in dirnames if os.path.isdir(os.path.join(dirpath, d))
                        and not os.path.islink(os.path.join(dirpath, d))]
-    if _du(root) > cap:
+    if _du(root, max_entries) > cap:
         for e in os.listdir(root):
             p = root / e
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
@@ -595,7 +603,7 @@ def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes
                     killed = "output"
                 elif now - last_du >= 0.5:
                     last_du = now
-                    if _du(work) > limits.disk_mb << 20:
+                    if _du(work, limits.max_entries) > limits.disk_mb << 20:
                         killed = "disk"
                 if killed:
                     break
@@ -618,7 +626,16 @@ def _run_box(argv: list[str], *, work: Path, limits: SandboxLimits, stdin: bytes
         controllers = group.controllers
     finally:
         group.remove()
-    discarded = _sanitise(work, keep, limits.disk_mb << 20)
+    try:
+        discarded = _sanitise(work, keep, limits.disk_mb << 20, limits.max_entries)
+    except OSError as exc:
+        # a tree the walk cannot handle (paths past PATH_MAX: folders nested by relative mkdir,
+        # ENAMETOOLONG) is not declared output: discard all of it (rmtree works by descriptor)
+        for e in os.listdir(work):
+            p = work / e
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        discarded = ["*"]
+        killed = killed or f"output tree: {type(exc).__name__} ({exc.strerror})"
     os.chown(work, 0, 0)
     os.chmod(work, 0o755)
     return IsolatedRun(proc.returncode, out.value(), err.value(), total[0], killed,
@@ -716,8 +733,8 @@ def compile_untrusted(spec: dict[str, Any], arch: str, *, work: Path, max_ptx_ve
         raise SandboxError(f"the sandboxed compile wrote more than {limits.output_bytes} bytes "
                            "to stdout/stderr (e.g. tl.static_print) and was killed")
     if run.killed == "disk":
-        raise SandboxError(f"the sandboxed compile wrote more than {limits.disk_mb} MiB and was "
-                           "killed")
+        raise SandboxError(f"the sandboxed compile wrote more than {limits.disk_mb} MiB or "
+                           f"{limits.max_entries} files and was killed")
     if run.oom_killed:
         raise SandboxError(f"the sandboxed compile ran out of its memory limit "
                            f"({limits.memory_mb} MiB, tmpfs and shared memory included) and was "

@@ -72,6 +72,8 @@ class ServerSettings(BaseSettings):
         header_timeout_s: a connection whose request headers are not complete this long after it
             opened (or after its previous response) is closed (slowloris; ``server.netguard``).
         body_timeout_s: a request body not complete this long after its headers is dropped.
+        send_timeout_s: a connection whose response has not drained for this long (the client
+            stopped reading) is aborted (``server.netguard``; nginx ``send_timeout``).
         keep_alive_s: an idle keep-alive connection is closed after this long (uvicorn
             ``timeout_keep_alive``).
         max_connections: open connections at most (None: the soft ``RLIMIT_NOFILE`` minus 256);
@@ -145,6 +147,7 @@ class ServerSettings(BaseSettings):
     # connections (server.netguard)
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=30.0, gt=0)
+    send_timeout_s: float = Field(default=30.0, gt=0)
     keep_alive_s: float = Field(default=5.0, gt=0)
     max_connections: int | None = Field(default=None, ge=16)
     max_header_bytes: int = Field(default=16384, ge=1024)
