@@ -29,7 +29,7 @@ def test_ok_run_with_hb_error_is_not_a_pass():
 
 
 def test_lower_table_and_reasons_agree_with_feedback():
-    from ailower.cli import _print_result
+    from ailower._common import _print_result
 
     emu = _racy()
     recs = [
