@@ -168,7 +168,17 @@ def test_failed_key_checks_are_bounded(srv):
         codes = list(ex.map(attempt, range(48)))
     assert set(codes) <= {401, 429, 503}, codes  # 429: the failure backoff (issue 17)
     assert _rss_mb(srv.proc.pid) - rss0 < 400  # 16 concurrent argon2 runs took ~1 GB before
-    assert srv.client(key).get("/v1/lowerings").status_code == 200
+    # The holder's own request right after the flood is the open lock-out hole (the per-key-id
+    # backoff refuses it with 429 until the backoff expires): asserted, strict-xfail, by
+    # tests/server/test_redteam_svc.py::test_wrong_secret_flood_does_not_lock_out_the_keys_holder.
+    # Here the key itself must still be valid once the backoff has expired.
+    r = srv.client(key).get("/v1/lowerings")
+    if r.status_code == 429:
+        wait = float(r.headers["Retry-After"])
+        assert wait <= 60, r.headers
+        time.sleep(wait + 0.5)
+        r = srv.client(key).get("/v1/lowerings")
+    assert r.status_code == 200, (r.status_code, r.text[:200])
 
 
 def _rss_mb(pid: int) -> float:
