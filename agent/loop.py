@@ -230,6 +230,7 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
     from emulator import run_kernel
 
     expected = None
+    ref_failed = None  # Triton's own kernel, when it could not be emulated as the reference
     if spec.reference is None:
         cache = ref_outputs if ref_outputs is not None else {}
         key = f"{arch}|{art.config.key()}"
@@ -241,27 +242,22 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
                              time_limit_s=EMULATION_TIME_LIMIT_S, race=False,
                              filename="triton-reference.ptx", capture=got)
             cache[key] = got if ref.status == "ok" else ref
-        expected = cache[key]
-        if not isinstance(expected, dict):
-            res = run_kernel(ptx, spec, arch, config=art.config,
-                             meta=launch.get("meta") or None,
-                             threads=int(launch.get("threads") or art.abi.threads),
-                             dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
-                             global_scratch_size=art.abi.global_scratch_size,
-                             time_limit_s=EMULATION_TIME_LIMIT_S, filename=filename)
-            if res.status != "ok":
-                return res
-            return res.model_copy(update={
-                "status": "unsupported",
-                "message": (f"ran to completion, but correctness is unchecked: the spec has no "
-                            f"float64 reference and Triton's own kernel could not be emulated "
-                            f"as the reference ({expected.status}: {expected.message[:300]})")})
-    return run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
-                      threads=int(launch.get("threads") or art.abi.threads),
-                      dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
-                      global_scratch_size=art.abi.global_scratch_size,
-                      time_limit_s=EMULATION_TIME_LIMIT_S,
-                      filename=filename, expected=expected)
+        if isinstance(cache[key], dict):
+            expected = cache[key]
+        else:
+            ref_failed = cache[key]
+    res = run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
+                     threads=int(launch.get("threads") or art.abi.threads),
+                     dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
+                     global_scratch_size=art.abi.global_scratch_size,
+                     time_limit_s=EMULATION_TIME_LIMIT_S, filename=filename, expected=expected)
+    if ref_failed is None or res.status != "ok":
+        return res
+    return res.model_copy(update={
+        "status": "unsupported",
+        "message": (f"ran to completion, but correctness is unchecked: the spec has no float64 "
+                    f"reference and Triton's own kernel could not be emulated as the reference "
+                    f"({ref_failed.status}: {ref_failed.message[:300]})")})
 
 
 class _Checks:
