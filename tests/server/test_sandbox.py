@@ -103,7 +103,7 @@ def host(tmp_path, monkeypatch):
 
 def _check_probe(r: dict, host: dict) -> None:
     assert r["uid"] == 65534 and r["gid"] == 65534 and r["groups"] == []
-    for k in ("db", "data_dir", "repo", "dotenv", "parent_environ", "host_pid_environ",
+    for k in ("db", "data_dir", "dotenv", "parent_environ", "host_pid_environ",
               "pid1_environ", "etc_passwd", "write_outside", "write_usr",
               "net_out", "net_host", "setuid0"):
         assert r[k][0] == "err", (k, r[k])
@@ -113,6 +113,12 @@ def _check_probe(r: dict, host: dict) -> None:
     shown = {d.relative_to("/root").parts[0] for d in _python_dirs([]) if d.parts[1:2] == ("root",)}
     if r["root_home"][0] == "ok":
         assert set(json.loads(r["root_home"][1].replace("'", '"'))) <= shown, r["root_home"]
+    # the checkout likewise: nothing of it but a '.venv' holding the Python environment (the
+    # README's layout), never its sources or '.env'
+    repo = Path(__file__).resolve().parents[2]
+    in_repo = {d.relative_to(repo).parts[0] for d in _python_dirs([]) if d.is_relative_to(repo)}
+    if r["repo"][0] == "ok":
+        assert set(json.loads(r["repo"][1].replace("'", '"'))) <= in_repo, r["repo"]
     assert SECRET not in json.dumps(r) and "SECRET-ROW" not in json.dumps(r)
     env = r["own_environ"][1]
     assert "ANTHROPIC" not in env and "AILOWER" not in env, env
