@@ -84,7 +84,7 @@ def _view(st) -> Group:
 @suite_app.command("run")
 def suite_run(
     kernels: Annotated[list[str], typer.Argument(
-        help="kernel names, globs ('flash_*'), families (common, papers, all) or spec files")],
+        help="kernel names, globs ('flash_*'), families (common, papers, fast, all) or spec files")],
     arch: Annotated[list[str], typer.Option(
         "--arch", help="sm_89 | sm_90a | sm_100a (repeat or comma-separate); default: the "
                        "GPU's arch, else sm_90a")] = [],  # noqa: B006 (typer reads the default)

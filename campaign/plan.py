@@ -5,8 +5,12 @@ Kernel selectors (``ailower suite run KERNELS...``), resolved in order, duplicat
 * ``all`` / ``suite``: every suite entry (32, variants included);
 * ``common`` / ``papers``: the 12 common / 10 paper kernels of the study, all their variants
   (:data:`kernels.registry.COMMON`, :data:`kernels.registry.PAPERS`);
-* a suite name (``gemm.fp8``) or base name (``gemm``: every variant);
-* a glob over suite names (``flash_*``, ``*.fp8``), which must match at least one;
+* ``fast``: the fast family (:data:`kernels.registry.FAST`: TMA, warp-specialized, cluster and
+  block-scaled kernels; not part of ``all``);
+* a suite or fast-family name (``gemm.fp8``, ``fast.gemm_ws``) or base name (``gemm``: every
+  variant);
+* a glob over suite and fast-family names (``flash_*``, ``*.fp8``, ``fast.gemm_*``), which must
+  match at least one;
 * a spec file (``.yaml``/``.yml``/``.json``), loaded with :func:`kernels.load_spec`.
 
 Providers are ``NAME`` or ``NAME:MODEL`` (split at the first colon: ``openai:llama3:8b`` is model
@@ -57,9 +61,10 @@ def select_kernels(selectors: list[str]) -> list[KernelTarget]:
     from kernels.registry import COMMON, PAPERS, base_name, names
 
     if not selectors:
-        raise PlanError("KERNELS: give at least one kernel, glob, family (common, papers, all) "
-                        "or spec file")
+        raise PlanError("KERNELS: give at least one kernel, glob, family (common, papers, fast, "
+                        "all) or spec file")
     suite = names()
+    fast = names("fast")
     out: dict[str, KernelTarget] = {}
     for sel in selectors:
         picked: list[str] = []
@@ -68,6 +73,8 @@ def select_kernels(selectors: list[str]) -> list[KernelTarget]:
         elif sel in ("common", "papers"):
             fam = COMMON if sel == "common" else PAPERS
             picked = [n for n in suite if base_name(n) in fam]
+        elif sel == "fast":
+            picked = fast
         elif sel.endswith((".yaml", ".yml", ".json")) or (("/" in sel) and Path(sel).exists()):
             from kernels import load_spec
 
@@ -79,10 +86,10 @@ def select_kernels(selectors: list[str]) -> list[KernelTarget]:
                 raise PlanError(f"{sel}: kernel name {t.name!r} is already taken by {prev.spec_ref}")
             out[t.name] = t
             continue
-        elif sel in suite:
+        elif sel in suite or sel in fast:
             picked = [sel]
         elif any(ch in sel for ch in "*?["):
-            picked = [n for n in suite if fnmatch.fnmatchcase(n, sel)]
+            picked = [n for n in [*suite, *fast] if fnmatch.fnmatchcase(n, sel)]
             if not picked:
                 raise PlanError(f"KERNELS: the glob {sel!r} matches no suite kernel; have: "
                                 f"{', '.join(suite)}")
@@ -90,7 +97,8 @@ def select_kernels(selectors: list[str]) -> list[KernelTarget]:
             picked = [n for n in suite if base_name(n) == sel]
             if not picked:
                 raise PlanError(f"KERNELS: {sel!r} is no suite kernel, family (common, papers, "
-                                f"all), glob or spec file; suite: {', '.join(suite)}")
+                                f"fast, all), glob or spec file; suite: {', '.join(suite)}; "
+                                f"fast family: {', '.join(fast)}")
         for n in picked:
             if n not in out:
                 out[n] = _suite_target(n)

@@ -149,6 +149,14 @@ def test_selectors_families_globs_and_errors():
     assert [t.name for t in select_kernels(["gemm"])] == ["gemm.fp16", "gemm.fp8"]
     assert [t.name for t in select_kernels(["flash_att*", "flash_attention.causal"])] == \
            ["flash_attention.causal", "flash_attention.noncausal"]
+    from kernels.registry import names
+    fast = [t.name for t in select_kernels(["fast"])]
+    assert fast == names("fast") and len(fast) >= 9 and all(n.startswith("fast.") for n in fast)
+    assert not set(fast) & {t.name for t in select_kernels(["all"])}  # "all" is the study's suite
+    assert [t.name for t in select_kernels(["fast.gemm_ws"])] == ["fast.gemm_ws"]
+    assert {t.name for t in select_kernels(["fast.gemm_*"])} == {n for n in fast
+                                                                if n.startswith("fast.gemm_")}
+    assert select_kernels(["fast.gemm_ws"])[0].spec_ref == "suite:fast.gemm_ws"
     with pytest.raises(PlanError, match="matches no suite kernel"):
         select_kernels(["nothing_*"])
     with pytest.raises(PlanError, match="'bogus' is no suite kernel"):
