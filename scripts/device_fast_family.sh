@@ -20,14 +20,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 echo "== 1. fast family campaign ($ARCH, triton + search, $ITERS iterations)"
 timeout "${CAMPAIGN_S:-300}" python3 -m ailower suite run fast --arch "$ARCH" --provider triton \
   --provider search --iterations "$ITERS" --json > "$OUTDIR/fast_campaign.jsonl" \
-  || echo "campaign exit $?"
-grep '"event": "cell"' "$OUTDIR/fast_campaign.jsonl" | python3 -c '
+  || echo "campaign exit $? (cells that failed are listed below)"
+python3 - "$OUTDIR/fast_campaign.jsonl" <<'PY' | tee "$OUTDIR/fast_cells.txt"
 import json, sys
-for line in sys.stdin:
+for line in open(sys.argv[1]):
     c = json.loads(line)
-    print(f"cell {c[\"kernel\"]:26} {c[\"provider\"]:7} {c[\"status\"]:9} valid={c.get(\"valid\")} "
-          f"verr={c.get(\"verifier_errors\")} speedup={c.get(\"speedup\")} err={(c.get(\"error\") or \"\")[:120]}")
-' | tee "$OUTDIR/fast_cells.txt"
+    if c.get("event") != "cell":
+        continue
+    err = (c.get("error") or "")[:120]
+    print(f"cell {c['kernel']:26} {c['provider']:7} {c['status']:9} valid={c.get('valid')} "
+          f"verr={c.get('verifier_errors')} speedup={c.get('speedup')} {err}")
+PY
 python3 -m ailower leaderboard > "$OUTDIR/fast_leaderboard.txt" 2>&1 || true
 
 echo "== 2. compute-sanitizer on every fast baseline"
