@@ -1437,7 +1437,8 @@ def _wgmma(m, ins, pc, exe, active):
 
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
-    if "proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:]):
+    if ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
+            "mbarrier_init" in ins.parts:  # fence.mbarrier_init: a proxy fence for the inits
         m.pfence[exe] += 1
     return None
 
@@ -1459,11 +1460,14 @@ def _mbarrier(m, ins, pc, exe, active):
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
         cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
+            _async_copy.note_init(m, int(ln), int(addr[ln]), pc)
         return None
     if kind == "inval":
         addr = _addr_u(m, ops[0], pc)
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
             if st is not None:
@@ -1475,6 +1479,7 @@ def _mbarrier(m, ins, pc, exe, active):
         addr = _addr_u(m, aop, pc)
         rest = ops[2:] if has_dst else ops[1:]
         val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         states = np.zeros(m.N, np.uint64)
         for ln in np.flatnonzero(exe):
             a = int(addr[ln])
@@ -1499,6 +1504,7 @@ def _mbarrier(m, ins, pc, exe, active):
             raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
         addr = _addr_u(m, ops[1], pc)
         par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         ok = m.mbar_wait(pc, exe, addr, par)
         m.write(ops[0], ok, exe & ~m.blocked, pc)
         m.pc[active & ~m.blocked] = pc + 1
