@@ -73,6 +73,8 @@ FAST: dict[str, str] = {
     "fast.attention_ws": _F + "attention_tma:SPEC_WS",
     # hand-written PTX (kernels/fast/ptx/, kernels.fast.hand_ptx)
     "fast.ptx_gemm_ws_sm90": _F + "ptx_specs:SPEC_GEMM_WS_SM90",
+    "fast.ptx_gemm_cluster_sm90": _F + "ptx_specs:SPEC_GEMM_CLUSTER_SM90",
+    "fast.ptx_gemm_tc_sm100": _F + "ptx_specs:SPEC_GEMM_TC_SM100",
     "fast.ptx_softmax_ws_sm90": _F + "ptx_specs:SPEC_SOFTMAX_WS_SM90",
 }
 """The ``fast`` family (``kernels/fast/``): Hopper/Blackwell-feature kernels, the verifier's

@@ -84,6 +84,24 @@ HAND_PTX: dict[str, HandPTX] = {
                           "128B-swizzled descriptors", "named barriers per warpgroup",
                           "persistent static tile schedule", "smem epilogue + TMA store, "
                           "bulk wait_group.read")),
+        HandPTX(name="fast.ptx_gemm_cluster_sm90", file="gemm_cluster_sm90.ptx", arch="sm_90a",
+                threads=384, dynamic_smem=165376, cluster_dims=(2, 1, 1),
+                global_scratch_size=384, global_scratch_align=128, meta={"BLOCK_M": 256},
+                features=("2-CTA cluster (.reqnctapercluster, %cluster_ctarank)",
+                          "B tile halves TMA-multicast (.multicast::cluster, ctaMask 0b11)",
+                          "stage release on both CTAs' empty barriers: mapa + "
+                          "mbarrier.arrive.release.cluster.shared::cluster",
+                          "fence.mbarrier_init + barrier.cluster at start and before exit",
+                          "wgmma consumers, TMA store epilogue")),
+        HandPTX(name="fast.ptx_gemm_tc_sm100", file="gemm_tc_sm100.ptx", arch="sm_100a",
+                threads=128, dynamic_smem=132352, global_scratch_size=256,
+                global_scratch_align=128,
+                features=("tcgen05.alloc / relinquish_alloc_permit / dealloc (256 columns)",
+                          "tcgen05.cp 128x256b: the A operand from shared into tensor memory",
+                          "tcgen05.mma kind::f16, A from TMEM, B from a 128B-swizzled "
+                          "descriptor", "tcgen05.commit to the ring's empty barriers and to "
+                          "acc_full", "tcgen05.ld 32x32b.x32 + wait::ld epilogue",
+                          "tcgen05.fence before/after thread syncs", "TMA producer warp")),
         HandPTX(name="fast.ptx_softmax_ws_sm90", file="softmax_ws_sm90.ptx", arch="sm_90a",
                 threads=384, dynamic_smem=65664, meta={"ROWS": 16},
                 features=("producer warp: non-tensor cp.async.bulk row loads with "
