@@ -6,7 +6,8 @@ its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
     python3 bench/mutant_table.py --fast [PTX ...] [--misses]
-                      # issue 18: mutation classes over the fast corpus (fixtures/fast36)
+                      # issue 18: mutation classes over the fast corpus (fixtures/fast36
+                      # and the hand-written kernels/fast/ptx/*.ptx)
 """
 
 from __future__ import annotations
@@ -77,14 +78,15 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="one row per mutant")
     ap.add_argument("--fast", nargs="*", metavar="PTX", default=None,
                     help="the issue-18 table over fast-corpus PTX files (default: "
-                         "tests/verifier/fixtures/fast36/*.ptx)")
+                         "tests/verifier/fixtures/fast36/*.ptx and kernels/fast/ptx/*.ptx)")
     ap.add_argument("--misses", action="store_true", help="with --fast: list missed mutants")
     ap.add_argument("--max-sites", type=int, default=4,
                     help="with --fast: mutants per class and file (default 4)")
     args = ap.parse_args()
     if args.fast is not None:
-        paths = [Path(p) for p in args.fast] or sorted(
-            (ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx"))
+        paths = [Path(p) for p in args.fast] or [
+            *sorted((ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx")),
+            *sorted((ROOT / "kernels" / "fast" / "ptx").glob("*.ptx"))]
         return fast_table(paths, args.misses, args.max_sites)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:

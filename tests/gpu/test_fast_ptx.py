@@ -2,7 +2,9 @@
 sm_90a entry's PTX is assembled and run through the harness against its Triton baseline of the
 same ABI and the spec's float64 reference (>= 3 seeds plus a secret one), then timed.
 
-Prints one line per entry: ``fast-ptx NAME: STATUS speedup X (CI lo-hi) ref MS cand MS``.
+Prints one line per entry: ``fast-ptx NAME: STATUS speedup X (CI lo-hi) ref MS cand MS``, and
+for the race gate ``fast-ptx-sanitizer NAME: ran/ok message`` (compute-sanitizer racecheck and
+synccheck at the verify size; the test skips when compute-sanitizer is not installed).
 Skipped without a driver; an sm_100a entry is skipped on a device of another arch.
 """
 
@@ -12,6 +14,7 @@ import pytest
 
 import kernels
 from harness import GPUEvaluator, assemble, compile_reference, device_arch, evaluate_candidate
+from harness.evaluate import race_gate
 from harness.candidate import Candidate
 from kernels.fast.hand_ptx import HAND_PTX
 
@@ -51,3 +54,22 @@ def test_hand_written_ptx_matches_float64_reference(name, ref_cache, evaluator):
           f"ref {ms(refrun)} ms cand {ms(run)} ms regs {run.registers} {run.message[:300]}")
     assert res.status == "ok" and run.status == "ok", run.message
     assert len(run.checks) >= 3 and all(c.ok and c.vs_float64 for c in run.checks)
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PTX))
+def test_hand_written_ptx_passes_racecheck_and_synccheck(name, ref_cache, evaluator):
+    h = HAND_PTX[name]
+    arch = device_arch()
+    if arch != h.arch:
+        pytest.skip(f"{name} is written for {h.arch}; the device is {arch}")
+    spec = kernels.get(name)
+    ref = compile_reference(spec, arch, spec.configs()[0], cache_dir=ref_cache)
+    cand = _candidate(h)
+    asm = assemble(cand.ptx, arch)
+    assert asm.ok and asm.cubin, asm.render()
+    gate = race_gate(spec, ref, cand, asm.cubin, evaluator)
+    print(f"\nfast-ptx-sanitizer {name}: ran={gate.ran} ok={gate.ok} {gate.seconds:.1f} s "
+          f"{gate.message[:400]}")
+    if not gate.ran:
+        pytest.skip(gate.message)
+    assert gate.ok, gate.message
