@@ -45,7 +45,7 @@ def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
     hand = next((h for h in HAND_PTX.values() if h.path == path.resolve()), None)
     if hand is not None:  # a hand-written entry: its own spec and launch
         res = run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
-                         meta=dict(hand.meta) or None, threads=hand.threads,
+                         meta=hand.emulation_meta(), threads=hand.threads,
                          dynamic_smem=hand.dynamic_smem,
                          global_scratch_size=hand.global_scratch_size, time_limit_s=60.0)
         return _verdict(res)

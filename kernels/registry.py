@@ -74,6 +74,7 @@ FAST: dict[str, str] = {
     # hand-written PTX (kernels/fast/ptx/, kernels.fast.hand_ptx)
     "fast.ptx_gemm_ws_sm90": _F + "ptx_specs:SPEC_GEMM_WS_SM90",
     "fast.ptx_gemm_cluster_sm90": _F + "ptx_specs:SPEC_GEMM_CLUSTER_SM90",
+    "fast.ptx_gemm_splitk_sm90": _F + "ptx_specs:SPEC_GEMM_SPLITK_SM90",
     "fast.ptx_gemm_tc_sm100": _F + "ptx_specs:SPEC_GEMM_TC_SM100",
     "fast.ptx_softmax_ws_sm90": _F + "ptx_specs:SPEC_SOFTMAX_WS_SM90",
 }

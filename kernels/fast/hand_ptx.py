@@ -43,6 +43,9 @@ class HandPTX(BaseModel):
         global_scratch_size: bytes of global scratch per CTA the kernel uses (tensor maps).
         global_scratch_align: their alignment, bytes (a CUtensorMap needs 64).
         meta: meta values that feed the spec's grid for this kernel (e.g. a cluster's rows).
+        emulate_meta: meta for emulated checks, over ``meta`` (a persistent kernel's grid made
+            small enough that every CTA loops over several tiles at the verify size, so ring
+            laps, phase flips and staging-buffer reuse are exercised).
         features: the PTX features the file exercises (for the docs and the listing).
     """
 
@@ -57,12 +60,18 @@ class HandPTX(BaseModel):
     global_scratch_size: int = Field(default=0, ge=0)
     global_scratch_align: int = Field(default=1, ge=1)
     meta: dict[str, Any] = Field(default_factory=dict)
+    emulate_meta: dict[str, Any] = Field(default_factory=dict)
     features: tuple[str, ...] = ()
 
     @property
     def path(self) -> Path:
         """The PTX file's path."""
         return PTX_DIR / self.file
+
+    def emulation_meta(self) -> dict[str, Any] | None:
+        """The grid meta for an emulated run (``meta`` updated by ``emulate_meta``; None when
+        both are empty: the spec's own config)."""
+        return {**self.meta, **self.emulate_meta} or None
 
     def text(self) -> str:
         """The PTX text.
@@ -77,7 +86,7 @@ HAND_PTX: dict[str, HandPTX] = {
     h.name: h for h in (
         HandPTX(name="fast.ptx_gemm_ws_sm90", file="gemm_ws_sm90.ptx", arch="sm_90a",
                 threads=384, dynamic_smem=165376, global_scratch_size=384,
-                global_scratch_align=128,
+                global_scratch_align=128, emulate_meta={"NUM_SMS": 2},
                 features=("TMA loads/stores (device-built tensor maps)", "4-stage full/empty "
                           "mbarrier ring", "producer warp: elect.sync, setmaxnreg.dec",
                           "2 consumer warpgroups: setmaxnreg.inc, wgmma m64n128k16 from "
@@ -93,6 +102,14 @@ HAND_PTX: dict[str, HandPTX] = {
                           "mbarrier.arrive.release.cluster.shared::cluster",
                           "fence.mbarrier_init + barrier.cluster at start and before exit",
                           "wgmma consumers, TMA store epilogue")),
+        HandPTX(name="fast.ptx_gemm_splitk_sm90", file="gemm_splitk_sm90.ptx", arch="sm_90a",
+                threads=384, dynamic_smem=198656, global_scratch_size=384,
+                global_scratch_align=128,
+                features=("split-K work units (tile, K half) on a zero-filled fp32 output",
+                          "TMA reduction: cp.reduce.async.bulk.tensor .add.tile.bulk_group "
+                          "from an fp32 shared staging tile", "warp-specialized TMA/wgmma "
+                          "ring as fast.ptx_gemm_ws_sm90", "a work unit with no k-tile "
+                          "leaving without touching the output")),
         HandPTX(name="fast.ptx_gemm_tc_sm100", file="gemm_tc_sm100.ptx", arch="sm_100a",
                 threads=128, dynamic_smem=132352, global_scratch_size=256,
                 global_scratch_align=128,

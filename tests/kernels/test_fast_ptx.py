@@ -75,7 +75,7 @@ def test_emulates_ok_against_the_float64_reference(name):
     from emulator.api import run_kernel
 
     h = HAND_PTX[name]
-    res = run_kernel(h.text(), registry.get(name), h.arch, meta=dict(h.meta) or None,
+    res = run_kernel(h.text(), registry.get(name), h.arch, meta=h.emulation_meta(),
                      threads=h.threads, dynamic_smem=h.dynamic_smem,
                      global_scratch_size=h.global_scratch_size, time_limit_s=60.0,
                      cta_subset=False, filename=h.file)
