@@ -62,6 +62,12 @@ def verify_command(
               if console.is_terminal else nullcontext()):
             abi = compile_reference(ks, arch, ks.configs()[0], cache_dir=settings.cache_dir,
                                     max_ptx_version=settings.max_ptx_version).abi
+        if threads is None:
+            # a hand-written fast entry is launched with its own threads, not Triton's
+            from kernels.fast.hand_ptx import hand_ptx
+
+            h = hand_ptx(ks.name)
+            threads = h.threads if h is not None else None
     rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file),
                           select=_ids(select), ignore=_ids(ignore))
     asm = None

@@ -6,7 +6,8 @@ its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
     python3 bench/mutant_table.py --fast [PTX ...] [--misses] [--emulate]
-                      # issue 18: mutation classes over the fast corpus (fixtures/fast36)
+                      # issue 18: mutation classes over the fast corpus (fixtures/fast36
+                      # and the hand-written kernels/fast/ptx/*.ptx)
 
 ``--emulate``: a mutant also counts as caught when the verifier lets it through but emulation
 rejects it as ``ailower lower``/``eval`` do without a GPU (``agent.loop._emulate``'s rule: a
@@ -14,7 +15,8 @@ fault, deadlock, mismatch, timeout or error status, or an HB error on a run that
 the file's spec is ``fast.<entry>`` from its name ``fast.<entry>_<arch>.ptx``; fixtures carry
 no metadata, so a device-side-descriptor kernel gets 4 KiB of global scratch per CTA. A file
 whose original does not emulate ``ok`` (unsupported: clusters, tcgen05.cp...) is counted
-statically only and listed.
+statically only and listed. A hand-written file of ``kernels/fast/ptx/`` takes its entry's
+spec and launch (``kernels.fast.hand_ptx``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
     when there is no spec or no verdict (unsupported / memory)."""
     import kernels
     from emulator import run_kernel
+    from kernels.fast.hand_ptx import HAND_PTX
 
+    hand = next((h for h in HAND_PTX.values() if h.path == path.resolve()), None)
+    if hand is not None:  # a hand-written entry: its own spec and launch
+        res = run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
+                         meta=hand.emulation_meta(), threads=hand.threads,
+                         dynamic_smem=hand.dynamic_smem,
+                         global_scratch_size=hand.global_scratch_size, time_limit_s=60.0)
+        return _verdict(res)
     stem = path.stem
     name, _, arch = stem.rpartition("_sm_")
     arch = "sm_" + arch
@@ -48,6 +58,11 @@ def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
         return None, f"no spec {name}: {exc}"
     res = run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
                      time_limit_s=60.0)
+    return _verdict(res)
+
+
+def _verdict(res) -> tuple[bool | None, str]:
+    """(rejected, why) of an emulation result (None: no verdict: unsupported / memory)."""
     if res.status in ("unsupported", "memory"):
         return None, f"{res.status}: {res.message[:100]}"
     bad = res.status != "ok" or not res.ok
@@ -123,7 +138,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="one row per mutant")
     ap.add_argument("--fast", nargs="*", metavar="PTX", default=None,
                     help="the issue-18 table over fast-corpus PTX files (default: "
-                         "tests/verifier/fixtures/fast36/*.ptx)")
+                         "tests/verifier/fixtures/fast36/*.ptx and kernels/fast/ptx/*.ptx)")
     ap.add_argument("--misses", action="store_true", help="with --fast: list missed mutants")
     ap.add_argument("--emulate", action="store_true",
                     help="with --fast: a mutant the verifier passes is caught when emulation "
@@ -132,8 +147,9 @@ def main() -> int:
                     help="with --fast: mutants per class and file (default 4)")
     args = ap.parse_args()
     if args.fast is not None:
-        paths = [Path(p) for p in args.fast] or sorted(
-            (ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx"))
+        paths = [Path(p) for p in args.fast] or [
+            *sorted((ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx")),
+            *sorted((ROOT / "kernels" / "fast" / "ptx").glob("*.ptx"))]
         return fast_table(paths, args.misses, args.max_sites, args.emulate)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:

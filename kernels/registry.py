@@ -71,6 +71,12 @@ FAST: dict[str, str] = {
     "fast.gemm_mxfp4": _F + "dot_scaled:SPEC_MXFP4",
     "fast.attention_tma": _F + "attention_tma:SPEC_TMA",
     "fast.attention_ws": _F + "attention_tma:SPEC_WS",
+    # hand-written PTX (kernels/fast/ptx/, kernels.fast.hand_ptx)
+    "fast.ptx_gemm_ws_sm90": _F + "ptx_specs:SPEC_GEMM_WS_SM90",
+    "fast.ptx_gemm_cluster_sm90": _F + "ptx_specs:SPEC_GEMM_CLUSTER_SM90",
+    "fast.ptx_gemm_splitk_sm90": _F + "ptx_specs:SPEC_GEMM_SPLITK_SM90",
+    "fast.ptx_gemm_tc_sm100": _F + "ptx_specs:SPEC_GEMM_TC_SM100",
+    "fast.ptx_softmax_ws_sm90": _F + "ptx_specs:SPEC_SOFTMAX_WS_SM90",
 }
 """The ``fast`` family (``kernels/fast/``): Hopper/Blackwell-feature kernels, the verifier's
 false-alarm and mutation corpus (issue 18). Kept apart from :data:`SUITE` (``names()`` and

@@ -34,7 +34,11 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
+    from kernels.fast.hand_ptx import hand_ptx
+
     for name in names("fast"):
+        if hand_ptx(name) is not None:
+            continue  # its kernel is the hand-written PTX (kernels/fast/ptx/), not Triton's
         for arch in ARCH_CC:
             try:
                 ptx, _ = compile_fast(get(name), arch)

@@ -126,6 +126,7 @@ class _Assume:
         self._defs: dict[str, tuple] = {}
         self._shift: dict[str, tuple[str, int, int]] = {}   # r = s + c mod 2^w (single-def)
         self._align: dict[str, int] = {}    # r is a multiple of this power of two
+        self._shr: dict[str, tuple[str, int, int]] = {}    # r = s >> c, logical (single-def)
         for key, sites in values.def_sites.items():
             if len(sites) != 1:
                 continue
@@ -143,6 +144,13 @@ class _Assume:
                     w = int(ins.parts[-1][1:])
                     c = _wrap(c if b == "add" else -c, w)   # mod 2^w, as a signed w-bit value
                     self._shift[key] = (sk, c, w)
+            if b == "shr" and len(ops) == 3 and ops[1].kind == "reg" and ops[1].name \
+                    and ins.parts[-1] in ("u32", "u64", "b32", "b64"):
+                c = values.const(ops[2], i)
+                sk = cfg.reg_key(ops[1].name, i)
+                w = int(ins.parts[-1][1:])
+                if c is not None and 0 < c < w and len(values.def_sites.get(sk, ())) == 1:
+                    self._shr[key] = (sk, c, w)     # r = s >> c (logical)
             if b in ("shl", "mul") and len(ops) == 3 and (b == "shl" or "lo" in ins.parts) \
                     and ins.parts[-1][1:] in ("32", "64"):
                 c = values.const(ops[2], i)
@@ -171,6 +179,29 @@ class _Assume:
                     self._defs[key] = (b, ks)
             elif b == "not" and "pred" in ins.parts and len(ops) == 2 and ops[1].kind == "reg":
                 self._defs[key] = ("not", cfg.reg_key(ops[1].name, i))
+        # compares of a single-definition register with a constant whose *predicate* is
+        # redefined elsewhere (hand-written PTX reuses one %p for every test): a branch in the
+        # compare's own block is still decided by it (:meth:`_def_here`)
+        self._local: dict[int, tuple] = {}
+        for key, sites in values.def_sites.items():
+            if len(sites) < 2:
+                continue
+            for i in sites:
+                ins = cfg.instrs[i]
+                ops = ins.operands
+                if ins.predicate is not None or ins.parts[0] != "setp" or len(ops) != 3 \
+                        or len(ins.parts) < 3 or ops[0].kind != "reg":
+                    continue
+                a = ops[1]
+                c = values.const(ops[2], i)
+                ak = cfg.reg_key(a.name, i) if a.kind == "reg" and a.name else None
+                t = ins.parts[-1]
+                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1 \
+                        and t[:1] in ("s", "u", "b") and t[1:] in ("16", "32", "64"):
+                    w = int(t[1:])
+                    dom = ("s" if t[0] == "s" else "u") + t[1:]
+                    c = _wrap(c, w) if dom[0] == "s" else c & ((1 << w) - 1)
+                    self._local[i] = ("cmp", ins.parts[1], ak, c, dom, i)
         # r = s + c keeps s's power-of-two alignment when c is a multiple of it (mod 2^n too)
         for _ in range(4):
             grew = False
@@ -181,6 +212,18 @@ class _Assume:
                     grew = True
             if not grew:
                 break
+
+    def _def_here(self, key: str, at: int | None) -> tuple | None:
+        """The compare that gives multiply-defined predicate ``key`` its value at instruction
+        ``at``: its last definition before ``at`` in ``at``'s block, when that is a ``setp`` of a
+        single-definition register with a constant (recorded in ``_local``); else None."""
+        if at is None or not self._local:
+            return None
+        start = self.cfg.blocks[self.cfg.block_of[at]].start
+        for j in range(at - 1, start - 1, -1):
+            if key in self.v.defs[j]:
+                return self._local.get(j)
+        return None
 
     def _aligned(self, key: str, lo: float, hi: float) -> tuple[float, float]:
         """``[lo, hi]`` shrunk to the multiples of ``key``'s known power-of-two alignment
@@ -194,8 +237,11 @@ class _Assume:
             hi = (int(hi) // m) * m
         return lo, hi
 
-    def decide(self, A: frozenset, key: str, depth: int = 0) -> bool | None:
-        """Value of predicate ``key`` under assumptions ``A`` (None: unknown)."""
+    def decide(self, A: frozenset, key: str, depth: int = 0, at: int | None = None
+               ) -> bool | None:
+        """Value of predicate ``key`` under assumptions ``A`` (None: unknown); ``at``: the
+        instruction reading it (a predicate defined more than once is then decided by its
+        compare in that block, :meth:`_def_here`)."""
         if ("p", key, True) in A:
             return True
         if ("p", key, False) in A:
@@ -203,6 +249,8 @@ class _Assume:
         if depth > 4:
             return None
         d = self._defs.get(key)
+        if d is None and depth == 0:
+            d = self._def_here(key, at)
         if d is None:
             return None
         if d[0] == "cmp":
@@ -337,16 +385,27 @@ class _Assume:
         if depth > 4:
             return A
         d = self._defs.get(key)
+        if d is None and depth == 0:
+            d = self._def_here(key, at)
         if d is None:
             return A
         if d[0] == "cmp":
             _, cmp, rk, c, dom, si = d
-            rng = _cmp_range(cmp, c, value)
+            rng = _cmp_range(cmp, c, value, dom)
             if rng is None or not self._range_holds(si, rk, at):
                 return A
             k2, (lo, hi) = rk, rng
             for _ in range(4):
                 A = A | {("r", k2, lo, hi, dom)}
+                sh = self._shr.get(k2)
+                if sh is not None and dom[0] == "u" and sh[2] == int(dom[1:]) \
+                        and self._fixed(sh[0]):
+                    # r = s >> c in [lo, hi]: s in [lo << c, (hi << c) + 2^c - 1] (warp and
+                    # warpgroup ids are shifts of %tid.x: a test on one bounds the others)
+                    k2, sc, _w = sh
+                    lo = max(lo, 0) << sc
+                    hi = _INF if hi == _INF else (int(hi) << sc) + (1 << sc) - 1
+                    continue
                 nxt = self._shift.get(k2)
                 if nxt is None or nxt[2] != int(dom[1:]) or not self._fixed(nxt[0]):
                     break       # r = s + c speaks of s's current value only if s never changes
@@ -389,7 +448,10 @@ def _unshift(lo: float, hi: float, c: int, dom: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _cmp_range(cmp: str, c: int, value: bool) -> tuple[float, float] | None:
+def _cmp_range(cmp: str, c: int, value: bool, dom: str = "") -> tuple[float, float] | None:
+    """The values of the compared register for which ``setp.CMP r, c`` gives ``value`` as one
+    interval, or None when they are not one (``ne c``; but an unsigned ``ne 0`` is ``[1, inf)``:
+    the role tests ``warp != 0`` of warp-specialized code)."""
     if not value:
         cmp = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "eq": "ne", "ne": "eq"}.get(cmp, "")
     if cmp == "lt":
@@ -402,6 +464,8 @@ def _cmp_range(cmp: str, c: int, value: bool) -> tuple[float, float] | None:
         return (c, _INF)
     if cmp == "eq":
         return (c, c)
+    if cmp == "ne" and c == 0 and dom.startswith("u"):
+        return (1, _INF)
     return None
 
 
@@ -515,7 +579,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                 w2 = w
                 if e.cond is not None:
                     key, val = e.cond
-                    known = assume.decide(A, key)
+                    known = assume.decide(A, key, at=blk.end - 1)
                     if known is not None and known != val:
                         continue
                     A2 = assume.add(A, key, val, at=blk.end - 1)

@@ -1,0 +1,107 @@
+"""Role branches of warp-specialized code in hand-written style: one predicate register reused
+for every test, and roles derived from ``%tid.x`` by shifts (warp = tid >> 5, warpgroup =
+tid >> 7). The path solver must correlate them (``verifier/analysis/dataflow.py``: a compare in
+the branch's own block decides a reused predicate; an unsigned ``ne 0`` is ``[1, inf)``;
+ranges flow back through logical shifts), so that an allocation and its release under the same
+role, or a generic write and a wgmma in disjoint roles, are not flagged -- and a real mismatch
+of roles still is."""
+
+from __future__ import annotations
+
+import verifier
+
+_TC = """
+.version 8.7
+.target sm_100a
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.visible .entry k(.param .u64 p)
+.reqntid 128, 1, 1
+{{
+	.reg .pred %p0;
+	.reg .b32 %r<8>;
+	.reg .b32 %r_tid, %r_warp, %r_t;
+	mov.u32 %r_tid, %tid.x;
+	shr.u32 %r_warp, %r_tid, 5;
+	mov.u32 %r1, smem;
+	setp.ne.u32 %p0, %r_warp, 0;
+	@%p0 bra $L_rest;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 32;
+	tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+$L_rest:
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	tcgen05.fence::after_thread_sync;
+	ld.shared.b32 %r_t, [%r1];
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	setp.{cmp}.u32 %p0, %r_warp, {warp};
+	@%p0 bra $L_exit;
+	tcgen05.fence::after_thread_sync;
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r_t, 32;
+$L_exit:
+	exit;
+}}
+"""
+
+
+def _rules(ptx: str, arch: str) -> dict[str, str]:
+    rep = verifier.verify(ptx, arch=arch)
+    return {f.rule: f.severity for f in rep.findings if f.severity in ("error", "warning")}
+
+
+def test_alloc_and_dealloc_by_the_same_warp_through_a_reused_predicate_is_clean():
+    # warp 0 allocates (branch on warp != 0) and warp 0 deallocates (branch on warp != 0 again)
+    assert _rules(_TC.format(cmp="ne", warp=0), "sm_100a") == {}
+
+
+def test_dealloc_by_another_warp_than_the_allocating_one_is_still_an_error():
+    # warp 1 deallocates what warp 0 allocated: warp 0 leaks (TA4), warp 1 frees nothing (TA5)
+    got = _rules(_TC.format(cmp="ne", warp=1), "sm_100a")
+    assert got.get("TA4") == "error" and got.get("TA5") == "error", got
+
+
+_WG = """
+.version 8.7
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(.param .u64 p)
+.reqntid 256, 1, 1
+{{
+	.reg .pred %p0;
+	.reg .b32 %r<8>;
+	.reg .b32 %r_tid, %r_warp, %r_wg;
+	.reg .b64 %rd<4>;
+	.reg .f32 %f<4>;
+	mov.u32 %r_tid, %tid.x;
+	shr.u32 %r_warp, %r_tid, 5;
+	shr.u32 %r_wg, %r_tid, 7;
+	mov.u32 %r1, smem;
+	setp.ne.u32 %p0, %r_warp, {writer};
+	@%p0 bra $L_sync;
+	mov.u32 %r2, 0;
+	st.shared.b32 [%r1+8192], %r2;
+$L_sync:
+	bar.sync 0;
+	setp.ne.u32 %p0, %r_wg, 1;
+	@%p0 bra $L_exit;
+	mov.b64 %rd1, 0;
+	wgmma.fence.sync.aligned;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{%f0, %f1, %f2, %f3}}, %rd1, %rd1, 0, 1, 1, 0, 0;
+	wgmma.commit_group.sync.aligned;
+	wgmma.wait_group.sync.aligned 0;
+$L_exit:
+	exit;
+}}
+"""
+
+
+def test_generic_write_of_warp_0_does_not_reach_the_wgmma_of_warpgroup_1():
+    # warp 0 is in warpgroup 0: its shared write never precedes warpgroup 1's wgmma
+    assert "W5" not in _rules(_WG.format(writer=0), "sm_90a")
+
+
+def test_generic_write_of_warp_4_reaches_the_wgmma_of_its_warpgroup():
+    # warp 4 is in warpgroup 1: the write is handed to its own wgmma by a barrier, no fence
+    assert _rules(_WG.format(writer=4), "sm_90a").get("W5") == "warning"
