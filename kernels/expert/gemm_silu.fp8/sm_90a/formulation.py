@@ -24,7 +24,7 @@ def gemm_silu_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     n_n = tl.cdiv(N, BLOCK_N)
     n_k = tl.cdiv(K, BLOCK_K)
     per_group = GROUP_M * n_n
-    for tile in tl.range(pid, n_m * n_n, n_prog, flatten=True, warp_specialize=True):
+    for tile in tl.range(pid, n_m * n_n, n_prog, flatten=True):
         group = tile // per_group
         m0 = group * GROUP_M
         rows_in_group = min(n_m - m0, GROUP_M)
