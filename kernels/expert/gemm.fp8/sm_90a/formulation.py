@@ -1,9 +1,10 @@
-"""The expert gemm.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles,
-warp specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a producer
-warpgroup issuing TMA loads into an mbarrier ring, two consumer warpgroups each issuing fp8
-wgmma for 64 of the tile's 128 rows and storing their half of C through TMA). Same name and parameters as the suite's ``gemm_kernel`` (kernels/suite/gemm.py), so it
-keeps the entry ABI; compiled by gen.py (num_warps=4: Triton 3.9 partitions this loop on sm_90a
-only with 4 warps per partition, NOTES.md).
+"""The expert gemm.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles, warp
+specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a producer warpgroup
+issuing TMA loads into an mbarrier ring, two consumer warpgroups each issuing fp8 wgmma for 64 of
+the tile's 128 rows and storing their half of C through TMA). Same name and parameters as the
+suite's ``gemm_kernel`` (kernels/suite/gemm.py), so it keeps the entry ABI; compiled by gen.py
+(num_warps=4: Triton 3.9 partitions this loop on sm_90a only with 4 warps per partition,
+NOTES.md).
 """
 
 import triton

@@ -1,8 +1,8 @@
-"""The expert gemm_silu.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles,
-warp specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a TMA producer
+"""The expert gemm_silu.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles, warp
+specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a TMA producer
 warpgroup, two fp8 wgmma consumer warpgroups), an mbarrier ring, and the bias + SiLU epilogue
-fused in the consumers before a TMA store. Same name and parameters as the suite's ``gemm_silu_kernel``
-(kernels/suite/gemm_silu.py), so it keeps the entry ABI; compiled by gen.py.
+fused in the consumers before a TMA store. Same name and parameters as the suite's
+``gemm_silu_kernel`` (kernels/suite/gemm_silu.py), so it keeps the entry ABI; compiled by gen.py.
 """
 
 import triton
