@@ -16,7 +16,7 @@ from typing import Any
 
 def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: dict[str, Any],
              num_warps: int, num_stages: int, grid_meta: dict[str, Any], summary: str,
-             max_ptx_version: int = 90) -> dict[str, Any]:
+             max_ptx_version: int = 87) -> dict[str, Any]:
     """Compile ``folder/formulation.py::function`` as suite kernel ``kernel`` for ``arch``.
 
     Args:
@@ -29,7 +29,9 @@ def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: di
         num_warps, num_stages: Triton compile options.
         grid_meta: the meta values ``launch.yaml`` gives the spec's grid expression.
         summary: ``launch.yaml``'s one-line summary.
-        max_ptx_version: PTX ISA cap (90 = 9.0, what the CUDA 13.0 driver takes).
+        max_ptx_version: PTX ISA cap (87 = 8.7: what Triton 3.6's bundled ptxas 12.8 takes for
+            sm_90a on the device, see shared/reference/triton_toolchain.md section 5; LLVM caps
+            PTX features at 8.6 in both Triton versions, so only the ``.version`` line moves).
 
     Returns:
         Triton's metadata for the compile (``shared`` bytes, ``global_scratch_size``, ...).
