@@ -78,3 +78,14 @@ def test_the_real_corpus_is_proposed_byte_for_byte(kernel, ref_cache):
     second = prov.propose(ctx, "feedback", lambda n, a: "")
     assert second.candidate.ptx == art.ptx and second.candidate.origin.startswith("triton:")
     assert prov.propose(ctx, "feedback", lambda n, a: "").error_kind == "exhausted"
+
+
+def test_campaigns_and_the_rest_service_know_the_expert_provider(tmp_path):
+    from campaign.execute import CampaignOptions, known_providers, make_provider
+    from server.schemas import LoweringCreate
+
+    assert "expert" in known_providers()
+    opts = CampaignOptions(db_url="sqlite://", data_dir=tmp_path, cache_dir=tmp_path)
+    prov = make_provider("expert", "", opts)
+    assert isinstance(prov, ExpertProvider) and prov.cache_dir == tmp_path
+    assert LoweringCreate(kernel="softmax", provider="expert").provider == "expert"
