@@ -1,6 +1,6 @@
 """Issue 19's acceptance of each expert entry without a GPU: ptxas for its arch, 0 verifier errors,
 emulated correctness against the float64 reference at the verify size and at a second, larger
-size, no happens-before finding. Entries the emulator cannot run yet are strict xfails."""
+size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator: slow."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from kernels.expert import find
 LARGER = {"softmax": {"M": 300, "N": 4096},
           "gemm.fp8": {"M": 600, "N": 528, "K": 400},
           "gemm_silu.fp8": {"M": 600, "N": 528, "K": 400}}
-_TMA = ("the emulator cannot run TMA yet (cp.async.bulk.tensor, tensormap.replace; branch "
-        "emu-async adds it)")
 
 
 def _accept(kernel: str, arch: str = "sm_90a") -> None:
@@ -35,7 +33,7 @@ def _accept(kernel: str, arch: str = "sm_90a") -> None:
     for dims in (None, LARGER[kernel]):
         res = run_kernel(entry.ptx, spec, arch, dims=dims, meta={**spec.configs()[0].meta, **lc.meta},
                          threads=lc.threads, dynamic_smem=lc.dynamic_smem,
-                         global_scratch_size=lc.global_scratch_size, time_limit_s=240)
+                         global_scratch_size=lc.global_scratch_size, time_limit_s=300)
         assert res.status == "ok", res.summary()
         assert not res.findings, [f.message for f in res.findings]
 
@@ -44,11 +42,11 @@ def test_softmax_sm90a_is_accepted():
     _accept("softmax")
 
 
-@pytest.mark.xfail(strict=True, reason=_TMA)
+@pytest.mark.slow
 def test_gemm_fp8_sm90a_is_accepted():
     _accept("gemm.fp8")
 
 
-@pytest.mark.xfail(strict=True, reason=_TMA)
+@pytest.mark.slow
 def test_gemm_silu_fp8_sm90a_is_accepted():
     _accept("gemm_silu.fp8")
