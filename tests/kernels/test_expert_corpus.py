@@ -86,7 +86,7 @@ def test_wrong_target_and_missing_notes(tmp_path):
 
 
 def test_the_init_fence_follows_every_mbarrier_init():
-    from kernels.expert._triton_gen import fence_mbarrier_inits
+    from scripts.expert_gen import fence_mbarrier_inits
 
     src = ("\t@%p3 mbarrier.init.shared::cta.b64 [%r1], 1;\n\tbar.sync 0;\n"
            "\tmbarrier.init.shared.b64 [%r2], 128;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%r1], 0;\n")

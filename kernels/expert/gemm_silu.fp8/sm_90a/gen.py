@@ -3,9 +3,11 @@
 Run from the repository root: ``python kernels/expert/gemm_silu.fp8/sm_90a/gen.py``. See NOTES.md.
 """
 
+import sys
 from pathlib import Path
 
-from kernels.expert._triton_gen import generate
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository root
+from scripts.expert_gen import generate  # noqa: E402  (harness-side: not in the kernels room)
 
 if __name__ == "__main__":
     meta = generate(

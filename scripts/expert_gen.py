@@ -1,5 +1,8 @@
 """What the ``gen.py`` scripts of Triton-formulated expert entries share (kernels/expert/).
 
+It lives in ``scripts/`` (no room): it compiles through the harness, which the ``kernels`` room
+must not import (``tests/layout/test_imports.py``); the corpus itself only holds the results.
+
 :func:`generate` compiles a hand-written Triton formulation of a suite kernel with the suite
 spec's own parameters (so the ``.entry`` name and ``.param`` list are Triton's for that kernel,
 scratch pointers included) through the harness's reference compile (the same Triton options,
