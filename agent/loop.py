@@ -726,12 +726,12 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         res = evaluate_candidate(spec, art, result.best_candidate, result.best_cubin,
                                  evaluator, seeds=options.seeds,  # type: ignore[arg-type]
                                  pipeline=True)
-        if res.pipeline is not None:
+        c = res.candidate
+        if res.pipeline is not None and res.status == "ok" and c is not None and c.status == "ok":
             result.pipeline = res.pipeline.model_dump(mode="json")
-        else:
-            c = res.candidate
-            result.pipeline = {"error": f"{res.status}: {res.message or (c.message if c else '')}"
-                               [:300] or "the candidate was not timed"}
+        else:  # not timed, or wrong in the context (its output depended on the launch history)
+            result.pipeline = {"error": f"{res.status}/{c.status if c else 'no candidate'}: "
+                                        f"{res.message or (c.message if c else '')}"[:300]}
         event("pipeline", seconds=time.perf_counter() - t, **result.pipeline)
     best = result.best  # the event names the 1-based iteration, as every other view does
     event("done", best_iteration=best.iteration if best is not None else None,

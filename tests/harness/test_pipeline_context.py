@@ -104,3 +104,16 @@ def test_baseline_table_says_space_and_cap():
                             best_config="x", median_ms=21.4, correct=True)]
     text = render_table(rep)
     assert "narrow autotune spaces, at most 40 configs per kernel" in text and "7/7" in text
+
+
+def test_loop_records_the_space_and_no_pipeline_without_a_gpu(ref_cache):
+    from agent.loop import LoopOptions, build_report, lower
+    from agent.providers.triton import TritonProvider
+
+    spec = kernels.get("softmax", "narrow")
+    res = lower(spec, "sm_90a", TritonProvider(cache_dir=ref_cache),
+                LoopOptions(iterations=1, cache_dir=ref_cache, pipeline=True))
+    assert not res.gpu and res.pipeline is None  # the pipeline context is timed on a GPU only
+    rep = build_report(res)
+    assert rep["pipeline"] is None
+    assert rep["reference"]["autotune_space"] == {"space": "narrow", "configs": 3}
