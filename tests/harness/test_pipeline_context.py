@@ -117,3 +117,120 @@ def test_loop_records_the_space_and_no_pipeline_without_a_gpu(ref_cache):
     rep = build_report(res)
     assert rep["pipeline"] is None
     assert rep["reference"]["autotune_space"] == {"space": "narrow", "configs": 3}
+
+
+class _FakeBuf:
+    def __init__(self, *_a, nbytes: int = 256, **_k):
+        self.nbytes = _a[1] if len(_a) > 1 else nbytes
+        self.ptr = 0x1000
+        self.copies: list[str] = []
+
+    def copy_from(self, other) -> None:
+        self.copies.append("copy")
+
+    def free(self) -> None:
+        pass
+
+
+class _FakeCtx:
+    """Events whose elapsed time is scripted: the kernel window (e1 -> e2) of the candidate takes
+    ``cand_ms``, every other window ``ref_ms``; producer and consumer 0.5 ms each."""
+
+    def __init__(self, cand_ms: float, ref_ms: float = 1.0):
+        self.cand_ms, self.ref_ms, self.label = cand_ms, ref_ms, None
+        self.order: list[str] = []
+        self.cu = type("cu", (), {"cuMemsetD8Async": staticmethod(lambda *a: 0)})()
+        self.stream = None
+
+    def reset_persisting_l2(self) -> None:
+        pass
+
+    def event(self):
+        return {"t": 0.0}
+
+    def record(self, ev) -> None:
+        ev["t"] = self.clock  # the fake launches and copies advance the clock
+
+    def elapsed_ms(self, a, b) -> float:
+        return b["t"] - a["t"]
+
+
+def _fake_worker(monkeypatch, cand_ms: float, bad_slot: int | None = None):
+    import numpy as np
+
+    import harness.gpu.worker as w
+
+    spec = kernels.get("softmax", "narrow")
+    monkeypatch.setattr(w, "GuardedBuffer", _FakeBuf)
+    monkeypatch.setattr(w, "DeviceBuffer", _FakeBuf)
+    monkeypatch.setattr(w, "check", lambda *a, **k: 0)
+    wk = object.__new__(w.Worker)
+    ctx = _FakeCtx(cand_ms)
+    ctx.clock = 0.0
+    wk.ctx, wk.spec = ctx, spec
+    ref = type("K", (), {"label": "reference", "role": "reference"})()
+    cand = type("K", (), {"label": "candidate", "role": "candidate"})()
+    req = type("R", (), {"kernels": [ref, cand], "max_reps": 64, "min_reps": 16,
+                         "ci_target": 0.0025, "timing_budget_s": 0.0, "l2_demote": True})()
+    wk.req = req
+    wk.runs = {"reference": type("Run", (), {"status": "ok", "message": ""})(),
+               "candidate": type("Run", (), {"status": "ok", "message": ""})()}
+    wk.kernels = {"candidate": object()}
+    wk.helpers = type("H", (), {"l2_normal": lambda self, p, n: None})()
+    names = [p.name for p in spec.tensors()]
+    bs = [type("BS", (), {"bufs": {n: _FakeBuf(nbytes=256) for n in names}, "pristine": {},
+                          "ref_dev": {}})() for _ in range(2)]
+    st = type("St", (), {"bench": bs, "ref_kernel": object()})()
+    launches: list[str] = []
+
+    def launch(kut, size, bufs, scratch, kernel=None):
+        launches.append(kut.label)
+        ctx.clock += cand_ms if kut.label == "candidate" else ctx.ref_ms
+
+    def producer_or_consumer(self_buf, other):
+        ctx.clock += 0.5
+
+    monkeypatch.setattr(_FakeBuf, "copy_from", producer_or_consumer)
+    n_slots = [0]
+    wk._stage = lambda *a: None
+    wk._prep_timed = lambda *a: None
+    wk._scratch = lambda *a: None
+    wk._launch = launch
+    wk._check_launch = lambda bs_, slot: n_slots.__setitem__(0, max(n_slots[0], slot + 1))
+    wk._sync = lambda *a: None
+    wk.slots = lambda n: _FakeBuf(nbytes=n)
+
+    def read_slots(n):
+        out = np.zeros((n, 3), dtype=np.uint64)
+        if bad_slot is not None:
+            out[bad_slot, 0] = 1
+        return out
+
+    wk._read_slots = read_slots
+    return wk, st, launches
+
+
+def test_pipeline_timing_logic_with_a_fake_device(monkeypatch):
+    wk, st, launches = _fake_worker(monkeypatch, cand_ms=0.8)
+    p = wk.timing_pipeline(st, isolated=1.25)
+    # ABBA over pairs: reference first in pairs 0-1, candidate first in pairs 2-3
+    assert launches[:8] == ["reference", "candidate"] * 2 + ["candidate", "reference"] * 2
+    assert p.pairs == len(launches) // 2 - 2 and p.pairs >= 16  # two warm-up pairs dropped
+    assert p.reference_kernel.median_ms == pytest.approx(1.0)
+    assert p.candidate_kernel.median_ms == pytest.approx(0.8)
+    # softmax has one input and one output: 0.5 ms producer + 0.5 ms consumer around the kernel
+    assert p.reference_step.median_ms == pytest.approx(2.0)
+    assert p.candidate_step.median_ms == pytest.approx(1.8)
+    assert p.speedup == pytest.approx(1.25) and p.step_speedup == pytest.approx(2.0 / 1.8)
+    assert p.survives and p.isolated_speedup == 1.25
+    assert wk.runs["candidate"].status == "ok"
+
+
+def test_pipeline_timing_no_gain_does_not_survive_and_a_bad_launch_is_caught(monkeypatch):
+    wk, st, _ = _fake_worker(monkeypatch, cand_ms=1.0)
+    p = wk.timing_pipeline(st, isolated=1.0)
+    assert p.step_speedup == pytest.approx(1.0) and not p.survives
+    wk, st, _ = _fake_worker(monkeypatch, cand_ms=0.8, bad_slot=5)
+    wk.timing_pipeline(st, isolated=1.2)
+    assert wk.runs["candidate"].status == "incorrect"
+    assert "pipeline-context launch 6" in wk.runs["candidate"].message
