@@ -250,7 +250,7 @@ class GPUEvaluator:
 
     def _diagnose(self, req: WorkerRequest, res: EvalResult) -> EvalResult:
         """Name the cause of a memory fault: re-run the correctness phase with writable inputs."""
-        bench = res.stage in ("timing", "final-check", "setup-bench")  # fault at the bench size
+        bench = res.stage in ("timing", "timing-pipeline", "final-check", "setup-bench")  # bench size
         diag = self._run_locked(req.model_copy(update={"inputs_read_only": False, "time": bench,
                                                        "perturb": False}))
         cand = next((k for k in diag.kernels if k.role == "candidate"), None)
