@@ -55,6 +55,11 @@ def register(app: Any) -> None:
         if not suite and not kernels:
             typer.echo("error: give --suite or --kernels NAME", err=True)
             raise typer.Exit(2)
+        from kernels import SPACES
+
+        if space is not None and space not in SPACES:
+            typer.echo(f"error: --space {space!r}: have {', '.join(SPACES)}", err=True)
+            raise typer.Exit(2)
         from common.settings import get_settings
 
         try:

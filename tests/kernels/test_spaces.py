@@ -124,3 +124,29 @@ def test_search_still_proposes_outside_the_wide_space():
     inside = {c.key() for c in spec.configs()}
     arms = expand_space(spec, limit=12)
     assert len(arms) == 12 and not any(c.key() in inside for c, _ in arms)
+
+
+def test_kernels_command_shows_both_spaces():
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from ailower import cmd_kernels
+
+    app = typer.Typer()
+    cmd_kernels.register(app)
+
+    @app.command()
+    def _other() -> None:  # a second command keeps typer in sub-command mode
+        pass
+
+    r = CliRunner().invoke(app, ["kernels", "--space", "wide", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {k["name"]: k for k in json.loads(r.output)}
+    assert len(rows["bitdelta"]["configs"]) == len(kernels.get("bitdelta", "wide").configs())
+    assert rows["bitdelta"]["grid_kind"] == "bitdelta"
+    r = CliRunner().invoke(app, ["kernels", "--space", "narrow"], terminal_width=300)
+    assert r.exit_code == 0 and "narrow autotune spaces" in r.output and "wide" in r.output
+    r = CliRunner().invoke(app, ["kernels", "--space", "tiny"])
+    assert r.exit_code != 0 and "tiny" in r.output
