@@ -121,18 +121,30 @@ module's spec (kept, identity unchanged, to measure old and widened baselines si
 
 def default_space() -> str:
     """The space :func:`get` uses when none is given: ``AILOWER_AUTOTUNE_SPACE`` (``wide`` by
-    default; the test suite sets ``narrow`` to keep its compile time flat).
+    default; the test suite sets ``narrow`` to keep its compile time flat). The environment is
+    read on every call; a ``.env`` file (the settings' other source) once per working directory,
+    as reading the settings costs ~15 ms and :func:`get` is called in loops.
 
     Raises:
         SpecError: the setting is not one of :data:`SPACES`.
     """
-    from common.settings import get_settings
+    import os
 
-    space = get_settings().autotune_space
+    space = os.environ.get("AILOWER_AUTOTUNE_SPACE")
+    if space is None:
+        space = _settings_space(os.getcwd())
     if space not in SPACES:
         raise SpecError("AILOWER_AUTOTUNE_SPACE",
                         f"{space!r} is not an autotune space; have: {', '.join(SPACES)}")
     return space
+
+
+@functools.lru_cache(maxsize=8)
+def _settings_space(cwd: str) -> str:
+    from common.settings import get_settings
+
+    del cwd  # the cache key: .env is read from the working directory
+    return get_settings().autotune_space
 
 
 def get(name: str, space: str | None = None) -> KernelSpec:
