@@ -67,6 +67,9 @@ class LoopOptions(BaseModel):
         profile: profile timed, correct candidates and the baseline with Nsight Compute (one
             bench-size launch each; skipped with the reason where ncu is unavailable).
         knowledge_tokens: token budget of the prompt's knowledge-base section (0: none).
+        pipeline: once the loop is done, evaluate the best accepted candidate again with the
+            pipeline-context timing (a producer writes its inputs, a consumer reads its outputs;
+            :class:`harness.PipelineTiming`) into the result's ``pipeline`` (GPU runs only).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -83,6 +86,7 @@ class LoopOptions(BaseModel):
     variants: int = Field(default=1, ge=1, le=8)
     profile: bool = True
     knowledge_tokens: int = Field(default=2500, ge=0, le=20000)
+    pipeline: bool = False
 
 
 class IterationRecord(BaseModel):
@@ -166,6 +170,8 @@ class LoweringResult(BaseModel):
         best_cubin: its cubin (excluded from JSON dumps).
         stop_reason: ``budget`` (iterations spent) | ``exhausted`` | ``budget: <token or cost
             budget exceeded ...>`` | ``fatal provider error: ...``.
+        pipeline: with ``LoopOptions.pipeline``, the best candidate's pipeline-context timing
+            (:class:`harness.PipelineTiming` as JSON) or ``{"error": why}``; None otherwise.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -183,6 +189,7 @@ class LoweringResult(BaseModel):
     best_candidate: Candidate | None = None
     best_cubin: bytes | None = Field(default=None, exclude=True)
     stop_reason: str = "budget"
+    pipeline: dict[str, Any] | None = None
 
     @property
     def best(self) -> IterationRecord | None:
@@ -609,6 +616,12 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
         reference["device"] = baseline.result.device.model_dump() if baseline.result.device else None
         event("baseline", config=art.config.key(), seconds=time.perf_counter() - t,
               median_ms=runs[baseline.result.best].timing.median_ms)  # type: ignore[index,union-attr]
+    from kernels.registry import space_of
+
+    # the autotune space the baseline was tuned over: ``wide`` (the suite default, at least the
+    # usual Triton grid per kind), ``narrow`` (the spaces before issue 22) or ``custom``
+    reference["autotune_space"] = {"space": space_of(spec) or "custom",
+                                   "configs": len(spec.configs())}
     reference["baseline"] = {"config": art.config.key(), "abi": art.abi.model_dump(),
                              "autotuned": baseline is not None}
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,
@@ -708,6 +721,19 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             result.best_iteration = len(result.iterations) - 1
             result.best_candidate, result.best_cubin = chosen
             _seed(provider, chosen[0].ptx)
+    if options.pipeline and gpu and result.best_candidate is not None and \
+            result.best_cubin is not None and (result.best and result.best.speedup):
+        t = time.perf_counter()
+        res = evaluate_candidate(spec, art, result.best_candidate, result.best_cubin,
+                                 evaluator, seeds=options.seeds,  # type: ignore[arg-type]
+                                 pipeline=True)
+        c = res.candidate
+        if res.pipeline is not None and res.status == "ok" and c is not None and c.status == "ok":
+            result.pipeline = res.pipeline.model_dump(mode="json")
+        else:  # not timed, or wrong in the context (its output depended on the launch history)
+            result.pipeline = {"error": f"{res.status}/{c.status if c else 'no candidate'}: "
+                                        f"{res.message or (c.message if c else '')}"[:300]}
+        event("pipeline", seconds=time.perf_counter() - t, **result.pipeline)
     best = result.best  # the event names the 1-based iteration, as every other view does
     event("done", best_iteration=best.iteration if best is not None else None,
           stop_reason=result.stop_reason,
@@ -761,6 +787,7 @@ def build_report(result: LoweringResult) -> dict[str, Any]:
         "verifier": best.verifier if best else None,
         "evaluation": best.evaluation if best else None,
         "speedup": best.speedup if best else None,
+        "pipeline": result.pipeline,
         "iterations": [
             {"iteration": r.iteration, "origin": r.origin, "verdict": r.verdict,
              "speedup": r.speedup, "provider_error": r.provider_error,

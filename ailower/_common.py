@@ -36,8 +36,11 @@ def _fail(msg: str) -> None:
     raise CliFailure(msg)
 
 
-def _load_spec(kernel: str, spec_file: Path | None) -> Any:
-    from kernels import get, load_spec
+def _load_spec(kernel: str, spec_file: Path | None, space: str | None = None) -> Any:
+    from kernels import SPACES, get, load_spec
+
+    if space is not None and space not in SPACES:
+        _fail(f"--space {space!r}: have {', '.join(SPACES)}")
 
     if "::" in kernel:
         if spec_file is None:
@@ -57,7 +60,7 @@ def _load_spec(kernel: str, spec_file: Path | None) -> Any:
     if kernel not in known:
         _fail(f"no suite kernel {kernel!r}" + (did_you_mean(kernel, known)
                                                 or "; 'ailower kernels' lists them"))
-    return get(kernel)
+    return get(kernel, space)
 
 
 def _resolve_arch(arch: str) -> tuple[str, str | None]:
@@ -148,10 +151,27 @@ def _print_result(result: Any, console: Any = console) -> None:
     best = result.best
     if best is not None:
         console.print(f"best: iteration {best.iteration} ({best.origin}), verdict {best.verdict}"
-                      + (f", speedup {best.speedup:.3f}x vs autotuned Triton" if best.speedup else ""),
+                      + (f", speedup {best.speedup:.3f}x vs autotuned Triton" if best.speedup else "")
+                      + _space_note(result), markup=False)
+    pipe = result.pipeline
+    if pipe and "step_speedup" in pipe:
+        lo, hi = pipe["step_speedup_ci"]
+        console.print(f"pipeline context ({pipe['producer']}; {pipe['consumer']}): kernel "
+                      f"{pipe['speedup']:.3f}x, whole step {pipe['step_speedup']:.3f}x "
+                      f"[{lo:.3f}, {hi:.3f}] (isolated {pipe.get('isolated_speedup') or 0:.3f}x): "
+                      + ("the gain survives" if pipe["survives"] else
+                         "the step is not faster at 95% confidence: the gain does not survive"),
                       markup=False)
+    elif pipe:
+        console.print(f"pipeline context not timed: {pipe.get('error')}", markup=False)
     if result.gpu_note:
         console.print(f"[yellow]{escape(result.gpu_note)}[/]")
+
+
+def _space_note(result: Any) -> str:
+    """`` (autotune space: wide, 140 configs)`` from the result's reference, or ``""``."""
+    sp = (result.reference or {}).get("autotune_space") or {}
+    return f" (autotune space: {sp['space']}, {sp['configs']} configs)" if sp else ""
 
 
 def _rejection_reason(r: Any) -> str:

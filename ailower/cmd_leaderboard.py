@@ -30,6 +30,25 @@ def _vendor_text(e) -> str:
     return f"{e.vendor_ms:.4f}" + (f" ({e.vendor_ratio:.2f}x)" if e.vendor_ratio else "")
 
 
+def _space_text(e) -> str:
+    """The baseline's autotune space: ``wide (140)``; ``-`` when the cell did not record it."""
+    if not e.baseline_space:
+        return "-"
+    return e.baseline_space + (f" ({e.baseline_space_configs})" if e.baseline_space_configs else "")
+
+
+def _pipeline_text(e) -> str:
+    """The pipeline-context step speedup and whether the win survives; ``-`` when not timed."""
+    if e.pipeline_step_speedup is None:
+        return "-"
+    ci = e.pipeline_step_ci
+    band = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    verdict = "survives" if e.pipeline_survives else (
+        f"not faster: {e.isolated_outcome} in isolation only" if e.isolated_outcome == "win"
+        else "not faster")
+    return f"{e.pipeline_step_speedup:.3f}x{band} {verdict}"
+
+
 def render_text(lb, con: Console) -> None:
     """Print ``lb`` (a :class:`campaign.Leaderboard`): the kernel x arch matrix, the detail per
     arch and the summary rows. No cell is ever cut: piped, ``con`` is wide enough for every
@@ -37,6 +56,7 @@ def render_text(lb, con: Console) -> None:
     provider/model, arch) stay whole and the others wrap."""
     from campaign.html import _matrix_cell
 
+    con.print(lb.baseline_rule)
     m = table("best verified candidate per kernel x arch (speedup over autotuned Triton)",
               ("kernel", "family", *lb.archs), keys=("kernel",))
     for k in lb.rows:
@@ -51,7 +71,7 @@ def render_text(lb, con: Console) -> None:
         t = table(f"{a}: every cell",
                   ("kernel", "provider/model", "Triton config", "Triton ms", "cand ms", "speedup",
                    "outcome", "roofline T/c", "vendor ms (x)", "verdict", "verifier e/w", "seeds",
-                   "iter", "cost"),
+                   "iter", "cost", "space", "pipeline step (x)"),
                   keys=("kernel", "provider/model"))
         for e in (e for e in lb.entries if e.arch == a):
             static = e.outcome == "static"
@@ -62,7 +82,8 @@ def render_text(lb, con: Console) -> None:
                       f"{_f(e.baseline_roofline, '{:.2f}')}/{_f(e.candidate_roofline, '{:.2f}')}",
                       _vendor_text(e), e.verdict or (e.error or "-")[:60],
                       f"{e.verifier_errors}/{e.verifier_warnings}", str(e.seeds_checked),
-                      _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"))
+                      _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"), _space_text(e),
+                      _pipeline_text(e))
         con.print(t)
     s = table(f"summary ({lb.tie_rule})",
               ("arch", "provider/model", "cells", "timed", "geomean", "win", "tie", "loss",

@@ -24,6 +24,13 @@ def lower(
     iterations: Annotated[int | None, typer.Option(min=1, help="iteration budget")] = None,
     out: Annotated[Path | None, typer.Option(help="output folder (default ./ailower-out/KERNEL-ARCH)")] = None,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="skip GPU evaluation even if a GPU is present")] = False,
+    space: Annotated[str | None, typer.Option(
+        "--space", help="suite kernels: autotune space of the baseline, wide (default, "
+                        "AILOWER_AUTOTUNE_SPACE) or narrow (the spaces before issue 22)")] = None,
+    pipeline: Annotated[bool, typer.Option(
+        "--pipeline", help="also time the best candidate in a pipeline context (a producer "
+                           "writes its inputs, a consumer reads its outputs), next to the "
+                           "isolated timing; GPU runs only")] = False,
 ) -> None:
     """Lower KERNEL to PTX: propose, assemble, verify, evaluate; write the best PTX, cubin, report."""
     from agent.loop import LoopOptions
@@ -31,7 +38,7 @@ def lower(
     from ailower._run import execute_run, select_evaluator
 
     settings = get_settings()
-    ks = _load_spec(kernel, spec)
+    ks = _load_spec(kernel, spec, space)
     ks.load_reference()  # a broken reference fails now, not after the work (SpecError)
     from kernels.lint import out_read_before_write
 
@@ -45,7 +52,7 @@ def lower(
     out_dir = out or Path("ailower-out") / f"{ks.name}-{target}"
     opts = LoopOptions(iterations=iterations or settings.iterations, gpu=evaluator is not None,
                        ptxas=settings.ptxas, cache_dir=settings.cache_dir,
-                       max_ptx_version=settings.max_ptx_version)
+                       max_ptx_version=settings.max_ptx_version, pipeline=pipeline)
     console.print(f"[bold]ailower lower[/] {escape(ks.name)} -> {target} with provider "
                   f"[cyan]{escape(prov_name)}[/] (up to {opts.iterations} iterations)")
     if gpu_note and evaluator is None:

@@ -210,13 +210,19 @@ def render_html(lb: Leaderboard) -> str:
             _td(f"{e.verifier_errors}/{e.verifier_warnings}", sort=e.verifier_errors),
             _td(str(e.seeds_checked)), _td(_f(e.iteration, "{}"), sort=e.iteration),
             _td(_f(e.cost_usd, "${:.4f}"), sort=e.cost_usd),
-            _td(e.static_reason or e.device or "", cls="l")]) + "</tr>")
+            _td(e.static_reason or e.device or "", cls="l"),
+            _td(e.baseline_space or "-", cls="l"),
+            _td("-" if e.pipeline_step_speedup is None else
+                f"{e.pipeline_step_speedup:.3f}x "
+                f"{'survives' if e.pipeline_survives else 'not faster in context'}",
+                sort=e.pipeline_step_speedup, cls="l")]) + "</tr>")
     detail = _table("cells", ["kernel", "arch", "provider/model", "Triton config",
                               "Triton ms", "candidate ms", "speedup", "outcome",
                               "Triton roofline", "candidate roofline",
                               "vendor ms (vendor/candidate)", "verdict",
                               "verifier err/warn", "seeds", "iteration", "cost",
-                              "GPU / static reason"], drows, left=4)
+                              "GPU / static reason", "baseline space",
+                              "pipeline step speedup"], drows, left=4)
     plots = "".join(
         f'<div class="plot" data-plot="{name}">'
         + fig.to_html(full_html=False, include_plotlyjs=False, div_id=div,
@@ -231,7 +237,7 @@ def render_html(lb: Leaderboard) -> str:
 <h1>ailower leaderboard</h1>
 <p class="note">Campaigns: {esc(', '.join(lb.campaigns) or '(none)')}. Generated
 {esc(lb.generated_at)}. Speedup = autotuned Triton median / candidate median in the same
-interleaved evaluation job (ms, CUDA events). {esc(lb.tie_rule)}. "static": the arch had no GPU,
+interleaved evaluation job (ms, CUDA events); {esc(lb.baseline_rule)}. {esc(lb.tie_rule)}. "static": the arch had no GPU,
 so the cell was compiled, assembled and verified only (no times). Click a column header to sort.</p>
 <h2>Kernels &times; archs (best verified candidate)</h2>{matrix}
 <h2>Summary per provider/model and arch</h2>{summary}

@@ -11,6 +11,14 @@ reference's q1, **loses** when its q1 is above the reference's q3, and **ties** 
 overlap. Cells whose best candidate was not timed have no outcome of this kind: ``static`` (no GPU
 for the arch), ``invalid`` (no candidate passed), ``failed`` (the cell itself failed).
 
+The baseline is the autotuned Triton kernel over the entry's **widened** autotune space (at least
+the usual Triton grid for its kind, ``kernels/suite/_spaces.py``; ``Entry.baseline_space`` says
+which space a cell was tuned over, ``narrow`` for cells measured before the widening or with
+``AILOWER_AUTOTUNE_SPACE=narrow``). Where the best candidate was also timed in a pipeline context
+(``ailower lower --pipeline``: a producer writes its inputs, a consumer reads its outputs,
+:class:`harness.PipelineTiming`), a win counts only when it survives there: an isolated win whose
+pipeline step is not faster at 95% confidence is a ``tie`` with ``isolated_outcome`` ``win``.
+
 The geometric-mean speedup of a provider/model on an arch is taken over its timed cells.
 """
 
@@ -89,6 +97,18 @@ class Entry(BaseModel):
     vendor_note: str = "n/a: not measured"
     vendor_ratio: float | None = None
     """``vendor_ms / candidate_ms`` (above 1: the candidate is faster than the vendor path)."""
+    baseline_space: str | None = None
+    """The autotune space the baseline was tuned over (``wide``, ``narrow``, ``custom``; None:
+    not recorded, a cell from before the space was recorded)."""
+    baseline_space_configs: int | None = None
+    pipeline_speedup: float | None = None
+    """The candidate's kernel speedup in the pipeline context (None: not measured)."""
+    pipeline_step_speedup: float | None = None
+    pipeline_step_ci: tuple[float, float] | None = None
+    pipeline_survives: bool | None = None
+    """Whether the whole pipeline step was faster with the candidate (None: not measured)."""
+    isolated_outcome: Outcome | None = None
+    """The outcome from the isolated timing alone, when the pipeline context changed it."""
 
 
 class SummaryRow(BaseModel):
@@ -122,7 +142,11 @@ class Leaderboard(BaseModel):
     """kernel -> arch -> index into ``entries`` of the best entry for that cell of the matrix."""
     summary: list[SummaryRow]
     tie_rule: str = ("tie = the candidate's and the autotuned reference's interquartile ranges "
-                     "of the timed launches overlap (same interleaved evaluation job)")
+                     "of the timed launches overlap (same interleaved evaluation job); a win "
+                     "timed in a pipeline context counts only if the whole step is faster there")
+    baseline_rule: str = ("speedup = autotuned Triton over the widened autotune space (at least "
+                          "the usual Triton grid per kind; Entry.baseline_space) / candidate, "
+                          "timed interleaved with L2 flushed")
 
 
 def row_order(kernels: list[str]) -> list[tuple[str, str]]:
@@ -158,7 +182,7 @@ def outcome(e: Entry) -> Outcome:
     rq1 = e.baseline_q1_ms if e.baseline_q1_ms is not None else e.baseline_ms
     rq3 = e.baseline_q3_ms if e.baseline_q3_ms is not None else e.baseline_ms
     if cq3 < rq1:
-        return "win"
+        return "tie" if e.pipeline_survives is False else "win"
     if cq1 > rq3:
         return "loss"
     return "tie"
@@ -192,8 +216,17 @@ def _entry(c: CellRow, campaign: str) -> Entry:
               verifier_warnings=int(ver.get("warnings") or 0),
               verifier_errors_all=int(ver.get("errors_all_iterations") or 0),
               cost_usd=s.get("cost_usd"), tokens=s.get("tokens") or {}, outcome="failed",
-              finished_at=c.finished_at.isoformat() if c.finished_at else None)
+              finished_at=c.finished_at.isoformat() if c.finished_at else None,
+              baseline_space=base.get("space"), baseline_space_configs=base.get("space_configs"))
+    pipe = s.get("pipeline") or {}
+    if "step_speedup" in pipe:
+        e.pipeline_speedup, e.pipeline_step_speedup = pipe.get("speedup"), pipe["step_speedup"]
+        ci = pipe.get("step_speedup_ci")
+        e.pipeline_step_ci = (float(ci[0]), float(ci[1])) if ci else None
+        e.pipeline_survives = bool(pipe.get("survives"))
     e.outcome = outcome(e)
+    if e.pipeline_survives is False:
+        e.isolated_outcome = outcome(e.model_copy(update={"pipeline_survives": None}))
     return e
 
 

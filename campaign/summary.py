@@ -53,7 +53,9 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
 
     Returns:
         a JSON-able dict: ``mode``, ``baseline`` (config, autotune median, timing in the
-        evaluation job), ``candidate`` (origin, iteration, verdict, timing), ``speedup``,
+        evaluation job, the autotune ``space`` and its ``space_configs``), ``candidate`` (origin,
+        iteration, verdict, timing), ``speedup``, ``pipeline`` (the pipeline-context timing of
+        the best candidate, or None),
         ``valid``, ``seeds_checked``, ``verifier`` (errors/warnings of the best candidate and over
         every iteration), ``verdicts`` (count per verdict), ``tokens``, ``cost_usd``.
     """
@@ -92,11 +94,14 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
         "triton_version": ref.get("triton_version"),
         "baseline": {"config": base_cfg, "autotuned": bool((ref.get("baseline") or {})
                                                            .get("autotuned")),
-                     "autotune_median_ms": autotune_ms, "timing": timing_of(ref_run)},
+                     "autotune_median_ms": autotune_ms, "timing": timing_of(ref_run),
+                     "space": (ref.get("autotune_space") or {}).get("space"),
+                     "space_configs": (ref.get("autotune_space") or {}).get("configs")},
         "candidate": None if best is None else {
             "origin": best.origin, "iteration": best.iteration, "verdict": best.verdict,
             "digest": best.candidate_digest, "timing": timing_of(cand_run)},
         "speedup": best.speedup if best else None,
+        "pipeline": report.get("pipeline"),
         "valid": best is not None,
         "seeds_checked": seeds_ok,
         "verifier": {"errors": best_err, "warnings": best_warn,

@@ -37,6 +37,10 @@ class Settings(BaseSettings):
             (priced with ``price_per_mtok``); None: no cap.
         price_per_mtok: ``AILOWER_PRICE_PER_MTOK``; JSON ``{"model": [usd_in, usd_out]}`` per
             million tokens (a key ending in ``*`` matches model ids by prefix).
+        autotune_space: ``AILOWER_AUTOTUNE_SPACE``; the suite entries' autotune space,
+            ``wide`` (at least the usual Triton grid per kind, the default: speedups are against
+            that baseline) or ``narrow`` (the spaces before issue 22's widening); see
+            ``kernels.registry.SPACES``.
     """
 
     model_config = SettingsConfigDict(env_prefix="AILOWER_", env_file=".env", extra="ignore")
@@ -53,6 +57,7 @@ class Settings(BaseSettings):
     max_tokens_total: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    autotune_space: str = "wide"
 
     @field_validator("data_dir")
     @classmethod

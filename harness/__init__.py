@@ -37,7 +37,7 @@ from harness.evaluate import (
 from harness.inputs import make_inputs, reference_outputs
 from harness.ptxas import AssemblyResult, PtxasDiagnostic, assemble, resolve_ptxas
 from harness.reference import ReferenceArtifacts, compile_reference, compile_space
-from harness.results import EvalResult, KernelRun, SeedCheck
+from harness.results import EvalResult, KernelRun, PipelineTiming, SeedCheck
 
 __all__ = [
     "SUPPORTED_ARCHS", "toolchain", "triton_version", "Candidate", "CompareResult", "compare",
@@ -46,5 +46,5 @@ __all__ = [
     "autotune", "evaluate_candidate",
     "gpu_available", "device_arch", "make_inputs", "reference_outputs", "AssemblyResult", "PtxasDiagnostic",
     "assemble", "resolve_ptxas", "ReferenceArtifacts", "compile_reference", "compile_space",
-    "EvalResult", "KernelRun", "SeedCheck",
+    "EvalResult", "KernelRun", "PipelineTiming", "SeedCheck",
 ]

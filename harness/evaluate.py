@@ -250,7 +250,7 @@ class GPUEvaluator:
 
     def _diagnose(self, req: WorkerRequest, res: EvalResult) -> EvalResult:
         """Name the cause of a memory fault: re-run the correctness phase with writable inputs."""
-        bench = res.stage in ("timing", "final-check", "setup-bench")  # fault at the bench size
+        bench = res.stage in ("timing", "timing-pipeline", "final-check", "setup-bench")  # bench size
         diag = self._run_locked(req.model_copy(update={"inputs_read_only": False, "time": bench,
                                                        "perturb": False}))
         cand = next((k for k in diag.kernels if k.role == "candidate"), None)
@@ -474,9 +474,9 @@ def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEva
 
 def candidate_request(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
                       cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
-                      time_it: bool = True) -> WorkerRequest:
+                      time_it: bool = True, pipeline: bool = False) -> WorkerRequest:
     """The worker request that evaluates ``candidate`` against ``baseline`` (see
-    :func:`evaluate_candidate`).
+    :func:`evaluate_candidate`; ``pipeline`` adds the pipeline-context timing).
 
     Raises:
         UsageError: fewer than 3 seeds, or the spec cannot be launched.
@@ -490,14 +490,17 @@ def candidate_request(spec: KernelSpec, baseline: ReferenceArtifacts, candidate:
         cluster=candidate.cluster_dims, meta=candidate.meta,
         global_scratch_bytes=candidate.global_scratch_size,
         global_scratch_align=candidate.global_scratch_align)
-    return evaluator.request(spec, "evaluate", [ref, cand], seeds=list(seeds), time=time_it)
+    return evaluator.request(spec, "evaluate", [ref, cand], seeds=list(seeds), time=time_it,
+                             pipeline=pipeline and time_it)
 
 
 def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
                        cubin: bytes, evaluator: GPUEvaluator, seeds: tuple[int, ...] = (0, 1, 2),
-                       time_it: bool = True) -> EvalResult:
+                       time_it: bool = True, pipeline: bool = False) -> EvalResult:
     """Correctness (>= 3 seeds plus a secret one) and interleaved timing of ``candidate`` against
-    ``baseline`` (method: :mod:`harness.gpu.worker`).
+    ``baseline`` (method: :mod:`harness.gpu.worker`); with ``pipeline``, also the timing in a
+    pipeline context (producer writes the inputs, consumer reads the outputs: the result's
+    ``pipeline``, :class:`harness.results.PipelineTiming`).
 
     The candidate is launched with the baseline's ABI (the contract), its own threads, dynamic
     shared memory, cluster and meta-parameters (for the grid). The result's ``speedup`` is the
@@ -507,7 +510,7 @@ def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate
         UsageError: fewer than 3 seeds, or the spec cannot be launched.
     """
     return evaluator.run(candidate_request(spec, baseline, candidate, cubin, evaluator, seeds,
-                                           time_it))
+                                           time_it, pipeline))
 
 
 def race_gate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate, cubin: bytes,

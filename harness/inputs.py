@@ -64,12 +64,16 @@ def cached_inputs(spec: KernelSpec, size: str, seed: int, cache_dir: str | Path 
     """:func:`make_inputs`, memoised as ``.npy`` files under ``cache_dir/inputs`` (None: no cache).
 
     Large ``bench`` inputs take seconds to draw; loading them back memory-mapped takes
-    milliseconds. Files are keyed by the spec's identity, the size name and the seed, and written
-    atomically (temporary name, then ``os.replace``).
+    milliseconds. Files are keyed by the spec's identity without its autotune space (the inputs do
+    not depend on it: a suite entry's narrow and widened spaces share them), the size name and the
+    seed, and written atomically (temporary name, then ``os.replace``).
     """
     if cache_dir is None:
         return make_inputs(spec, size, seed)
-    folder = Path(cache_dir) / "inputs" / f"{spec.identity()}_{size}_{seed}"
+    from kernels.spec import AutotuneSpace
+
+    key = spec.model_copy(update={"autotune": AutotuneSpace()}).identity()
+    folder = Path(cache_dir) / "inputs" / f"{key}_{size}_{seed}"
     names = [p.name for p in spec.params if p.is_tensor and p.role in ("in", "inout")]
     files = {n: folder / f"{n}.npy" for n in names}
     dts = {p.name: dtype(p.dtype).np for p in spec.params if p.name in files}

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.correctness import CompareResult
 from harness.timing import TimingStats
 
-__all__ = ["DeviceSummary", "SeedCheck", "KernelRun", "EvalResult", "KernelUnderTest", "RunStatus"]
+__all__ = ["DeviceSummary", "SeedCheck", "KernelRun", "EvalResult", "KernelUnderTest", "PipelineTiming",
+           "RunStatus"]
 
 RunStatus = Literal["ok", "incorrect", "implausible", "load_error", "launch_error", "hang", "crash",
                     "resource_error", "not_run"]
@@ -116,6 +117,48 @@ class KernelRun(BaseModel):
     final_check: CompareResult | None = None
 
 
+class PipelineTiming(BaseModel):
+    """The candidate and the reference timed in a pipeline context (issue 22 item 5), next to the
+    isolated timing of the same evaluate job.
+
+    Each timed step, in ABBA pairs over the two bench input sets, after the isolated timing's
+    preparation (output poison, ``evict_normal`` demotion of the inputs, a write of >= 2x L2):
+    a **producer** writes the kernel's inputs (a device-to-device copy of each input from its
+    read-only original into a writable twin the kernel then reads; in-out tensors are restored
+    from their pristine copy at this point), the kernel, then a **consumer** reads its outputs (a
+    device-to-device copy of each output into a sink), as in a model step where the previous
+    layer wrote the activations and the next one reads the result. Every timed launch's output is
+    still compared with the reference's on the device.
+
+    Attributes:
+        producer, consumer: what they do, in words.
+        pairs: interleaved (reference, candidate) steps timed.
+        reference_kernel, candidate_kernel: the kernel alone inside the step (events around it).
+        reference_step, candidate_step: producer + kernel + consumer.
+        speedup, speedup_ci: reference / candidate kernel time in context, median of the paired
+            ratios and its 95% interval (as ``EvalResult.speedup``).
+        step_speedup, step_speedup_ci: the same for the whole step.
+        isolated_speedup: the same job's isolated speedup, for the comparison.
+        survives: the whole step is faster with the candidate at 95% confidence
+            (``step_speedup_ci[0] > 1``): a gain that only moves time into the producer or the
+            consumer (cache lines kept or evicted for them) does not survive.
+    """
+
+    producer: str
+    consumer: str
+    pairs: int
+    reference_kernel: TimingStats
+    candidate_kernel: TimingStats
+    reference_step: TimingStats
+    candidate_step: TimingStats
+    speedup: float
+    speedup_ci: tuple[float, float]
+    step_speedup: float
+    step_speedup_ci: tuple[float, float]
+    isolated_speedup: float | None = None
+    survives: bool
+
+
 class EvalResult(BaseModel):
     """The outcome of one worker job.
 
@@ -132,6 +175,7 @@ class EvalResult(BaseModel):
             the paired ratios); timing stops once it is within ``ci_target`` of the median.
         timing_pairs: interleaved (reference, candidate) pairs timed.
         best: label of the fastest correct kernel (autotune jobs).
+        pipeline: the pipeline-context timing (evaluate jobs with ``pipeline``), else None.
         seconds: wall-time breakdown: ``load``, ``correctness``, ``timing``, ``total``.
         stage: the last stage reached (``load``, ``correctness``, ``timing``, ``done``).
     """
@@ -145,6 +189,7 @@ class EvalResult(BaseModel):
     timing_pairs: int = 0
     inputs_read_only: bool | None = None
     best: str | None = None
+    pipeline: PipelineTiming | None = None
     seconds: dict[str, float] = Field(default_factory=dict)
     stage: str = ""
 

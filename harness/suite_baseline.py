@@ -96,9 +96,15 @@ class BaselineRow(BaseModel):
         correct: the best config passed every correctness check on every seed.
         flagged: roofline < 50%; ``reason``: why (flagged rows) or what failed.
         seconds: compile + autotune wall time for this kernel.
+        space: the autotune space (``wide`` or ``narrow``, ``kernels.SPACES``).
+        space_configs: configs in that space; ``configs`` < it when ``max_configs`` capped the
+            autotune (``capped``: which configs were kept is said in ``reason``).
     """
 
     kernel: str
+    space: str = "wide"
+    space_configs: int = 0
+    capped: bool = False
     configs: int = 0
     compile_failures: int = 0
     configs_correct: int = 0
@@ -118,9 +124,13 @@ class BaselineRow(BaseModel):
 
 
 class SuiteBaselineReport(BaseModel):
-    """The whole suite baseline run (what ``--json`` writes)."""
+    """The whole suite baseline run (what ``--json`` writes); ``space`` is the autotune space
+    (``wide``: at least the usual Triton grid per kind; ``narrow``: the spaces before issue 22),
+    ``max_configs`` the per-kernel cap (None: whole spaces)."""
 
     arch: str
+    space: str = "wide"
+    max_configs: int | None = None
     device: str = ""
     copy_gbps: float = 0.0
     matmul_tflops: dict[str, float] = Field(default_factory=dict)
@@ -198,11 +208,12 @@ def measure_matmul_ceiling(python: str = sys.executable, timeout_s: float = 180.
     return rates, src
 
 
-def _compile_task(name: str, arch: str, idx: int, cache_dir: str) -> tuple[str, int, str | None]:
+def _compile_task(name: str, arch: str, idx: int, cache_dir: str, space: str | None = None
+                  ) -> tuple[str, int, str | None]:
     from harness import ReferenceCompileError, compile_reference
     from kernels import get
 
-    spec = get(name)
+    spec = get(name, space)
     try:
         compile_reference(spec, arch, spec.configs()[idx], cache_dir=Path(cache_dir))
     except ReferenceCompileError as exc:
@@ -210,18 +221,43 @@ def _compile_task(name: str, arch: str, idx: int, cache_dir: str) -> tuple[str, 
     return name, idx, None
 
 
-def _inputs_task(name: str, seed: int, cache_dir: str) -> tuple[str, int]:
+def _inputs_task(name: str, seed: int, cache_dir: str, space: str | None = None
+                 ) -> tuple[str, int]:
     from harness.inputs import cached_inputs
     from kernels import get
 
-    cached_inputs(get(name), "bench", seed, cache_dir)
+    cached_inputs(get(name, space), "bench", seed, cache_dir)
     return name, seed
 
 
+def capped_configs(spec, narrow_keys: set[str], max_configs: int | None) -> list:
+    """The configs of ``spec`` an autotune capped at ``max_configs`` times: all when uncapped or
+    small enough; else the narrow space's configs (in ``narrow_keys``) first, then configs spread
+    evenly over the rest of the space (every k-th, in space order), ``max_configs`` in all.
+
+    Raises:
+        ValueError: ``max_configs`` < 1.
+    """
+    cfgs = spec.configs()
+    if max_configs is None or len(cfgs) <= max_configs:
+        return cfgs
+    if max_configs < 1:
+        raise ValueError(f"max_configs must be >= 1, got {max_configs}")
+    head = [c for c in cfgs if c.key() in narrow_keys][:max_configs]
+    rest = [c for c in cfgs if c.key() not in narrow_keys]
+    room = max_configs - len(head)
+    if room <= 0:
+        return head
+    step = len(rest) / room
+    return head + [rest[int(i * step)] for i in range(room)]
+
+
 def prepare(names: list[str], arch: str, cache_dir: Path, workers: int,
-            log: Callable[[str], None]) -> dict[str, list[str]]:
-    """Compile every config of ``names`` for ``arch`` and draw the two bench input sets the GPU
-    worker uses (seeds 1000 and 1001), in a pool of ``workers`` spawned processes.
+            log: Callable[[str], None], space: str | None = None,
+            max_configs: int | None = None) -> dict[str, list[str]]:
+    """Compile every config of ``names`` (autotune space ``space``, None: the default; at most
+    ``max_configs`` each, :func:`capped_configs`) for ``arch`` and draw the two bench input sets
+    the GPU worker uses (seeds 1000 and 1001), in a pool of ``workers`` spawned processes.
 
     Returns:
         kernel -> compile error messages (configs Triton could not compile).
@@ -231,10 +267,14 @@ def prepare(names: list[str], arch: str, cache_dir: Path, workers: int,
     ctx = multiprocessing.get_context("spawn")
     errors: dict[str, list[str]] = {n: [] for n in names}
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futs = [pool.submit(_inputs_task, n, 1000 + i, str(cache_dir))
+        futs = [pool.submit(_inputs_task, n, 1000 + i, str(cache_dir), space)
                 for n in names for i in range(2)]
-        futs += [pool.submit(_compile_task, n, arch, i, str(cache_dir))
-                 for n in names for i in range(len(get(n).configs()))]
+        for n in names:
+            spec = get(n, space)
+            keep = {c.key() for c in capped_configs(
+                spec, {c.key() for c in get(n, "narrow").configs()}, max_configs)}
+            futs += [pool.submit(_compile_task, n, arch, i, str(cache_dir), space)
+                     for i, c in enumerate(spec.configs()) if c.key() in keep]
         for done, fut in enumerate(cf.as_completed(futs), start=1):
             res = fut.result()
             if len(res) == 3 and res[2] is not None:
@@ -269,11 +309,18 @@ def _roofline(row: BaselineRow, flops: float, nbytes: float, copy_gbps: float,
 def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
                    cache_dir: Path | None = None, workers: int | None = None,
                    seeds: tuple[int, ...] = (0, 1, 2), timing_budget_s: float = 0.5,
+                   space: str | None = None, max_configs: int | None = None,
+                   vendor: bool = True,
                    log: Callable[[str], None] = print) -> SuiteBaselineReport:
     """Autotune every suite kernel on this machine's GPU and measure it against its roofline.
 
     Args:
         names: suite names (default: all, variants included).
+        space: autotune space, ``wide`` or ``narrow`` (None: ``AILOWER_AUTOTUNE_SPACE``, wide by
+            default): the report says which.
+        max_configs: autotune at most this many configs per kernel (:func:`capped_configs`; a
+            capped row says so); None: the whole space.
+        vendor: also time the vendor paths (torch).
         arch: ``auto`` (the device's) or ``sm_89`` / ``sm_90a`` / ``sm_100a``.
         cache_dir: reference-compile and input cache (default ``~/.ailower/cache``).
         workers: CPU processes for compiling and drawing inputs (default: all cores).
@@ -310,15 +357,19 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
         arch = dev or "sm_90a"
     elif dev is not None and dev != arch:
         raise UsageError(f"--arch {arch} but the GPU is {dev}: the cubins would not load")
+    from kernels import default_space
+
+    space = space or default_space()
     names = list(names or all_names())
-    specs = {n: get(n) for n in names}
+    specs = {n: get(n, space) for n in names}
+    narrow_keys = {n: {c.key() for c in get(n, "narrow").configs()} for n in names}
     if cache_dir is None:  # the data directory's cache (AILOWER_DATA_DIR), not always ~
         from common.settings import get_settings
 
         cache_dir = get_settings().cache_dir
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    report = SuiteBaselineReport(arch=arch)
+    report = SuiteBaselineReport(arch=arch, space=space, max_configs=max_configs)
     t_all = time.perf_counter()
 
     t0 = time.perf_counter()
@@ -330,9 +381,12 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
 
     t0 = time.perf_counter()
     workers = workers or os.cpu_count() or 1
-    log(f"compiling {sum(len(s.configs()) for s in specs.values())} configs of {len(names)} "
+    chosen = {n: capped_configs(s, narrow_keys[n], max_configs) for n, s in specs.items()}
+    log(f"compiling {sum(len(c) for c in chosen.values())} configs ({space} spaces"
+        f"{f', at most {max_configs} per kernel' if max_configs else ''}) of {len(names)} "
         f"kernels for {arch} and drawing bench inputs on {workers} processes ...")
-    compile_errors = prepare(names, arch, cache, workers, log)
+    compile_errors = prepare(names, arch, cache, workers, log, space=space,
+                             max_configs=max_configs)
     report.seconds["prepare"] = time.perf_counter() - t0
 
     ev = GPUEvaluator(input_cache=cache, timing_budget_s=timing_budget_s)
@@ -342,9 +396,11 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
     for n in names:
         spec = specs[n]
         tk = time.perf_counter()
-        row = BaselineRow(kernel=n, flop_dtype=spec.flop_dtype)
-        refs, bad = compile_space(spec, arch, cache_dir=cache)
+        row = BaselineRow(kernel=n, flop_dtype=spec.flop_dtype, space=space,
+                          space_configs=len(spec.configs()))
+        refs, bad = compile_space(spec, arch, cache_dir=cache, configs=chosen[n])
         row.configs, row.compile_failures = len(refs) + len(bad), len(bad)
+        row.capped = len(chosen[n]) < row.space_configs
         if not refs:
             row.reason = "no config compiled: " + "; ".join(compile_errors[n] or [str(b) for b in bad])[:300]
         else:
@@ -370,6 +426,9 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
                                    and all(c.ok for c in best.checks))
                     if not row.correct:
                         row.reason = best.message
+        if row.capped and not row.reason:
+            row.reason = (f"autotune capped at {len(chosen[n])} of {row.space_configs} configs "
+                          "(the narrow space's, then every k-th of the rest)")
         raw[n] = (spec.flop_count("bench"), spec.byte_count("bench"))
         row.seconds = time.perf_counter() - tk
         report.rows.append(row)
@@ -377,8 +436,9 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
             f"{f'{row.median_ms:.4f} ms' if row.median_ms else ''} ({row.seconds:.1f} s)")
     report.seconds["autotune"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    log("timing the vendor paths (torch: cuBLAS, cuDNN, SDPA) ...")
-    report.vendor = measure_vendor_subprocess(names, cache_dir=cache)
+    if vendor:
+        log("timing the vendor paths (torch: cuBLAS, cuDNN, SDPA) ...")
+        report.vendor = measure_vendor_subprocess(names, cache_dir=cache)
     report.seconds["vendor"] = time.perf_counter() - t0
 
     report.copy_gbps = statistics.median(copies) if copies else 0.0
@@ -399,16 +459,18 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
 
 def render_table(report: SuiteBaselineReport) -> str:
     """The report as a plain-text table plus the flagged rows' reasons and the ceilings used."""
-    head = (f"{'kernel':<26} {'best config':<52} {'ms':>9} {'TFLOP/s':>8} {'GB/s':>7} "
+    head = (f"{'kernel':<26} {'configs':>9} {'best config':<52} {'ms':>9} {'TFLOP/s':>8} {'GB/s':>7} "
             f"{'bound':<7} {'roofline':>8} {'correct':>7}  vendor ms (vendor/Triton)")
-    lines = [f"suite baseline on {report.device or '?'} ({report.arch}); copy bandwidth "
+    cap = f", at most {report.max_configs} configs per kernel" if report.max_configs else ""
+    lines = [f"suite baseline on {report.device or '?'} ({report.arch}, {report.space} autotune "
+             f"spaces{cap}); copy bandwidth "
              f"{report.copy_gbps:.0f} GB/s; matmul ceilings: "
              + ", ".join(f"{k} {v:.0f} TFLOP/s [{report.matmul_source.get(k, '?')}]"
                          for k, v in report.matmul_tflops.items()), head, "-" * len(head)]
     vend = {v.kernel: v for v in report.vendor}
     for r in report.rows:
         lines.append(
-            f"{r.kernel:<26} {r.best_config[:52]:<52} "
+            f"{r.kernel:<26} {f'{r.configs}/{r.space_configs}':>9} {r.best_config[:52]:<52} "
             f"{(f'{r.median_ms:.4f}' if r.median_ms else '-'):>9} "
             f"{(f'{r.tflops:.1f}' if r.tflops else '-'):>8} "
             f"{(f'{r.gbps:.0f}' if r.gbps else '-'):>7} {r.bound:<7} "

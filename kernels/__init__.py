@@ -17,6 +17,8 @@ _EXPORTS = {
     "DTYPES": "kernels.dtypes", "DType": "kernels.dtypes", "dtype": "kernels.dtypes",
     "ExprError": "kernels.expr", "compile_expr": "kernels.expr", "evaluate": "kernels.expr",
     "all_specs": "kernels.registry", "get": "kernels.registry", "names": "kernels.registry",
+    "SPACES": "kernels.registry", "default_space": "kernels.registry",
+    "space_of": "kernels.registry",
     "DEFAULT_TOLERANCES": "kernels.spec", "AutotuneSpace": "kernels.spec", "Config": "kernels.spec",
     "Distribution": "kernels.spec", "KernelSpec": "kernels.spec", "Param": "kernels.spec",
     "SourceRef": "kernels.spec", "SpecError": "kernels.spec", "Tolerance": "kernels.spec",

@@ -13,11 +13,13 @@ walking-skeleton kernels vector_add and matmul.
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 from kernels.spec import KernelSpec, SpecError
 
-__all__ = ["COMMON", "FAMILIES", "FAST", "PAPERS", "SUITE", "all_specs", "base_name", "get", "names"]
+__all__ = ["COMMON", "FAMILIES", "FAST", "PAPERS", "SPACES", "SUITE", "all_specs", "base_name",
+           "default_space", "get", "names", "space_of"]
 
 _S = "kernels.suite."
 
@@ -117,19 +119,93 @@ def base_name(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def get(name: str) -> KernelSpec:
-    """The spec of suite kernel ``name`` (``gemm.fp8``; a base name with one variant works too).
+SPACES: tuple[str, ...] = ("wide", "narrow")
+"""Autotune spaces a suite entry comes with: ``wide``, at least the usual Triton grid for its kind
+(issue 22 item 6, ``kernels/suite/_spaces.py``), and ``narrow``, the hand-picked space of its
+module's spec (kept, identity unchanged, to measure old and widened baselines side by side)."""
+
+
+def default_space() -> str:
+    """The space :func:`get` uses when none is given: ``AILOWER_AUTOTUNE_SPACE`` (``wide`` by
+    default; the test suite sets ``narrow`` to keep its compile time flat). The environment is
+    read on every call; a ``.env`` file (the settings' other source) once per working directory,
+    as reading the settings costs ~15 ms and :func:`get` is called in loops.
 
     Raises:
-        SpecError: no suite kernel has that name (the message lists them).
+        SpecError: the setting is not one of :data:`SPACES`.
+    """
+    import os
+
+    space = os.environ.get("AILOWER_AUTOTUNE_SPACE")
+    if space is None:
+        space = _settings_space(os.getcwd())
+    if space not in SPACES:
+        raise SpecError("AILOWER_AUTOTUNE_SPACE",
+                        f"{space!r} is not an autotune space; have: {', '.join(SPACES)}")
+    return space
+
+
+@functools.lru_cache(maxsize=8)
+def _settings_space(cwd: str) -> str:
+    from common.settings import get_settings
+
+    del cwd  # the cache key: .env is read from the working directory
+    return get_settings().autotune_space
+
+
+def get(name: str, space: str | None = None) -> KernelSpec:
+    """The spec of suite kernel ``name`` (``gemm.fp8``; a base name with one variant works too).
+
+    Args:
+        name: a suite or fast-family name.
+        space: ``wide`` or ``narrow`` (:data:`SPACES`); None: :func:`default_space`. An entry
+            that was never widened (the fast family) has one space, returned for both.
+
+    Raises:
+        SpecError: no suite kernel has that name (the message lists them), or an unknown space.
     """
     target = SUITE.get(name) or FAST.get(name)
     if target is None:
         raise SpecError("KERNEL", f"no suite kernel {name!r}; have: {', '.join([*SUITE, *FAST])}")
+    space = space or default_space()
+    if space not in SPACES:
+        raise SpecError("space", f"{space!r} is not an autotune space; have: {', '.join(SPACES)}")
+    return _wide(name) if space == "wide" else _module_spec(target)
+
+
+def _module_spec(target: str) -> KernelSpec:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr or "SPEC")
 
 
-def all_specs(family: str = "suite") -> list[KernelSpec]:
-    """Every spec of ``family`` (variants included; see :func:`names`), in registry order."""
-    return [get(n) for n in names(family)]
+@functools.lru_cache(maxsize=None)
+def _wide(name: str) -> KernelSpec:
+    """The module's spec with the widened space of ``kernels/suite/_spaces.py`` (validated, so
+    every widened config evaluates at every size as the spec's own do)."""
+    from kernels.suite._spaces import wide_space
+
+    spec = _module_spec(SUITE.get(name) or FAST[name])
+    wide = wide_space(name, spec.autotune)
+    if wide is None:
+        return spec
+    return KernelSpec.model_validate({**{k: getattr(spec, k) for k in type(spec).model_fields},
+                                      "autotune": wide.space})
+
+
+def space_of(spec: KernelSpec) -> str | None:
+    """``wide`` or ``narrow`` when ``spec`` is a suite entry's spec with that space (compared by
+    identity), else None (a user's spec, or a suite spec with another space)."""
+    target = SUITE.get(spec.name) or FAST.get(spec.name)
+    if target is None:
+        return None
+    ident = spec.identity()
+    for space in SPACES:
+        if get(spec.name, space).identity() == ident:
+            return space
+    return None
+
+
+def all_specs(family: str = "suite", space: str | None = None) -> list[KernelSpec]:
+    """Every spec of ``family`` (variants included; see :func:`names`), in registry order, with
+    autotune space ``space`` (None: :func:`default_space`)."""
+    return [get(n, space) for n in names(family)]

@@ -50,13 +50,13 @@ def geomean(xs: list[float]) -> float | None:
 
 
 def _run_entry(name: str, arch: str, out: Path, budget_s: float, iterations: int,
-               timeout_s: float, max_configs: int) -> dict:
+               timeout_s: float, max_configs: int, pipeline: bool = False) -> dict:
     env = dict(os.environ, AILOWER_SEARCH_BUDGET_S=f"{budget_s:.1f}", PYTHONUNBUFFERED="1",
                AILOWER_SEARCH_MAX_CONFIGS=str(max_configs))
     folder = out / name
     cmd = [sys.executable, "-c", "from ailower.cli import main; main()", "lower", name,
            "--provider", "search", "--iterations", str(iterations), "--arch", arch,
-           "--out", str(folder)]
+           "--out", str(folder)] + (["--pipeline"] if pipeline else [])
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -81,7 +81,13 @@ def _run_entry(name: str, arch: str, out: Path, budget_s: float, iterations: int
                      ("rejected-assembly", "rejected-verifier", "rejected-evaluation")},
         "iterations": [{"origin": i["origin"], "verdict": i["verdict"], "speedup": i["speedup"]}
                        for i in its],
+        "space": (rep.get("reference", {}).get("autotune_space") or {}),
     })
+    pipe = rep.get("pipeline") or {}
+    if pipe:
+        row["pipeline"] = {k: pipe.get(k) for k in ("speedup", "speedup_ci", "step_speedup",
+                                                   "step_speedup_ci", "isolated_speedup",
+                                                   "survives", "pairs", "error")}
     return row
 
 
@@ -110,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the table of the search cells of a leaderboard (the output of "
                          "`ailower leaderboard --json` after `ailower suite run ... --provider "
                          "search`; no GPU needed)")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="also time each entry's kept candidate in a pipeline context (ailower "
+                         "lower --pipeline: a producer writes its inputs, a consumer reads its "
+                         "outputs) and print it next to the isolated speedup")
     ap.add_argument("--out", default="search-suite")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     args = ap.parse_args(argv)
@@ -170,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         cfgs = args.max_configs if classes[name] != "memory" else max(1, args.max_configs // 3)
         row = _run_entry(name, args.arch, out, budget, args.iterations,
-                         timeout_s=max(120.0, budget * 4 + 120), max_configs=cfgs)
+                         timeout_s=max(120.0, budget * 4 + 120), max_configs=cfgs,
+                         pipeline=args.pipeline)
         row["class"] = classes[name]
         rows.append(row)
         print(f"    -> {row.get('speedup')} {row.get('winner', row.get('error', ''))} "
@@ -240,7 +251,15 @@ def _print(summary: dict, arch: str) -> None:
         xc = (f" {r['vs_triton_cell']:8.3f}" if r.get("vs_triton_cell") else f" {'-':>8s}") if cross else ""
         rej = str(sum(r["rejected"].values())) if "rejected" in r else "-"
         win = r.get("winner", "").removeprefix("search:") or r.get("error", "")[:60]
-        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s}{xc} {rej:>4s}  {win}")
+        pipe = r.get("pipeline") or {}
+        ctx = ""
+        if pipe.get("step_speedup"):
+            lo, hi = pipe["step_speedup_ci"]
+            ctx = (f"  [pipeline: kernel {pipe['speedup']:.3f}, step {pipe['step_speedup']:.3f} "
+                   f"({lo:.3f}-{hi:.3f}) {'survives' if pipe['survives'] else 'does not survive'}]")
+        elif pipe:
+            ctx = f"  [pipeline not timed: {str(pipe.get('error'))[:60]}]"
+        print(f"{r['kernel']:27s} {r['class']:8s} {sp:>8s}{xc} {rej:>4s}  {win}{ctx}")
     g1, g2 = summary["geomean_compute_paper"], summary["geomean_all"]
     print(f"geomean speedup: compute-bound + paper {g1 or 0:.3f} ({summary['n_compute_paper']} "
           f"entries), all {g2 or 0:.3f} ({summary['with_candidate']} entries); slower than "

@@ -19,6 +19,12 @@ _GPU, _WHY = probe_gpu()
 # default provider (`search`) has its own tests (tests/search, tests/cli/test_default_provider.py).
 os.environ.setdefault("AILOWER_PROVIDER", "triton")
 
+# The suite entries' narrow autotune spaces (issue 22 item 6 widened them to 24-224 configs):
+# every lowering compiles its whole space, so the widened ones would multiply the compile time
+# of the loop, CLI and campaign tests; the widened spaces have their own tests
+# (tests/kernels/test_spaces.py) and their compile is measured by bench/compile_spaces.py.
+os.environ.setdefault("AILOWER_AUTOTUNE_SPACE", "narrow")
+
 # Never the user's data directory (~/.ailower: caches, extracted sources, the run database), in
 # this process or the CLI/server subprocesses the tests start (issue 21 defect 9); tests that need
 # an empty one use the ``data_dir`` fixture.

@@ -56,7 +56,14 @@ from harness.correctness import CompareResult, compare
 from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, Kernel, LaunchSpec, check
 from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
 from harness.inputs import cached_inputs, make_inputs, output_fill_byte, reference_outputs
-from harness.results import DeviceSummary, EvalResult, KernelRun, KernelUnderTest, SeedCheck
+from harness.results import (
+    DeviceSummary,
+    EvalResult,
+    KernelRun,
+    KernelUnderTest,
+    PipelineTiming,
+    SeedCheck,
+)
 from harness.timing import PEAK_TFLOPS, ROOFLINE_BOUND, paired_speedup, roofline_fraction, stats
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
@@ -114,6 +121,9 @@ class WorkerRequest(BaseModel):
     inputs_read_only: bool = True
     l2_demote: bool = True
     input_cache: str | None = None
+    pipeline: bool = False
+    """Evaluate jobs: after the isolated timing, time the pair again in a pipeline context
+    (:meth:`Worker.timing_pipeline`, :class:`harness.results.PipelineTiming`)."""
     launch_size: Literal["verify", "bench"] = "verify"
     """Size of the single launch of a ``launch_once`` job (``bench`` for Nsight Compute,
     :mod:`harness.profile`)."""
@@ -648,6 +658,114 @@ class Worker:
                 s.free()
         return result
 
+    def timing_pipeline(self, st: _Setup, isolated: float | None) -> PipelineTiming | None:
+        """Reference and candidate in a pipeline context: producer (writes the inputs), kernel,
+        consumer (reads the outputs), ABBA pairs, every launch checked on the device; see
+        :class:`harness.results.PipelineTiming`. None when the candidate is not timeable."""
+        self._stage("timing-pipeline")
+        req, ctx, spec = self.req, self.ctx, self.spec
+        cand = next((k for k in req.kernels if k.role == "candidate"), None)
+        ref = next(k for k in req.kernels if k.role == "reference")
+        if cand is None or self.runs[cand.label].status != "ok":
+            return None
+        ctx.reset_persisting_l2()
+        kern = {ref.label: st.ref_kernel, cand.label: self.kernels[cand.label]}
+        scratch = {k.label: self._scratch(k, "bench") for k in (ref, cand)}
+        ins = [p for p in spec.tensors() if p.role == "in"]
+        inouts = [p for p in spec.tensors() if p.role == "inout"]
+        outs = spec.outputs()
+        twins = [{p.name: GuardedBuffer(ctx, bs.bufs[p.name].nbytes,
+                                        align="end" if i == 0 else "start") for p in ins}
+                 for i, bs in enumerate(st.bench)]
+        sinks = {p.name: DeviceBuffer(ctx, st.bench[0].bufs[p.name].nbytes, guard=0) for p in outs}
+        n_out = len(outs)
+        max_pairs = req.max_reps
+        slots = self.slots((2 * max_pairs + 8) * n_out)
+        check(ctx.cu.cuMemsetD8Async(slots.ptr, 0, slots.nbytes, ctx.stream), "cuMemsetD8Async")
+        warm, batch = 2, 8
+        tk: dict[str, list[float]] = {ref.label: [], cand.label: []}
+        ts: dict[str, list[float]] = {ref.label: [], cand.label: []}
+        n_checked = 0
+        ev = {lab: [tuple(ctx.event() for _ in range(4)) for _ in range(batch)]
+              for lab in (ref.label, cand.label)}
+        wall0 = time.perf_counter()
+        r = 0
+        try:
+            while True:
+                for j in range(batch):
+                    i = r + j
+                    bs, tw = st.bench[i % 2], twins[i % 2]
+                    order = (ref, cand) if (i // 2) % 2 == 0 else (cand, ref)
+                    for kut in order:
+                        self._prep_timed(bs, 0xFF if i % 2 == 0 else 0x7F, i + 1)
+                        if self.req.l2_demote:
+                            for b in tw.values():
+                                self.helpers.l2_normal(b.ptr, b.nbytes)
+                        e0, e1, e2, e3 = ev[kut.label][j]
+                        ctx.record(e0)
+                        for p in ins:       # producer: the previous layer writes the inputs
+                            tw[p.name].copy_from(bs.bufs[p.name])
+                        for p in inouts:
+                            bs.bufs[p.name].copy_from(bs.pristine[p.name])
+                        ctx.record(e1)
+                        self._launch(kut, "bench", {**bs.bufs, **tw}, scratch[kut.label],
+                                     kernel=kern[kut.label])
+                        ctx.record(e2)
+                        for p in outs:      # consumer: the next layer reads the outputs
+                            sinks[p.name].copy_from(bs.bufs[p.name])
+                        ctx.record(e3)
+                        self._check_launch(bs, n_checked)
+                        n_checked += 1
+                self._sync(cand.label)
+                for j in range(batch):
+                    if r + j >= warm:
+                        for lab in (ref.label, cand.label):
+                            e0, e1, e2, e3 = ev[lab][j]
+                            tk[lab].append(ctx.elapsed_ms(e1, e2))
+                            ts[lab].append(ctx.elapsed_ms(e0, e3))
+                r += batch
+                done = False
+                if len(tk[ref.label]) >= max(req.min_reps, 6):
+                    med, lo, hi = paired_speedup(ts[ref.label], ts[cand.label])
+                    done = max(med - lo, hi - med) / med <= req.ci_target
+                if done or (time.perf_counter() - wall0 > req.timing_budget_s
+                            and len(tk[ref.label]) >= req.min_reps) or r + batch > max_pairs:
+                    break
+            res = self._read_slots(n_checked * n_out)
+            for i in range(n_checked):
+                for j, p in enumerate(outs):
+                    dn2, rn2 = (float(x) for x in res[i * n_out + j, 1:].view(np.float64))
+                    norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
+                    if int(res[i * n_out + j, 0]) or not norm <= spec.tolerance(p.dtype).max_norm_err:
+                        run = self.runs[cand.label]
+                        if run.status == "ok":
+                            run.status = "incorrect"
+                            run.message = (f"pipeline-context launch {i + 1}: {p.name} differs from "
+                                           "the reference output (its result depends on the "
+                                           "producer having just written its inputs)")
+                        break
+        finally:
+            for tw in twins:
+                for b in tw.values():
+                    b.free()
+            for b in sinks.values():
+                b.free()
+            for sc in scratch.values():
+                if sc is not None:
+                    sc.free()
+        k_med, k_lo, k_hi = paired_speedup(tk[ref.label], tk[cand.label])
+        s_med, s_lo, s_hi = paired_speedup(ts[ref.label], ts[cand.label])
+        names_in = ", ".join(p.name for p in [*ins, *inouts]) or "none"
+        return PipelineTiming(
+            producer=f"device-to-device copy writing {names_in} right before the kernel",
+            consumer=("device-to-device copy reading "
+                      f"{', '.join(p.name for p in outs)} right after the kernel"),
+            pairs=len(tk[ref.label]),
+            reference_kernel=stats(tk[ref.label]), candidate_kernel=stats(tk[cand.label]),
+            reference_step=stats(ts[ref.label]), candidate_step=stats(ts[cand.label]),
+            speedup=k_med, speedup_ci=(k_lo, k_hi), step_speedup=s_med,
+            step_speedup_ci=(s_lo, s_hi), isolated_speedup=isolated, survives=s_lo > 1.0)
+
     def timing_autotune(self, st: _Setup) -> None:
         """Median time of every correct config (trusted Triton code: no per-launch check)."""
         self._stage("timing")
@@ -791,6 +909,10 @@ class Worker:
                 if sp is not None and cand is not None:
                     res.speedup, res.speedup_ci = sp[0], (sp[1], sp[2])
                     res.timing_pairs = sp[3]
+                    if self.runs[cand.label].status == "ok" and req.pipeline:
+                        t_p = time.perf_counter()
+                        res.pipeline = self.timing_pipeline(st, res.speedup)
+                        res.seconds["pipeline"] = time.perf_counter() - t_p
                     if self.runs[cand.label].status == "ok":
                         self.final_fresh_load(st, cand)
             else:

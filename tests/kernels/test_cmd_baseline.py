@@ -55,6 +55,8 @@ def test_cli_needs_suite_or_kernels_and_a_gpu(monkeypatch):
 
     r = CliRunner().invoke(app, ["baseline"])
     assert r.exit_code == 2 and "--suite" in r.output
+    r = CliRunner().invoke(app, ["baseline", "--suite", "--space", "huge"])
+    assert r.exit_code == 2 and "--space 'huge': have wide, narrow" in r.output
     monkeypatch.setattr("harness.gpu_available", lambda: (False, "no CUDA driver"))
     r = CliRunner().invoke(app, ["baseline", "--suite"])
     assert r.exit_code == 2 and "needs a GPU" in r.output

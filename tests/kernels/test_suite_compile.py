@@ -1,7 +1,9 @@
 """Every suite kernel compiles with Triton for sm_89, sm_90a and sm_100a (no GPU needed).
 
-CI compiles one config per kernel and arch (the first of its autotune space); the whole space is
-compiled by the slow test below and by ``bench/suite_baseline.py`` on the device.
+CI compiles one config per kernel and arch (the first of its autotune space, the same in the narrow
+and the widened space); the whole narrow space is compiled by the slow test below, the widened one
+by ``bench/compile_spaces.py`` (its report: ``docs/specs.md``) and ``bench/suite_baseline.py`` on
+the device.
 """
 
 from __future__ import annotations
@@ -61,8 +63,21 @@ def test_sage_attention_uses_int8_mma_on_hopper(ref_cache):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_whole_autotune_space_compiles_for_sm90a(name, ref_cache):
-    spec = kernels.get(name)
+def test_whole_narrow_autotune_space_compiles_for_sm90a(name, ref_cache):
+    spec = kernels.get(name, "narrow")
     ok, bad = compile_space(spec, "sm_90a", cache_dir=ref_cache)
     assert not bad, [str(b)[:300] for b in bad]
     assert len(ok) == len(spec.configs())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_widened_space_fails_only_for_shared_memory_on_sm90a(name, ref_cache):
+    """A widened config (issue 22) either compiles or needs more shared memory than sm_90a gives
+    a CTA (pruned per arch by compile_space, with the bytes): no other failure, and the narrow
+    configs all survive (``bench/compile_spaces.py`` measures the counts)."""
+    spec = kernels.get(name, "wide")
+    ok, bad = compile_space(spec, "sm_90a", cache_dir=ref_cache)
+    assert all("shared memory per CTA" in str(b) for b in bad), [str(b)[:300] for b in bad]
+    kept = {a.config.key() for a in ok}
+    assert all(c.key() in kept for c in kernels.get(name, "narrow").configs())
