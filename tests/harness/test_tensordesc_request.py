@@ -293,3 +293,28 @@ def test_installed_triton_gives_the_same_layouts(ref_cache):
     spec = get("fast.gemm_ws")
     art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=ref_cache)
     assert art.abi.tensor_maps == _abi("fast.gemm_ws")[1].tensor_maps
+
+
+def test_candidate_race_gate_and_ncu_requests_carry_the_reference_descriptors():
+    """A candidate (its own threads and smem) is launched with the reference's descriptors; the
+    race gate's and Nsight Compute's ``launch_once`` requests reuse the same kernels, with the
+    bench-size maps for ``launch_size="bench"``."""
+    from harness.candidate import Candidate
+    from harness.evaluate import GPUEvaluator, candidate_request
+    from harness.reference import ReferenceArtifacts
+
+    spec, abi = _abi("fast.gemm_ws")
+    art = ReferenceArtifacts(
+        spec_name=spec.name, spec_id=spec.identity(), arch="sm_90a", config=spec.configs()[0],
+        triton_version="3.6.0", ttir="", ttgir="", llir="", ptx="", cubin=b"\x7fELF",
+        metadata={}, abi=abi, compile_s=0.0)
+    cand = Candidate(ptx=".version 8.7", threads=abi.threads, dynamic_smem=1000,
+                     meta=dict(spec.configs()[0].meta))
+    req = candidate_request(spec, art, cand, b"\x7fELF", GPUEvaluator(), time_it=False)
+    ref, c = req.kernels
+    assert c.role == "candidate" and c.dynamic_smem == 1000
+    assert c.tensor_maps == ref.tensor_maps and c.params == ref.params and c.scalars == ref.scalars
+    assert set(c.tensor_maps) == {"verify", "bench"}
+    once = req.model_copy(update={"job": "launch_once", "launch_size": "bench"})
+    again = type(req).model_validate_json(once.model_dump_json())   # what the worker reads
+    assert again.kernels[1].tensor_maps["bench"][0].global_dim == (8192, 8192)
