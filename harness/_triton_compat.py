@@ -18,6 +18,14 @@ of writing). Differences handled here (``../shared/reference/triton_toolchain.md
   3.6 has them). :func:`explain_compile_error` turns such a failure into a message that names the
   construct, the file line using it, the installed version, the versions ailower supports and how
   to pin one (:data:`REMOVED_CONSTRUCTS`).
+* **Host tensor descriptors.** Both lower a ``tensordesc`` parameter to TMA with the same
+  ``metadata.tensordesc_meta`` (3.9 adds an ``is_im2col`` key) and the same entry parameters: the
+  128-byte CUtensorMap (``.param .align 64 .b8 [128]``), ``rank`` x ``.u32`` shape, ``rank`` x
+  ``.u64`` strides (observed for every fast entry, Triton 3.6.0 on the H200 and 3.9.0 here). Their
+  launchers differ in two details (:func:`tensordesc_launch`): 3.9 clears bit 21 of the
+  descriptor's second 64-bit word for a tensor under 128 KiB on drivers <= 13.1 (a CUTLASS driver
+  workaround, ``fillTMADescriptorTiled`` in ``driver.c``), 3.6 does not; for an fp4-padded
+  descriptor 3.6 passes the doubled innermost extent in the shape tail, 3.9 the original.
 * **FP fusion default.** 3.9 warns unless ``TRITON_DEFAULT_FP_FUSION`` is set; we pass
   ``enable_fp_fusion=True`` explicitly (3.6's default), which silences it and keeps the cache key
   stable.
@@ -44,6 +52,9 @@ __all__ = [
     "REMOVED_CONSTRUCTS",
     "explain_compile_error",
     "error_chain",
+    "TMA_DTYPE_DEVICE_TO_HOST",
+    "TensorDescLaunch",
+    "tensordesc_launch",
 ]
 
 SUPPORTED_TRITON = ("3.6", "3.9")
@@ -230,3 +241,75 @@ def explain_compile_error(exc: BaseException, source_text: str | None = None,
                 f"Triton {triton_version()} does not have; {_pin_hint(None)}, or one whose "
                 f"triton.language has {name}")
     return None
+
+
+TMA_DTYPE_DEVICE_TO_HOST: dict[int, int] = {**{i: i for i in range(16)}, 8: 10, 9: 8, 10: 9}
+"""Triton's ``tensordesc_meta[i]["elem_type"]`` (its device-side enum) -> the host
+``CUtensorMapDataType`` value ``cuTensorMapEncodeTiled`` takes: identical except 8/9/10 (the
+device enum orders bf16, fp32-ftz and fp64 differently). Source: ``TMA_DTYPE_DEVICE_TO_HOST`` in
+``triton/backends/nvidia/driver.py``, the same table in Triton 3.6.0 and 3.9.0 (host enum: CUDA
+driver API, ``CUtensorMapDataType``: 0 UINT8, 6 FLOAT16, 8 FLOAT64, 9 BFLOAT16, 10 FLOAT32_FTZ)."""
+
+
+@dataclass(frozen=True)
+class TensorDescLaunch:
+    """How the installed Triton's launcher builds a host tensor descriptor argument.
+
+    Attributes:
+        clears_small_tensor_bit21: after ``cuTensorMapEncodeTiled``, bit 21 of 64-bit word 1 of
+            the CUtensorMap is cleared when the tensor's last byte index + 1 is below 128 KiB and
+            ``cuDriverGetVersion() <= 13010`` (3.9; not 3.6).
+        fp4_padded_tail_doubled: for an fp4-padded descriptor the shape passed after the
+            CUtensorMap has the innermost extent doubled (3.6; 3.9 passes the original shape).
+        source: where it was read from (the installed launcher's files, or the version).
+    """
+
+    clears_small_tensor_bit21: bool
+    fp4_padded_tail_doubled: bool
+    source: str
+
+
+SMALL_TENSOR_BYTES = 128 * 1024
+"""The size under which Triton 3.9's launcher clears CUtensorMap bit 21 (``driver.c``)."""
+SMALL_TENSOR_MAX_DRIVER = 13010
+"""The newest driver (``cuDriverGetVersion``) on which it does so."""
+
+
+@functools.lru_cache(maxsize=1)
+def tensordesc_launch() -> TensorDescLaunch:
+    """Read the installed Triton's launcher sources (``backends/nvidia/driver.c`` and
+    ``driver.py``, as text: nothing is compiled or imported) to see which of the two
+    version-dependent details of :class:`TensorDescLaunch` it has; when they cannot be read, decide
+    by version (3.6 and older: neither bit-21 clearing nor the original fp4 tail).
+
+    Raises:
+        ModuleNotFoundError: Triton is not installed.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("triton is not installed")
+    root = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia"
+    try:
+        c_src = (root / "driver.c").read_text()
+        py_src = (root / "driver.py").read_text()
+    except OSError:
+        major_minor = tuple(int(x) for x in re.findall(r"\d+", triton_version())[:2])
+        new = major_minor >= (3, 7)
+        return TensorDescLaunch(new, not new, f"Triton {triton_version()} (launcher sources "
+                                              "unreadable: decided by version)")
+    clears, doubled = launch_rules_from_sources(c_src, py_src)
+    return TensorDescLaunch(clears, doubled, str(root))
+
+
+def launch_rules_from_sources(c_src: str, py_src: str) -> tuple[bool, bool]:
+    """``(clears_small_tensor_bit21, fp4_padded_tail_doubled)`` read from the texts of Triton's
+    ``backends/nvidia/driver.c`` and ``driver.py`` (see :class:`TensorDescLaunch`)."""
+    clears = bool(re.search(r"~\s*\(\s*1llu\s*<<\s*21\s*\)", c_src))
+    m = re.search(r"def make_tensordesc_arg\(.*?(?=\ndef |\nclass |\Z)", py_src, re.S)
+    body = m.group(0) if m else ""
+    # 3.9 doubles a copy (expanded_shape) and returns the original shape; 3.6 doubles shape itself
+    doubled = "fp4_padded" in body and "expanded_shape" not in body
+    return clears, doubled

@@ -27,8 +27,9 @@ from harness.gpu.driver import device_arch, probe_gpu
 from harness.gpu.worker import WorkerRequest
 from harness.reference import ReferenceArtifacts
 from harness.results import EvalResult, KernelRun, KernelUnderTest
+from harness.tensormap import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES, TensorMapArgs, tensor_map_args
 from kernels.abi import KernelABI
-from kernels.spec import Config, KernelSpec
+from kernels.spec import Config, KernelSpec, Param
 
 __all__ = ["GPUEvaluator", "RaceGateResult", "kernel_under_test", "reference_under_test", "autotune",
            "evaluate_candidate", "candidate_request", "race_gate", "gpu_available", "device_arch",
@@ -78,15 +79,25 @@ def kernel_under_test(spec: KernelSpec, abi: KernelABI, cubin: bytes, *, label: 
     candidate alike. ``meta`` (the candidate's meta-parameters) overrides ``config.meta`` in the
     grid expression.
 
+    A ``tensordesc`` parameter becomes its CUtensorMap (``["tensordesc", name]``, encoded by the
+    worker over its buffer from ``tensor_maps``: element type, swizzle and box from the ABI's
+    :class:`~kernels.abi.TensorMapLayout`, i.e. the reference's ``tensordesc_meta``, so a
+    candidate gets the reference's descriptors) followed by its shape (i32) and stride (i64)
+    pieces as scalars (:mod:`harness.tensormap`).
+
     Raises:
-        UsageError: a tensor-descriptor parameter (not launchable yet), or a scalar whose packed
-            size differs from the ABI's.
+        UsageError: a scalar whose packed size differs from the ABI's, a descriptor the ABI has no
+            layout for or whose entry parameters are not the TMA form, or encode arguments that
+            break a ``cuTensorMapEncodeTiled`` rule (the message names the parameter).
     """
     m = {**config.meta, **(meta or {})}
     cfg = Config(meta=m, num_warps=config.num_warps, num_stages=config.num_stages,
                  num_ctas=config.num_ctas)
     params: list[tuple[str, str]] = []
     scalars: dict[str, dict[int, tuple[str, float | int]]] = {s: {} for s in sizes}
+    tmaps: dict[str, dict[int, TensorMapArgs]] = {s: {} for s in sizes}
+    desc_args: dict[str, dict[str, TensorMapArgs]] = {}
+    desc_pos: dict[str, int] = {}
     by_name = {p.name: p for p in spec.params}
     for i, ap in enumerate(abi.params):
         if ap.source == "pointer":
@@ -102,15 +113,50 @@ def kernel_under_test(spec: KernelSpec, abi: KernelABI, cubin: bytes, *, label: 
             params.append(("scalar", p.name))
         elif ap.source in ("global_scratch", "profile_scratch"):
             params.append(("scratch", "global" if ap.source == "global_scratch" else "profile"))
+        elif ap.source == "tensordesc":
+            name = ap.spec_param or ""
+            if name not in desc_args:
+                desc_args[name] = _descriptor(spec, abi, by_name, name, config, sizes)
+                desc_pos[name] = 0
+            k, desc_pos[name] = desc_pos[name], desc_pos[name] + 1
+            rank = len(by_name[name].shape or ())
+            if k == 0:
+                if ap.size != TENSOR_MAP_BYTES or ap.align != TENSOR_MAP_ALIGN:
+                    raise UsageError(f"parameter {ap.name}: the CUtensorMap of {name} needs "
+                                     f".param .align 64 .b8 [128]; the entry declares "
+                                     f"{ap.signature()}")
+                for s in sizes:
+                    tmaps[s][i] = desc_args[name][s]
+                params.append(("tensordesc", name))
+                continue
+            ct, piece = ("i32", "shape_tail") if k <= rank else ("i64", "stride_tail")
+            if k > 2 * rank or ap.size != (4 if ct == "i32" else 8):
+                raise UsageError(f"parameter {ap.name}: piece {k} of tensordesc {name} (rank "
+                                 f"{rank}) should be {'.u32' if ct == 'i32' else '.u64'}; the "
+                                 f"entry declares {ap.signature()}")
+            j = (k - 1) % rank
+            for s in sizes:
+                scalars[s][i] = (ct, getattr(desc_args[name][s], piece)[j])
+            params.append(("scalar", f"{name}.{piece.split('_')[0]}[{j}]"))
         else:
-            raise UsageError(f"{spec.name}: tensor-descriptor parameters cannot be launched yet "
-                             f"({ap.name})")
+            raise UsageError(f"{spec.name}: parameter {ap.name} has unknown source {ap.source!r}")
     grid = {s: spec.grid_dims(s, m) for s in sizes}
     return KernelUnderTest(
         label=label, role=role, cubin_b64=base64.b64encode(cubin).decode(), entry=abi.entry,
         threads=threads, dynamic_smem=dynamic_smem, cluster=cluster, grid=grid, params=params,
-        scalars=scalars, global_scratch_bytes=global_scratch_bytes,
+        scalars=scalars, tensor_maps=tmaps, global_scratch_bytes=global_scratch_bytes,
         global_scratch_align=global_scratch_align)
+
+
+def _descriptor(spec: KernelSpec, abi: KernelABI, by_name: dict[str, Param], name: str,
+                config: Config, sizes: tuple[str, ...]) -> dict[str, TensorMapArgs]:
+    """Size -> encode arguments of tensordesc ``name``, from the ABI's layout (the reference's
+    ``tensordesc_meta``: candidates get the same descriptors)."""
+    lay = next((t for t in abi.tensor_maps if t.spec_param == name), None)
+    if lay is None:
+        raise UsageError(f"{spec.name}: the ABI has no tensor-map layout for tensordesc {name} "
+                         "(recompile the reference: Triton's tensordesc_meta gives it)")
+    return {s: tensor_map_args(spec, by_name[name], lay, s, config) for s in sizes}
 
 
 def reference_under_test(spec: KernelSpec, art: ReferenceArtifacts, label: str | None = None

@@ -27,12 +27,12 @@ from pydantic import BaseModel, ConfigDict
 
 from harness import _triton_compat as compat
 from harness.errors import ReferenceCompileError, UsageError
-from kernels.abi import ABIParam, KernelABI
+from kernels.abi import ABIParam, KernelABI, TensorMapLayout
 from kernels.spec import Config, KernelSpec, SpecError
 
 __all__ = ["ReferenceArtifacts", "compile_reference", "compile_space", "extract_entry_params"]
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: KernelABI.tensor_maps (Triton's tensordesc_meta)
 
 
 class ReferenceArtifacts(BaseModel):
@@ -129,15 +129,71 @@ def _build_abi(spec: KernelSpec, arch: str, ptx: str, md: dict[str, Any]) -> Ker
         ABIParam(name=n, ptx_type=t, size=size, align=align, is_pointer=isptr or src in (
             "pointer", "global_scratch", "profile_scratch"), source=src, spec_param=sp)
         for (n, t, size, align, isptr), (src, sp) in zip(raw, sources))
-    rq = _REQNTID_RE.search(ptx)
-    threads = int(rq.group(1)) if rq else 32 * int(md["num_warps"])
     return KernelABI(
-        entry=entry, params=params, threads=threads, num_ctas=int(md.get("num_ctas", 1)),
+        entry=entry, params=params, threads=_threads(ptx, md), num_ctas=int(md.get("num_ctas", 1)),
         dynamic_smem=int(md.get("shared", 0)),
         global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
         global_scratch_align=int(md.get("global_scratch_align", 1) or 1),
         profile_scratch_size=int(md.get("profile_scratch_size", 0) or 0),
-        tmem_size=int(md.get("tmem_size", 0) or 0), arch=arch)
+        tmem_size=int(md.get("tmem_size", 0) or 0), arch=arch,
+        tensor_maps=_tensor_maps(spec, entry, params, md))
+
+
+def _threads(ptx: str, md: dict[str, Any]) -> int:
+    rq = _REQNTID_RE.search(ptx)
+    return int(rq.group(1)) if rq else 32 * int(md["num_warps"])
+
+
+def _tensor_maps(spec: KernelSpec, entry: str, params: tuple[ABIParam, ...],
+                 md: dict[str, Any]) -> tuple[TensorMapLayout, ...]:
+    """One layout per tensordesc parameter from Triton's ``tensordesc_meta`` (in parameter order),
+    after checking that each descriptor's entry parameters are the TMA form both supported Triton
+    versions emit: ``.align 64 .b8 [128]`` (the CUtensorMap by value), then ``rank`` x ``.u32``
+    (shape) and ``rank`` x ``.u64`` (strides) (``../shared/reference/triton_toolchain.md`` §7).
+
+    Raises:
+        ReferenceCompileError: the metadata lacks a descriptor's entry, or the parameters differ.
+    """
+    descs = [p for p in spec.params if p.kind == "tensordesc"]
+    if not descs:
+        return ()
+    meta = md.get("tensordesc_meta") or []
+    if len(meta) != len(descs):
+        raise ReferenceCompileError(
+            f"{spec.name}: Triton's metadata describes {len(meta)} TMA descriptors "
+            f"(tensordesc_meta) but the spec has {len(descs)} tensordesc parameters "
+            f"({', '.join(p.name for p in descs)}); a descriptor Triton did not lower to TMA "
+            "cannot be launched")
+    out = []
+    for p, m in zip(descs, meta):
+        group = [ap for ap in params if ap.source == "tensordesc" and ap.spec_param == p.name]
+        rank = len(p.shape or ())
+        want = [("b8", 128)] + [("u32", 4)] * rank + [("u64", 8)] * rank
+        got = [(ap.ptx_type, ap.size) for ap in group]
+        if got != want or group[0].align != 64:
+            raise ReferenceCompileError(
+                f"{spec.name}: entry {entry!r} passes tensordesc {p.name} as "
+                f"{[f'.{t}[{n}]' for t, n in got]} (align {group[0].align if group else None}); "
+                f"expected the TMA form .align 64 .b8[128], {rank} x .u32, {rank} x .u64")
+        try:
+            box = tuple(int(b) for b in m["block_size"])
+            lay = TensorMapLayout(
+                spec_param=p.name, swizzle=int(m["swizzle"]), elem_size=int(m["elem_size"]),
+                elem_type=compat.TMA_DTYPE_DEVICE_TO_HOST[int(m["elem_type"])], box=box,
+                fp4_padded=bool(m.get("fp4_padded", False)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReferenceCompileError(
+                f"{spec.name}: tensordesc_meta entry for {p.name} is unreadable ({exc}): {m!r}"
+            ) from None
+        if m.get("is_im2col"):
+            raise ReferenceCompileError(f"{spec.name}: {p.name} is an im2col descriptor; only "
+                                        "tiled descriptors can be launched")
+        if len(box) != rank:
+            raise ReferenceCompileError(
+                f"{spec.name}: tensordesc_meta box {list(box)} of {p.name} has {len(box)} "
+                f"dimensions, the spec's shape {rank}")
+        out.append(lay)
+    return tuple(out)
 
 
 def _jsonable(v: Any) -> Any:

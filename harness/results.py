@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.correctness import CompareResult
+from harness.tensormap import TensorMapArgs
 from harness.timing import TimingStats
 
 __all__ = ["DeviceSummary", "SeedCheck", "KernelRun", "EvalResult", "KernelUnderTest", "PipelineTiming",
@@ -30,8 +31,11 @@ class KernelUnderTest(BaseModel):
         grid: size name -> programs (x, y, z) before the cluster multiplication.
         params: the packed ``.param`` values, in order: ``["buf", name]`` for a tensor,
             ``["scalar", ctype, value]`` per size (see ``scalars``), ``["scratch", "global"]`` /
-            ``["scratch", "profile"]``.
+            ``["scratch", "profile"]``, ``["tensordesc", name]`` for the CUtensorMap of a host
+            tensor descriptor over tensor ``name`` (its shape and stride pieces are scalars).
         scalars: size name -> param index -> (ctype, value).
+        tensor_maps: size name -> param index of a ``tensordesc`` entry -> its
+            ``cuTensorMapEncodeTiled`` arguments (the worker encodes them over its buffer).
         global_scratch_bytes: global scratch per CTA, bytes (0: NULL).
         global_scratch_align: alignment, bytes.
     """
@@ -48,6 +52,7 @@ class KernelUnderTest(BaseModel):
     grid: dict[str, tuple[int, int, int]]
     params: list[tuple[str, str]]
     scalars: dict[str, dict[int, tuple[str, float | int]]] = Field(default_factory=dict)
+    tensor_maps: dict[str, dict[int, TensorMapArgs]] = Field(default_factory=dict)
     global_scratch_bytes: int = 0
     global_scratch_align: int = 1
 

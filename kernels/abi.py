@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ABIParam", "KernelABI", "ParamSource"]
+__all__ = ["ABIParam", "KernelABI", "ParamSource", "TensorMapLayout"]
 
 ParamSource = Literal["pointer", "scalar", "tensordesc", "global_scratch", "profile_scratch"]
 
@@ -62,6 +62,33 @@ class ABIParam(BaseModel):
         return " ".join(parts)
 
 
+class TensorMapLayout(BaseModel):
+    """How the launcher encodes one host tensor descriptor's CUtensorMap: Triton's
+    ``metadata.tensordesc_meta[i]`` for the i-th tensordesc parameter (the compiled kernel's TMA
+    instructions assume exactly this box and swizzle; the Python block shape may differ, e.g. a
+    [128, 128] fp16 store descriptor gets a [128, 64] box under the 128-byte swizzle).
+
+    Attributes:
+        spec_param: the KernelSpec tensordesc parameter.
+        swizzle: ``CUtensorMapSwizzle`` value (0 none, 1 32B, 2 64B, 3 128B; CUDA driver API
+            ``cuTensorMapEncodeTiled``).
+        elem_size: bytes per element.
+        elem_type: the *host* ``CUtensorMapDataType`` value (Triton's device enum already mapped
+            with :data:`harness._triton_compat.TMA_DTYPE_DEVICE_TO_HOST`).
+        box: the TMA box in elements, outermost dimension first (Triton's ``block_size``).
+        fp4_padded: Triton's fp4-padded layout (two fp4 values per byte padded to one each).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    spec_param: str
+    swizzle: int = Field(ge=0, le=6)
+    elem_size: int = Field(gt=0)
+    elem_type: int = Field(ge=0, le=15)
+    box: tuple[int, ...]
+    fp4_padded: bool = False
+
+
 class KernelABI(BaseModel):
     """The entry signature and launch contract of one compiled kernel configuration.
 
@@ -76,6 +103,8 @@ class KernelABI(BaseModel):
         profile_scratch_size: bytes of profile scratch per CTA (0: pass NULL).
         tmem_size: tensor-memory columns the kernel allocates (sm_100a; 0 elsewhere).
         arch: the target, e.g. ``sm_90a``.
+        tensor_maps: one :class:`TensorMapLayout` per tensordesc parameter lowered to TMA, in
+            parameter order (empty without tensor descriptors).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -90,6 +119,7 @@ class KernelABI(BaseModel):
     profile_scratch_size: int = Field(default=0, ge=0)
     tmem_size: int = Field(default=0, ge=0)
     arch: str
+    tensor_maps: tuple[TensorMapLayout, ...] = ()
 
     def signature_text(self) -> str:
         """The entry signature as one readable line (for prompts and diagnostics)."""

@@ -293,8 +293,8 @@ class Param(BaseModel):
         kind: ``pointer`` (a tensor the harness allocates), ``scalar`` (a runtime number),
             ``constexpr`` (compile-time; vanishes from the PTX entry), ``none`` (an argument
             always passed as ``None``: Triton makes it a constexpr ``None``, e.g. an optional
-            bias pointer left out), ``tensordesc`` (a host TMA descriptor; compiled, not yet
-            launchable).
+            bias pointer left out), ``tensordesc`` (a host TMA descriptor over a contiguous
+            row-major tensor; the GPU harness encodes its CUtensorMap, ``harness.tensormap``).
         dtype: element dtype (pointers, tensordescs) or scalar type; a Triton type name.
         shape: pointer shape as expressions over dims (row-major, contiguous).
         role: pointer role: ``in`` (read only; checked unchanged), ``out`` (written; sentinel

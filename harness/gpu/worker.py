@@ -64,6 +64,7 @@ from harness.results import (
     PipelineTiming,
     SeedCheck,
 )
+from harness.tensormap import TensorMapArgs, encode_tensor_map, param_slot
 from harness.timing import PEAK_TFLOPS, ROOFLINE_BOUND, paired_speedup, roofline_fraction, stats
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
@@ -185,6 +186,7 @@ class Worker:
         self._setup: _Setup | None = None
         self._slots: DeviceBuffer | None = None
         self._self_tested = False
+        self._tmaps: dict[tuple[TensorMapArgs, int], ctypes.Array] = {}
 
     # ---- per request ----------------------------------------------------------------------------
     def begin(self, req: WorkerRequest) -> None:
@@ -260,9 +262,28 @@ class Worker:
             elif kind == "scratch":
                 ptr = scratch.ptr if (arg == "global" and scratch is not None) else 0
                 out.append(ctypes.c_uint64(ptr))
+            elif kind == "tensordesc":
+                out.append(self._tensor_map(kut.tensor_maps[size][i], bufs[arg]))
             else:
                 raise ValueError(f"unknown parameter kind {kind!r}")
         return out
+
+    def _tensor_map(self, args: TensorMapArgs, buf: Any) -> ctypes.Array:
+        """The CUtensorMap of ``args`` over ``buf`` in a 64-byte-aligned host slot, encoded once per
+        (arguments, address): the descriptor depends on nothing else, so a buffer freed and
+        another mapped at the same address gets the same bytes, and a timed launch pays no
+        encode."""
+        if buf.nbytes < args.nbytes:
+            raise ValueError(f"tensordesc {args.param}: buffer of {buf.nbytes} B is smaller than "
+                             f"the {args.nbytes} B its tensor map covers")
+        key = (args, int(buf.ptr))
+        slot = self._tmaps.get(key)
+        if slot is None:
+            if len(self._tmaps) > 4096:
+                self._tmaps.clear()
+            slot = param_slot(encode_tensor_map(args, int(buf.ptr), self.ctx.info.driver_version))
+            self._tmaps[key] = slot
+        return slot
 
     def _launch(self, kut: KernelUnderTest, size: str, bufs: dict[str, Any],
                 scratch: DeviceBuffer | None, kernel: Kernel | None = None) -> None:

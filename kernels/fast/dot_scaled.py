@@ -8,8 +8,11 @@ block-scaled MMA, so Triton lowers it to scaled fp16/bf16 wgmma there.
 * ``fast.gemm_mxfp4`` -- A and B fp4 e2m1, two values per byte (low nibble first, the OCP
   packing Triton uses), K/2 bytes per row.
 
-Scales are stored (rows, K / 32) as uint8 biased exponents; the verify inputs draw them in
-[124, 131) (factors 1/8 ... 16) so every product stays far from fp32 overflow.
+Scales are stored (rows, K / 32) as uint8 biased exponents, drawn in [124, 130) (factors
+1/8 ... 4): the fp16 output must stay finite at the bench size too. With [124, 131) the mxfp4
+bench output (K = 8192, std ~9450) had one element past fp16's 65504 (measured on the H200: one
+Inf, largest finite 65120), which the harness's per-launch output check rightly refuses; with
+[124, 130) the std is ~2750, below 1/20 of the fp16 range.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def reference(inputs: dict[str, np.ndarray], dims: dict[str, int]) -> dict[str, 
     return {"c_desc": _scaled(a, inputs["a_scale"]) @ _scaled(b, inputs["b_scale"]).T}
 
 
-_SCALES = Distribution(kind="randint", low=124, high=131)
+_SCALES = Distribution(kind="randint", low=124, high=130)
 
 
 def _spec(fmt: str) -> KernelSpec:
