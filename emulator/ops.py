@@ -1308,7 +1308,8 @@ def _wgmma(m, ins, pc, exe, active):
                 groups = m.wg_groups.get(key, [])
                 covered = groups[:len(groups) - n] if n else groups
                 if covered:
-                    m.vc[ln, m.T] = max(int(m.vc[ln, m.T]), max(covered))
+                    ac = int(m.acol[c])
+                    m.vc[ln, ac] = max(int(m.vc[ln, ac]), max(covered))
         return None
     if "mma_async" not in mods or "sp" in mods:
         raise m.prog.unsupported(pc)
@@ -1449,7 +1450,8 @@ def _mbarrier(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     ops = ins.operands
     kind = mods[0]
-    if any(x == "shared::cluster" for x in mods):
+    if any(x == "shared::cluster" for x in mods) and kind not in (
+            "arrive", "arrive_drop", "expect_tx", "complete_tx"):
         raise m.prog.unsupported(pc, f"'{ins.opcode}' on a cluster address")
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
@@ -1602,7 +1604,8 @@ def _tcgen05(m, ins, pc, exe, active):
             c = int(m.cta_local[ln])
             epoch = m.async_complete_epoch(c)
             st = m.mbar_get(int(ln), int(addr[ln]) & 0xFFFFFFFF, pc)
-            st["vc"][m.T] = max(int(st["vc"][m.T]), epoch)  # the async unit's release
+            ac = int(m.acol[c])
+            st["vc"][ac] = max(int(st["vc"][ac]), epoch)  # the async unit's release
             m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
         return None
     if op == "mma":
