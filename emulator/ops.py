@@ -976,8 +976,9 @@ def _elect(m, ins, pc, exe, active):
 def _atom(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     t = _typ(m, pc)
-    space = "global" if "global" in mods else ("shared" if any(
-        x.startswith("shared") for x in mods) else "generic")
+    space = "global" if "global" in mods else (
+        "shared::cluster" if "shared::cluster" in mods else ("shared" if any(
+            x.startswith("shared") for x in mods) else "generic"))
     op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
                                         "or", "xor")), None)
     if op is None or any(x in mods for x in ("v2", "v4", "v8", "noftz")) and op != "add":
