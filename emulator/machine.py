@@ -36,6 +36,7 @@ import numpy as np
 from emulator import _hbkern
 from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
+from emulator import tcgen05_ext as _tc_ext  # noqa: F401  (block-scaled MMA, cp, shift)
 from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
