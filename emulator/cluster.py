@@ -1,23 +1,25 @@
 """Thread-block clusters (sm_90+): launch, cluster special registers, distributed shared memory
 and cluster-scope synchronisation, with their happens-before semantics.
 
-Launch (PTX ISA 9.1 §11.4 performance directives, CUDA ``cuLaunchKernelEx`` cluster attribute):
-the cluster shape is the launch's (``Launch.cluster``: Triton launches ``num_ctas`` CTAs per
-cluster along x) or else the entry's ``.reqnctapercluster``; ``.explicitcluster`` without either,
-a launch shape that contradicts the directive, more CTAs than ``.maxclusterrank`` or a grid not
-divisible by the cluster shape are launch failures (status ``fault``). All CTAs of a cluster run
-in the same emulation batch (a CTA subset is a subset of whole clusters).
+Launch (PTX ISA 9.1 §11.4 performance-tuning and §11.7 cluster-dimension directives; CUDA
+``cuLaunchKernelEx`` cluster attribute): the cluster shape is the launch's (``Launch.cluster``:
+Triton launches ``num_ctas`` CTAs per cluster along x) or else the entry's
+``.reqnctapercluster``; ``.explicitcluster`` without either, a launch shape that contradicts
+the directive, more CTAs than ``.maxclusterrank`` or a grid not divisible by the cluster shape
+are launch failures (status ``fault``). All CTAs of a cluster run in the same emulation batch (a
+CTA subset is a subset of whole clusters).
 
 Addresses: a ``.shared::cta`` address (``< 2**24``) is also the ``.shared::cluster`` address of
 the executing CTA's own shared memory; ``mapa`` returns ``(rank + 1) << 24 | offset`` for CTA
 ``rank`` of the cluster (a generic address: that plus the shared window), which
 ``ld/st/atom/red.shared::cluster``, generic accesses and ``mbarrier`` operations decode
-(PTX ISA 9.1 §9.7.9.20 ``mapa``, §5.1.6 shared::cluster window).
+(PTX ISA 9.1 ``mapa``; §5.1 state spaces: the shared::cta window lies in the
+shared::cluster window).
 
-Happens-before (PTX ISA 9.1 §8, §9.7.13.2 ``barrier.cluster``, §9.7.13.15 mbarrier): every lane's
-vector clock has one block of ``T + 1`` columns per CTA of its cluster, so accesses by threads of
-different CTAs of one cluster (shared memory of a peer, global memory) are ordered exactly by
-cluster-scope synchronisation:
+Happens-before (PTX ISA 9.1 §8 memory consistency model, ``barrier.cluster``, ``mbarrier``):
+every lane's vector clock has one block of ``T + 1`` columns per CTA of its cluster, so
+accesses by threads of different CTAs of one cluster (shared memory of a peer, global memory)
+are ordered exactly by cluster-scope synchronisation:
 
 * ``barrier.cluster.arrive`` (default ``.release``) publishes the arriving thread's clock;
   ``.relaxed`` publishes only what the thread's last cluster-scope release fence
@@ -329,8 +331,8 @@ def _wait(m, pc: int, exe: np.ndarray, active: np.ndarray) -> bool:
 @handler("bar", "barrier")
 def _bar(m, ins, pc, exe, active):
     """``barrier.cluster.arrive{.release|.relaxed}{.aligned}`` and
-    ``barrier.cluster.wait{.acquire}{.aligned}`` (PTX ISA 9.1 §9.7.13.2); every other form goes
-    to the CTA barrier handler of :mod:`emulator.ops`."""
+    ``barrier.cluster.wait{.acquire}{.aligned}`` (PTX ISA 9.1 ``barrier.cluster``); every other
+    form goes to the CTA barrier handler of :mod:`emulator.ops`."""
     mods = m._types[pc][0]
     if "cluster" not in mods:
         return _ops._bar(m, ins, pc, exe, active)
@@ -430,7 +432,7 @@ def release_fence(m, exe: np.ndarray, init_only: bool) -> None:
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
     """``fence.mbarrier_init.release.cluster`` and cluster-or-wider ``fence.acq_rel``/
-    ``fence.sc`` (PTX ISA 9.1 §9.7.13.4), then the proxy fences of :mod:`emulator.ops`."""
+    ``fence.sc`` (PTX ISA 9.1 ``membar/fence``), then the proxy fences of :mod:`emulator.ops`."""
     parts = ins.parts[1:]
     if "mbarrier_init" in parts:
         release_fence(m, exe, init_only=True)
@@ -443,7 +445,7 @@ def _fence(m, ins, pc, exe, active):
 
 @handler("membar")
 def _membar(m, ins, pc, exe, active):
-    """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 §9.7.13.4);
+    """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 ``membar/fence``);
     ``membar.cta`` orders nothing across CTAs."""
     if any(s in ins.parts[1:] for s in ("gl", "sys")):
         release_fence(m, exe, init_only=False)
@@ -452,7 +454,7 @@ def _membar(m, ins, pc, exe, active):
 
 @handler("mapa")
 def _mapa(m, ins, pc, exe, active):
-    """``mapa{.shared::cluster}.u32|u64 d, a, rank`` (PTX ISA 9.1 §9.7.9.20): the address of
+    """``mapa{.shared::cluster}.u32|u64 d, a, rank`` (PTX ISA 9.1 ``mapa``): the address of
     ``a``'s location in the shared memory of CTA ``rank`` of the cluster."""
     mods, types = m._types[pc]
     t = types[0] if types else "u64"
@@ -479,7 +481,8 @@ def _mapa(m, ins, pc, exe, active):
 
 
 def special(m, head: str, a: int) -> np.ndarray | None:
-    """Cluster special registers per axis (PTX ISA 9.1 §10.7-10.12)."""
+    """Cluster special registers per axis (PTX ISA 9.1 §10: ``%clusterid``, ``%nclusterid``,
+    ``%cluster_ctaid``, ``%cluster_nctaid``)."""
     cd = m.cdims
     if head == "clusterid":
         return (m.ctaid[a] // cd[a]).astype(np.uint32)

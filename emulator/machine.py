@@ -36,6 +36,7 @@ import numpy as np
 from emulator import _hbkern
 from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
+from emulator import misc_ext as _misc_ext  # noqa: F401  (setmaxnreg, clusterlaunchcontrol)
 from emulator import tcgen05_ext as _tc_ext  # noqa: F401  (block-scaled MMA, cp, shift)
 from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
                              Shadow, ShadowBudgetExceeded)
@@ -1050,7 +1051,7 @@ class Machine:
         st = self.mbar_get(lane, addr, pc)
         before = st["phase"]
         if self.ntr and lane < self.ntr:
-            # .relaxed (PTX ISA 9.1 §9.7.13.15.13) publishes only its last release fence
+            # .relaxed (PTX ISA 9.1 mbarrier.arrive) publishes only its last release fence
             rel = (self.clb.rel_vc[lane] if pc >= 0 and "relaxed" in self._types[pc][0]
                    else self.vc[lane])
             st["vc"] = np.maximum(st["vc"], rel)

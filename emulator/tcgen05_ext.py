@@ -24,7 +24,7 @@ of lane ``32 p + r % 32``, in every partition ``p``; copies that differ between 
 ``fault`` (which one the hardware reads is not specified). M = 128 only (an M = 64 block-scaled
 MMA is reported unsupported). UE8M0 ``0xFF`` and UE4M3 NaN scales give NaN.
 
-``tcgen05.cp.cta_group::1.<shape>`` [taddr], sdesc (PTX ISA 9.1 §9.7.16.8.6): the source is a
+``tcgen05.cp.cta_group::1.<shape>`` [taddr], sdesc (PTX ISA 9.1, 'tcgen05.cp'): the source is a
 K-major, non-swizzled shared-memory matrix described like an MMA operand (core matrices of 8 rows
 x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups); each row of the
 shape's ``rows x bits`` block is written to one TMEM lane as consecutive 32-bit columns. Shapes:
@@ -54,16 +54,17 @@ _E2M1 = np.array([float(x) for x in np.arange(16, dtype=np.uint8).view(
     ml_dtypes.float4_e2m1fn)], np.float64) if hasattr(ml_dtypes, "float4_e2m1fn") else None
 _E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
 _E5M2 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e5m2).astype(np.float64)
-#: UE8M0: 2 ** (e - 127), 0xFF is NaN (OCP MX 1.0 §5.4.1)
+#: UE8M0: 2 ** (e - 127), 0xFF is NaN (OCP Microscaling Formats v1.0, E8M0)
 _UE8M0 = np.where(np.arange(256) == 255, np.nan,
                   np.exp2(np.arange(256, dtype=np.float64) - 127.0))
-#: UE4M3: E4M3 without its sign bit (PTX ISA 9.1 §5.2.4: ue4m3)
+#: UE4M3: E4M3 without its sign bit (PTX ISA 9.1 ``.ue4m3``)
 _UE4M3 = np.abs(np.arange(128, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64))
 
 
 def decode_e2m1(raw: np.ndarray) -> np.ndarray:
     """float64 values of packed E2M1 bytes ``raw`` (..., nbytes) -> (..., 2 * nbytes), the low
-    nibble first (OCP MX 1.0 §5.3.3 E2M1; PTX packs ``.e2m1x2`` with element 0 in bits 0-3)."""
+    nibble first (OCP Microscaling Formats v1.0, E2M1; the order Triton's ``tl.dot_scaled``
+    packs, see kernels/fast/dot_scaled.py)."""
     lo, hi = raw & 0xF, raw >> 4
     out = np.stack([_E2M1[lo], _E2M1[hi]], axis=-1)
     return out.reshape(*raw.shape[:-1], raw.shape[-1] * 2)
@@ -288,7 +289,8 @@ def _tc_shift(m, ins, pc, exe, mods):
 def _tc_commit_multicast(m, ins, pc, exe, mods):
     """``tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster
     .b64 [mbar], ctaMask``: one arrive on the mbarrier at the same offset in every CTA of the
-    cluster named in ``ctaMask`` (PTX ISA 9.1 §9.7.16.12.1), carrying the async unit's epoch."""
+    cluster named in ``ctaMask`` (PTX ISA 9.1, 'tcgen05.commit'), carrying the async unit's
+    epoch."""
     ops = ins.operands
     addr = _ops._addr_u(m, ops[0], pc)
     mask = np.broadcast_to(m.read(ops[1], "u16", pc), (m.N,))

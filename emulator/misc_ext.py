@@ -1,0 +1,130 @@
+"""Remaining sm_90/sm_100 opcodes: ``setmaxnreg``, ``clusterlaunchcontrol`` and
+``griddepcontrol`` (``elect.sync`` is in :mod:`emulator.ops`).
+
+* ``setmaxnreg.{inc,dec}.sync.aligned.u32 imm`` (PTX ISA 9.1, 'setmaxnreg'): ``imm`` must lie in
+  24..256 and be a multiple of 8 (else ``fault``); the instruction is warpgroup-collective, so a
+  warpgroup of which only some warps execute it is HB3; a ``.inc`` below (``.dec`` above) the
+  warpgroup's count set by its previous ``setmaxnreg`` is a ``fault``. Registers are not limited
+  in the emulator otherwise: the instruction has no other effect.
+* ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single launch
+  has no prerequisite grid and no dependent grid, so both complete at once; memory ordering is
+  unchanged (every access of this grid stays checked).
+* ``clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes
+  {.multicast::cluster::all}.b128 [resp], [mbar]`` (PTX ISA 9.1, 'clusterlaunchcontrol'): the
+  emulator's request never succeeds - a legal outcome (the hardware cancels only clusters that
+  have not been launched yet, and may launch all of them first). It writes a 16-byte response
+  meaning "not canceled" to ``resp`` and completes 16 transaction bytes on ``mbar`` (in every CTA of
+  the cluster with ``.multicast::cluster::all``). ``query_cancel.is_canceled`` is therefore
+  always false, and ``query_cancel.get_first_ctaid`` on such a response is undefined in the ISA:
+  a ``fault``. A kernel that only works when a cancel succeeds is not checked by this model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator import ops as _ops
+from emulator.registry import _Fault, handler
+from verifier.findings import Finding
+
+__all__: list[str] = []
+
+
+@handler("setmaxnreg")
+def _setmaxnreg(m, ins, pc, exe, active):
+    """``setmaxnreg`` count rules (module docstring)."""
+    mods = m._types[pc][0]
+    n = int(ins.operands[0].value or 0) if ins.operands else -1
+    if ins.operands and ins.operands[0].kind != "imm":
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a register count that is not an "
+                                     f"immediate")
+    if not (24 <= n <= 256) or n % 8:
+        raise _Fault("fault", f"'{ins.opcode} {n}': the register count must be a multiple of 8 "
+                              f"in 24..256 (PTX ISA 9.1, 'setmaxnreg') ({m.prog.where(pc)})")
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return None
+    if not hasattr(m, "_maxnreg") or m._maxnreg_batch is not m.batch_ids:
+        m._maxnreg, m._maxnreg_batch = {}, m.batch_ids
+    wg = (m.cta_local[lanes] * ((m.T + 127) // 128) + m.tid[lanes] // 128)
+    for g in np.unique(wg):
+        ls = lanes[wg == g]
+        c = int(m.cta_local[ls[0]])
+        t0 = int(m.tid[ls[0]]) // 128 * 128
+        members = np.arange(c * m.T + t0, c * m.T + min(t0 + 128, m.T))
+        live = members[~m.done[members]]
+        if ls.size != live.size:
+            key = ("HB3", pc)
+            if key not in m.findings:
+                m.findings[key] = Finding(
+                    rule="HB3", severity="error", file=m.prog.filename, line=ins.line,
+                    col=ins.col,
+                    message=(f"'{ins.opcode}' is executed by {ls.size} of the {live.size} live "
+                             f"threads of warpgroup {t0 // 128} of CTA {int(m.batch_ids[c])}: it "
+                             f"is .sync.aligned over the whole warpgroup"))
+        prev = m._maxnreg.get(int(g))
+        if prev is not None and (("inc" in mods and n < prev) or ("dec" in mods and n > prev)):
+            raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev}: .inc must not "
+                                  f"lower and .dec must not raise the count "
+                                  f"({m.prog.where(pc)})")
+        m._maxnreg[int(g)] = n
+    return None
+
+
+@handler("griddepcontrol")
+def _griddepcontrol(m, ins, pc, exe, active):
+    """``griddepcontrol.wait`` / ``.launch_dependents``: complete at once (module docstring)."""
+    mods = m._types[pc][0]
+    if not any(x in mods for x in ("wait", "launch_dependents")):
+        raise m.prog.unsupported(pc)
+    return None
+
+
+_RESP_BYTES = 16
+
+
+@handler("clusterlaunchcontrol")
+def _clc(m, ins, pc, exe, active):
+    """``clusterlaunchcontrol.try_cancel`` / ``query_cancel`` (module docstring)."""
+    mods = m._types[pc][0]
+    ops = ins.operands
+    if "try_cancel" in mods:
+        resp = _ops._addr_u(m, ops[0], pc)
+        mbar = _ops._addr_u(m, ops[1], pc)
+        multi = any(x.startswith("multicast") for x in mods)
+        lanes = np.flatnonzero(exe)
+        for ln in lanes:
+            one = np.zeros(m.N, np.bool_)
+            one[ln] = True
+            ranks = range(m.C) if multi else [None]
+            me = int(m.rk_of[m.batch_ids[m.cta_local[ln]]])
+            for r in ranks:
+                off_r = int(resp[ln]) & 0xFFFFFF
+                off_b = int(mbar[ln]) & 0xFFFFFF
+                if r is not None and r != me:
+                    off_r |= (r + 1) << 24
+                    off_b |= (r + 1) << 24
+                a = np.zeros(m.N, np.int64)
+                a[ln] = off_r
+                m.mem_access("shared::cluster", a, _RESP_BYTES, one, pc,
+                             data=np.zeros((1, _RESP_BYTES), np.uint8))
+                # the response is written by the request (issued after the issuer's earlier
+                # accesses) and made visible by the complete_tx: the phase carries the write
+                st = m.mbar_get(int(ln), off_b, pc)
+                if m.ntr and ln < m.ntr:
+                    st["vc"] = np.maximum(st["vc"], m.vc[ln])
+                    m._tick(np.array([ln]))
+                m.mbar_complete_tx(int(ln), off_b, _RESP_BYTES, pc)
+        return None
+    if "query_cancel" in mods:
+        if "is_canceled" in mods:
+            m.write(ops[0], np.zeros(m.N, np.bool_), exe, pc)
+            return None
+        if any(x.startswith("get_first_ctaid") for x in mods):
+            if exe.any():
+                raise _Fault("fault", f"'{ins.opcode}' on a response whose is_canceled is "
+                                      f"false: undefined (PTX ISA 9.1 'clusterlaunchcontrol'; "
+                                      f"the emulator's "
+                                      f"try_cancel never succeeds) ({m.prog.where(pc)})")
+            return None
+    raise m.prog.unsupported(pc)

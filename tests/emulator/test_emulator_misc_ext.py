@@ -1,0 +1,115 @@
+"""setmaxnreg, griddepcontrol and clusterlaunchcontrol in the emulator (emulator/misc_ext.py):
+correct uses run, and each rule has a buggy twin."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator import GlobalMemory, Launch, run_launch
+
+HEAD = """.version 8.7
+.target sm_100a
+.address_size 64
+.shared .align 16 .b8 resp[16];
+.shared .align 8 .b64 bar;
+.visible .entry k(.param .u64 out)
+.reqntid 256
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+shr.u32 %r2, %r1, 7;
+setp.eq.u32 %p1, %r2, 0;
+{body}
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r1;
+ret;
+}}
+"""
+
+
+def _run(body: str):
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=256, arch="sm_100a",
+                    params={"out": out.to_bytes(8, "little")})
+    res = run_launch(HEAD.format(body=body), launch, gmem, filename="m.ptx")
+    return res, gmem.buffer("out").view(np.uint32)
+
+
+WS = """@%p1 bra $L_prod;
+setmaxnreg.inc.sync.aligned.u32 {inc};
+bra.uni $L_join;
+$L_prod:
+setmaxnreg.dec.sync.aligned.u32 {dec};
+$L_join:"""
+
+
+def test_setmaxnreg_per_warpgroup_roles_run():
+    res, out = _run(WS.format(inc=232, dec=40))
+    assert res.status == "ok" and res.findings == [], res.message
+    assert out.tolist() == list(range(256))
+
+
+def test_setmaxnreg_count_not_a_multiple_of_8_is_a_fault():
+    res, _ = _run(WS.format(inc=230, dec=40))
+    assert res.status == "fault" and "multiple of 8" in res.message
+
+
+def test_setmaxnreg_by_part_of_a_warpgroup_is_hb3():
+    body = """setp.lt.u32 %p2, %r1, 32;
+@%p2 setmaxnreg.dec.sync.aligned.u32 40;"""
+    res, _ = _run(body)
+    assert "HB3" in {f.rule for f in res.findings}
+
+
+def test_setmaxnreg_inc_below_the_previous_count_is_a_fault():
+    body = """setmaxnreg.dec.sync.aligned.u32 80;
+setmaxnreg.inc.sync.aligned.u32 64;"""
+    res, _ = _run(body)
+    assert res.status == "fault" and ".inc must not lower" in res.message
+
+
+def test_griddepcontrol_completes_at_once():
+    res, out = _run("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;")
+    assert res.status == "ok" and res.findings == []
+    assert out.tolist() == list(range(256))
+
+
+# the response is read as two b64 words (the emulator does not model .b128 registers: real
+# kernels' 'ld.shared.b128' is reported unsupported); query_cancel does not look at q's bits
+CLC = """mov.u32 %r3, resp;
+mov.u32 %r4, bar;
+setp.eq.u32 %p2, %r1, 0;
+@%p2 mbarrier.init.shared::cta.b64 [%r4], 1;
+bar.sync 0;
+@%p2 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r4], 16;
+@%p2 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r3], [%r4];
+$L_w:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r4], 0;
+@!%p3 bra $L_w;
+{{
+.reg .b128 q;
+ld.shared.v2.b64 {{%rd4, %rd5}}, [%r3];
+clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p4, q;
+{get}
+}}
+selp.u32 %r1, 1000, %r1, %p4;
+bar.sync 0;"""
+
+
+def test_clusterlaunchcontrol_try_cancel_never_succeeds():
+    res, out = _run(CLC.format(get="@%p4 clusterlaunchcontrol.query_cancel.get_first_ctaid."
+                                   "v4.b32.b128 {%r5, %r6, %r7, %r8}, q;"))
+    assert res.status == "ok", res.message
+    assert [f for f in res.findings if f.severity == "error"] == []
+    assert out.tolist() == list(range(256))  # is_canceled was false in every thread
+
+
+def test_get_first_ctaid_of_a_failed_cancel_is_a_fault():
+    res, _ = _run(CLC.format(get="clusterlaunchcontrol.query_cancel.get_first_ctaid."
+                                 "v4.b32.b128 {%r5, %r6, %r7, %r8}, q;"))
+    assert res.status == "fault" and "is_canceled is false" in res.message
