@@ -8,11 +8,12 @@ order (the last lane wins a byte, as a numpy scatter does). The semantics are th
 strong accesses).
 
 Arrays: ``I`` (n,) record slots of the bytes; ``lanes``/``glane`` (k,) batch-local and global
-lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, T + 1) int32 vector
-clocks; ``tid`` (lanes,) each lane's own clock column; shadow fields as in :mod:`emulator.memory`.
-Clusters (:mod:`emulator.cluster`): a lane's clock has one block of T + 1 columns per CTA of its
+lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, C * (T + 3)) int32
+vector clocks; ``tid`` (lanes,) each lane's own clock column; shadow fields as in
+:mod:`emulator.memory`. Clusters (:mod:`emulator.cluster`): a lane's clock has one block of
+T + 3 columns (T threads, then the 3 async units, ``registry.ASYNC_UNITS``) per CTA of its
 cluster; ``cl_of``/``rk_of`` (global CTAs,) give each CTA's cluster and rank, so an access by a
-thread of another CTA of the same cluster is ordered by the clock column ``rank * (T + 1) + t``
+thread of another CTA of the same cluster is ordered by the clock column ``rank * (T + 3) + t``
 (without clusters every CTA is its own cluster of rank 0: the per-CTA clocks of before).
 """
 
@@ -43,9 +44,9 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
             wa = w_async[s]
             other = (wl != g) or wa
             if other:
-                if wl >= NT:
-                    w_cta = wl - NT
-                    w_col = T
+                if wl >= NT:  # an async unit: NT + 3 * cta + unit (machine.ASYNC_UNITS)
+                    w_cta = (wl - NT) // 3
+                    w_col = T + (wl - NT) % 3
                 else:
                     w_cta = wl // T
                     w_col = wl % T
@@ -56,7 +57,7 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
                     if wat > 0 and (same_cta or (wat == 2 and level == 2)):
                         other = False
                 if other:
-                    known = vc[ln, rk_of[w_cta] * (T + 1) + w_col] if same_cl else 0
+                    known = vc[ln, rk_of[w_cta] * (T + 3) + w_col] if same_cl else 0
                     uo = (not same_cl) or (w_clk[s] > known) or wa
                     if uo and write and w_pc[s] == pc and w_val[s] == vals[e]:
                         uo = False  # replicated store: same instruction, same value
@@ -65,8 +66,8 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
             rl = r_lane[s]
             if rl >= 0 and rl != g:
                 if rl >= NT:
-                    r_cta = rl - NT
-                    r_col = T
+                    r_cta = (rl - NT) // 3
+                    r_col = T + (rl - NT) % 3
                 else:
                     r_cta = rl // T
                     r_col = rl % T
@@ -78,7 +79,7 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
                     if rat > 0 and (same_cta or (rat == 2 and level == 2)):
                         ok = False
                 if ok:
-                    known = vc[ln, rk_of[r_cta] * (T + 1) + r_col] if same_cl else 0
+                    known = vc[ln, rk_of[r_cta] * (T + 3) + r_col] if same_cl else 0
                     unord_r[e] = (not same_cl) or (r_clk[s] > known)
 
 

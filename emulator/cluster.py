@@ -17,7 +17,7 @@ the executing CTA's own shared memory; ``mapa`` returns ``(rank + 1) << 24 | off
 shared::cluster window).
 
 Happens-before (PTX ISA 9.1 §8 memory consistency model, ``barrier.cluster``, ``mbarrier``):
-every lane's vector clock has one block of ``T + 1`` columns per CTA of its cluster, so
+every lane's vector clock has one block of ``T + 3`` columns per CTA of its cluster, so
 accesses by threads of different CTAs of one cluster (shared memory of a peer, global memory)
 are ordered exactly by cluster-scope synchronisation:
 
@@ -28,12 +28,12 @@ are ordered exactly by cluster-scope synchronisation:
   arrived and acquires the joined clocks. The ``.aligned`` forms behave the same here.
 * a remote ``mbarrier.arrive.shared::cluster`` releases like a local one (``.relaxed``: only the
   last fence's clock); the waiter acquires through the phase as usual.
-* ``HB7`` (error): an ``mbarrier`` operation on a peer CTA's mbarrier whose ``mbarrier.init`` is
+* ``HB8`` (error): an ``mbarrier`` operation on a peer CTA's mbarrier whose ``mbarrier.init`` is
   not visible to it: the initialising thread must execute ``fence.mbarrier_init.release.cluster``
   (or a cluster-scope release fence) after the init, and the operation must happen after that
   fence through cluster synchronisation (typically ``barrier.cluster.arrive.relaxed`` +
   ``barrier.cluster.wait``).
-* ``HB8`` (error): a CTA's shared memory accessed by a peer after the CTA exited, or a CTA that
+* ``HB9`` (error): a CTA's shared memory accessed by a peer after the CTA exited, or a CTA that
   exits while a peer's access to its shared memory is not ordered before the exit (the last
   reader and writer of each byte are checked when the last thread of the CTA exits).
 
@@ -50,7 +50,7 @@ import numpy as np
 
 from emulator import ops as _ops
 from emulator.memory import SHARED_WINDOW
-from emulator.registry import _Fault, handler
+from emulator.registry import ASYNC_UNITS, _Fault, handler
 from verifier.findings import Finding, Note
 
 __all__ = ["RANK_SHIFT", "cluster_dims", "cluster_maps", "cluster_order", "ClusterBatch"]
@@ -186,12 +186,12 @@ class ClusterBatch:
 
 
 def _exit_access(m, pc: int, c: int) -> None:
-    key = ("HB8", pc)
+    key = ("HB9", pc)
     if key in m.findings:
         return
     ins = m.prog.insts[pc]
     m.findings[key] = Finding(
-        rule="HB8", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        rule="HB9", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
         message=(f"'{ins.opcode}' accesses the shared memory of CTA {int(m.batch_ids[c])}, "
                  f"which has already exited (its shared memory is released at exit)"),
         notes=[Note(message="missing synchronisation: a cluster barrier "
@@ -213,7 +213,7 @@ def mbar_cta(m, lane: int, addr: int, pc: int) -> tuple[int, int]:
 
 
 def remote_mbar_check(m, lane: int, st: dict, pc: int) -> None:
-    """HB7: ``lane`` operates on a peer CTA's mbarrier whose init is not visible to it."""
+    """HB8: ``lane`` operates on a peer CTA's mbarrier whose init is not visible to it."""
     if not m.ntr or lane >= m.ntr or "init_lane" not in st:
         return
     il, fenced = st["init_lane"], st.get("init_fenced")
@@ -224,7 +224,7 @@ def remote_mbar_check(m, lane: int, st: dict, pc: int) -> None:
         ok = known >= fenced
     if ok:
         return
-    key = ("HB7", pc)
+    key = ("HB8", pc)
     if key in m.findings:
         return
     ins = m.prog.insts[pc]
@@ -232,7 +232,7 @@ def remote_mbar_check(m, lane: int, st: dict, pc: int) -> None:
            "the init" if fenced is None else
            "the init's fence is not ordered before this operation by cluster synchronisation")
     m.findings[key] = Finding(
-        rule="HB7", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        rule="HB8", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
         message=(f"'{ins.opcode}' by {m._who(int(m.glane[lane]))} operates on an mbarrier of a "
                  f"peer CTA before its mbarrier.init is visible: {why}"),
         notes=[Note(message="'mbarrier.init'", line=m.prog.insts[st["init_pc"]].line,
@@ -345,7 +345,7 @@ def _bar(m, ins, pc, exe, active):
 
 
 def on_exit(m, exe: np.ndarray) -> None:
-    """Record exiting threads; when a CTA's last thread exits, check HB8 on its shared memory
+    """Record exiting threads; when a CTA's last thread exits, check HB9 on its shared memory
     and let cluster barriers waiting only on exited threads complete."""
     cb = m.clb
     T = m.T
@@ -365,7 +365,7 @@ def on_exit(m, exe: np.ndarray) -> None:
 
 
 def _exit_check(m, c: int) -> None:
-    """HB8 at the exit of CTA ``c``: the last peer reader/writer of each of its shared bytes."""
+    """HB9 at the exit of CTA ``c``: the last peer reader/writer of each of its shared bytes."""
     sh = m.sshadow
     S = m.shared.shape[1]
     T, NT = m.T, m.n_ctas * m.T
@@ -383,18 +383,18 @@ def _exit_check(m, c: int) -> None:
         if not peer.any():
             continue
         pi = np.flatnonzero(peer)
-        col = m.rk_of[wcta[pi]] * (T + 1) + wl[pi] % T
+        col = m.rk_of[wcta[pi]] * (T + ASYNC_UNITS) + wl[pi] % T
         late = clk_f[idx[pi]] > cb.exit_vc[c, col]
         if not late.any():
             continue
         j = int(pi[np.flatnonzero(late)[0]])
         ppc = int(pc_f[idx[j]])
-        key = ("HB8", "exit", ppc)
+        key = ("HB9", "exit", ppc)
         if key in m.findings:
             return
         i1 = m.prog.insts[ppc]
         m.findings[key] = Finding(
-            rule="HB8", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
+            rule="HB9", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
             message=(f"CTA {me} exits while the {what} '{i1.opcode}' of its shared memory by "
                      f"{m._who(int(wl[j]))} is not ordered before the exit: the peer may still "
                      f"access released shared memory"),

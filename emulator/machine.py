@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emulator import _hbkern
+from emulator import async_copy as _async_copy  # noqa: F401  (TMA / bulk-copy handlers)
 from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
 from emulator import misc_ext as _misc_ext  # noqa: F401  (setmaxnreg, clusterlaunchcontrol)
@@ -42,7 +43,7 @@ from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, _adapt, _Fault
+from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -142,7 +143,7 @@ class Machine:
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
         self.time_limit = time_limit_s
-        # clusters (emulator.cluster): every lane's clock has T + 1 columns per CTA of its
+        # clusters (emulator.cluster): every lane's clock has T + 3 columns per CTA of its
         # cluster; the CTAs of one cluster always run in one batch
         self._launch_error = None
         try:
@@ -160,7 +161,7 @@ class Machine:
             self.cl_of = np.arange(self.n_ctas, dtype=np.int64)
             self.rk_of = np.zeros(self.n_ctas, np.int64)
             self.cl_members = self.cl_of[:, None]
-        self.W = self.C * (self.T + 1)
+        self.W = self.C * (self.T + ASYNC_UNITS)  # per CTA: T threads, then its async units
         self.batch_ctas = max(1, batch_lanes // self.T)
         if race:
             # every CTA is race-checked: the vector-clock budget bounds the CTAs of one batch
@@ -305,8 +306,9 @@ class Machine:
         gx, gy, _ = self.launch.grid
         self.ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
         self.tid = lane % T
-        self.vcol = self.rk_of[cta] * (T + 1) + self.tid  # each lane's own clock column
-        self.acol = self.rk_of[ids] * (T + 1) + T  # each batch CTA's async-unit column
+        self.vcol = self.rk_of[cta] * (T + ASYNC_UNITS) + self.tid  # each lane's clock column
+        # each batch CTA's first async-unit column (unit u is acol + u, registry.ASYNC_UNITS)
+        self.acol = self.rk_of[ids] * (T + ASYNC_UNITS) + T
         self.laneid = self.tid % 32
         self.glane = cta * T + self.tid  # global lane id (for findings and the global shadow)
         self.regs: dict[str, np.ndarray] = {}
@@ -326,7 +328,7 @@ class Machine:
         tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
         if self.ntr:
-            # column T of a CTA's clocks is its async unit (tensor core / async proxy)
+            # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.vcol[:self.ntr]] = 1
             self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
@@ -553,7 +555,7 @@ class Machine:
         if name in self.prog.local_vars:
             return self.prog.local_vars[name][0]
         if name in self.launch.params:
-            return 0
+            return _async_copy.param_address(self.launch, name)
         raise self.prog.unsupported(pc, f"address of symbol '{name}'")
 
     def write(self, op: Operand, value: np.ndarray, exe: np.ndarray, pc: int) -> None:
@@ -721,11 +723,12 @@ class Machine:
 
     # ------------------------------------------------------------------ happens-before
     def _split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(global CTA, clock column) of shadow lane ids; async units are ``NT + cta``."""
+        """(global CTA, clock column) of shadow lane ids; async units are
+        ``NT + ASYNC_UNITS * cta + unit`` (column ``T + unit``)."""
         T, NT = self.T, self.n_ctas * self.T
         asy = ids >= NT
-        cta = np.where(asy, ids - NT, ids // T)
-        col = np.where(asy, T, ids % T)
+        cta = np.where(asy, (ids - NT) // ASYNC_UNITS, ids // T)
+        col = np.where(asy, T + (ids - NT) % ASYNC_UNITS, ids % T)
         return cta, col.astype(np.int64)
 
     def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int) -> None:
@@ -744,7 +747,7 @@ class Machine:
             for r in range(lanes.size):  # report per issuing warpgroup, as each checks alone
                 self._proxy_check(int(lanes[r]), idx[r], pc)
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
-                       rec_lane=self.n_ctas * self.T + self.batch_ids[c],
+                       rec_lane=self.n_ctas * self.T + ASYNC_UNITS * self.batch_ids[c],
                        rec_clk=self.async_clk[c] + 1)
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
@@ -882,9 +885,10 @@ class Machine:
         gx, gy, _ = self.launch.grid
         NT = self.n_ctas * self.T
         if glane >= NT:
-            cta = glane - NT
-            return (f"the async proxy (tensor core) of CTA ({cta % gx},{(cta // gx) % gy},"
-                    f"{cta // (gx * gy)})")
+            cta, unit = divmod(glane - NT, ASYNC_UNITS)
+            what = ("the async proxy (tensor core)", "the async proxy (TMA/bulk copy into shared "
+                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[unit]
+            return f"{what} of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
         cta, tid = divmod(glane, self.T)
         return (f"thread {tid} (warp {tid // 32}) of CTA "
                 f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})")
@@ -906,8 +910,14 @@ class Machine:
                    "none exists between CTAs of different clusters: the accesses must not "
                    "overlap")
         if lane1 >= self.n_ctas * self.T:
+            unit = (lane1 - self.n_ctas * self.T) % ASYNC_UNITS
             missing = ("completion of the asynchronous operation observed before this access: "
-                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group")
+                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group",
+                       "the wait on the mbarrier phase that the copy's complete_tx completes "
+                       "(mbarrier.try_wait.parity returning true) by this thread, or a barrier "
+                       "after a thread that did",
+                       "'cp.async.bulk.wait_group.read' (or 'wait_group') by the issuing thread "
+                       "covering the store's bulk group, then a barrier with this thread")[unit]
         if i1.base == "cp" and "async" in i1.parts and k1 == "write":
             missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
                        "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
@@ -1058,14 +1068,14 @@ class Machine:
             self._tick(np.array([lane]))
         st["tx"] += tx
         st["pending"] -= count
-        if st["pending"] <= 0 and st["tx"] <= 0:
+        if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)
         return before
 
     def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int) -> None:
         st = self.mbar_get(lane, addr, pc)
         st["tx"] -= nbytes
-        if st["pending"] <= 0 and st["tx"] <= 0:
+        if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)
 
     def _mbar_complete(self, lane: int, addr: int, st: dict) -> None:

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from emulator.registry import _Fault, _adapt, handler
+from emulator import async_copy as _async_copy
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -216,6 +217,8 @@ def _cvta(m, ins, pc, exe, active):
     v = m.read(ins.operands[1], t, pc).astype(np.uint64)
     if "shared" in mods or "shared::cta" in mods:
         v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
+    elif "param" in mods:
+        pass  # kernel parameters live in the emulator's parameter window (async_copy)
     elif not ({"global", "to"} & set(mods)):
         raise m.prog.unsupported(pc)
     m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
@@ -1194,7 +1197,9 @@ def _mma(m, ins, pc, exe, active):
 @handler("cp")
 def _cp(m, ins, pc, exe, active):
     mods = _mods(m, pc)
-    if not mods or mods[0] != "async" or any(x in mods for x in ("bulk", "tensor", "mbarrier")):
+    if "bulk" in mods:  # cp.async.bulk{.tensor}, cp.reduce.async.bulk{.tensor}
+        return _async_copy.bulk(m, ins, pc, exe, active)
+    if not mods or mods[0] != "async" or any(x in mods for x in ("tensor", "mbarrier")):
         raise m.prog.unsupported(pc)
     if "commit_group" in mods:
         m.async_commit(exe)
@@ -1463,7 +1468,9 @@ def _mbarrier(m, ins, pc, exe, active):
     if kind == "inval":
         addr = _addr_u(m, ops[0], pc)
         for ln in np.flatnonzero(exe):
-            m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+            st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+            if st is not None:
+                _async_copy.check_inval(m, st, int(addr[ln]), pc)
         return None
     if kind in ("arrive", "arrive_drop", "expect_tx", "complete_tx"):
         has_dst = kind in ("arrive", "arrive_drop") and ops[0].kind != "address"
