@@ -466,9 +466,97 @@ def _tmap_operand(m, op, ln: int, pc: int) -> tuple[TensorMap, list[int]]:
     return tm, coords
 
 
+# ----------------------------------------------------------------------------- mbarriers
+def mbar_access(m, exe: np.ndarray, addr: np.ndarray, pc: int, write: bool) -> None:
+    """The happens-before view of an mbarrier operation on the 8 shared bytes of the object:
+    ``mbarrier.init``/``inval`` are plain writes, every other operation (arrive, expect_tx,
+    complete_tx, test/try_wait) an atomic access; so a use by a thread not ordered after the
+    init (the barrier between them removed) or an init/inval racing with uses is HB1 (PTX ISA
+    9.1 §9.7.13.15.2: the object must be initialised before any other mbarrier operation)."""
+    if not m.ntr:
+        return
+    lanes = np.flatnonzero(exe)
+    lanes = lanes[lanes < m.ntr]
+    if not lanes.size:
+        return
+    a = np.asarray(addr, dtype=np.int64)[lanes] & 0xFFFFFFFF
+    if not write:  # a use of no initialised mbarrier faults in the operation itself
+        known = np.array([m.mbar_key(int(ln), int(x)) in m.mbar for ln, x in zip(lanes, a)],
+                         np.bool_)
+        lanes, a = lanes[known], a[known]
+        if not lanes.size:
+            return
+    idx = m._shared_idx(a, lanes, 8, pc, cluster=True)  # a peer's mbarrier (mapa)
+    if write:
+        m._hb_check(m.sshadow, "shared", lanes, idx, pc, np.zeros((lanes.size, 8), np.uint8),
+                    "plain")
+    else:
+        # a use is ordered after an init that fence.mbarrier_init published through a cluster
+        # barrier (emulator.cluster: that fence orders only the inits, so its knowledge is
+        # kept apart from the thread's clock and joined for mbarrier uses only)
+        with _cluster_init_knowledge(m, lanes):
+            m._hb_check(m.sshadow, "shared", lanes, idx, pc, None, "atomic")
+
+
+class _cluster_init_knowledge:
+    """Context: ``lanes`` check with their clocks joined with the mbarrier-init knowledge
+    they acquired through cluster barriers (``ClusterBatch.ivc``), restored afterwards."""
+
+    def __init__(self, m, lanes: np.ndarray):
+        self.m, self.lanes, self.saved = m, lanes, None
+
+    def __enter__(self):
+        clb = getattr(self.m, "clb", None)
+        if clb is not None and clb.ivc is not None and clb.ivc[self.lanes].any():
+            self.saved = self.m.vc[self.lanes].copy()
+            self.m.vc[self.lanes] = np.maximum(self.saved, clb.ivc[self.lanes])
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            self.m.vc[self.lanes] = self.saved
+        return False
+
+
+def note_init(m, ln: int, addr: int, pc: int) -> None:
+    """Remember who initialised the mbarrier at ``addr`` and its proxy-fence count then."""
+    st = m.mbar.get(m.mbar_key(ln, addr))
+    if st is not None:
+        st["init_lane"], st["init_pf"], st["init_pc"] = ln, int(m.pfence[ln]), pc
+
+
+def _init_fence_check(m, st: dict, mbar: int, pc: int) -> None:
+    """HB4 (a warning): the async proxy (a copy's complete_tx) signals an mbarrier whose
+    initialising thread executed no ``fence.proxy.async`` / ``fence.mbarrier_init`` after
+    ``mbarrier.init`` (a generic-proxy write of the object, PTX ISA 9.1 §9.7.13.15.2, §8.6).
+    A warning, not an error: Triton 3.6's TMA GEMMs omit that fence and run correctly, so the
+    emulator cannot say the result is wrong."""
+    ln = st.get("init_lane")
+    if ln is None or int(m.pfence[ln]) > st["init_pf"]:
+        return
+    key = ("HB4", st["init_pc"])
+    if key in m.findings:
+        return
+    i1, i2 = m.prog.insts[st["init_pc"]], m.prog.insts[pc]
+    m.findings[key] = Finding(
+        rule="HB4", severity="warning", file=m.prog.filename, line=i2.line, col=i2.col,
+        message=(f"'{i2.opcode}' signals the mbarrier at shared 0x{mbar:x} through the async "
+                 f"proxy, but {m._who(int(m.glane[ln]))} initialised it with '{i1.opcode}' "
+                 f"(generic proxy) and executed no proxy fence after the init"),
+        notes=[Note(message=f"generic-proxy '{i1.opcode}'", line=i1.line, col=i1.col),
+               Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' (or "
+                            "'fence.mbarrier_init.release.cluster') by the initialising thread "
+                            "after the init, before the barrier that orders it with the "
+                            "issuer")])
+
+
 # ----------------------------------------------------------------------------- handlers
 def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> None:
     st = m.mbar_get(ln, mbar, pc)
+    one = np.zeros(m.N, np.bool_)
+    one[ln] = True
+    mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)
+    _init_fence_check(m, st, mbar, pc)
     col = int(m.acol[m.cta_local[ln]]) + 1  # the issuing CTA's block (emulator.cluster)
     st["vc"][col] = max(int(st["vc"][col]), epoch)  # the copy's release (async unit 1)
     m.mbar_complete_tx(ln, mbar, nbytes, pc)

@@ -218,7 +218,12 @@ def _cvta(m, ins, pc, exe, active):
     if "shared" in mods or "shared::cta" in mods:
         v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
     elif "param" in mods:
-        pass  # kernel parameters live in the emulator's parameter window (async_copy)
+        # kernel parameters live in the emulator's parameter window (async_copy); a param-space
+        # address taken with a 32-bit 'mov.b32 %r, param' keeps only the offset (the window's
+        # low 32 bits are 0), which cvta.param turns back into the generic address
+        if "to" not in mods:
+            win = np.uint64(_async_copy.PARAM_WINDOW)
+            v = np.where(v < np.uint64(1 << 32), v + win, v)
     elif not ({"global", "to"} & set(mods)):
         raise m.prog.unsupported(pc)
     m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
@@ -1439,7 +1444,8 @@ def _wgmma(m, ins, pc, exe, active):
 
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
-    if "proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:]):
+    if ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
+            "mbarrier_init" in ins.parts:  # fence.mbarrier_init: a proxy fence for the inits
         m.pfence[exe] += 1
     return None
 
@@ -1462,11 +1468,14 @@ def _mbarrier(m, ins, pc, exe, active):
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
         cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
+            _async_copy.note_init(m, int(ln), int(addr[ln]), pc)
         return None
     if kind == "inval":
         addr = _addr_u(m, ops[0], pc)
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
             if st is not None:
@@ -1478,6 +1487,7 @@ def _mbarrier(m, ins, pc, exe, active):
         addr = _addr_u(m, aop, pc)
         rest = ops[2:] if has_dst else ops[1:]
         val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         states = np.zeros(m.N, np.uint64)
         for ln in np.flatnonzero(exe):
             a = int(addr[ln])
@@ -1502,6 +1512,7 @@ def _mbarrier(m, ins, pc, exe, active):
             raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
         addr = _addr_u(m, ops[1], pc)
         par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         ok = m.mbar_wait(pc, exe, addr, par)
         m.write(ops[0], ok, exe & ~m.blocked, pc)
         m.pc[active & ~m.blocked] = pc + 1

@@ -41,6 +41,7 @@ setp.eq.u32 %p1, %r1, 0;
 """
 
 LOAD = HEAD + """@%p1 mbarrier.init.shared::cta.b64 [%r9], 1;
+{init_fence}
 bar.sync 0;
 @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], {tx};
 @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd6, {{%r10, %r10}}], [%r9];
@@ -99,14 +100,16 @@ def _swizzle128(box: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def _load(tx: int = 1024, wait: str = WAIT, extra: str = ""):
+def _load(tx: int = 1024, wait: str = WAIT, extra: str = "",
+          init_fence: str = "fence.proxy.async.shared::cta;"):
     gmem = GlobalMemory()
     a = np.arange(ROWS * COLS, dtype=np.uint32) + 1000
     src = gmem.add("a", a)
     out = gmem.add("out", np.zeros(256, np.uint32))
     launch = Launch(grid=(1, 1, 1), threads=64,
                     params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
-    res = run_launch(LOAD.format(tx=tx, wait=wait, extra=extra), launch, gmem,
+    res = run_launch(LOAD.format(tx=tx, wait=wait, extra=extra, init_fence=init_fence), launch,
+                     gmem,
                      filename="tma.ptx")
     return res, a, gmem.buffer("out")
 
@@ -130,6 +133,29 @@ def test_tma_load_zero_fills_oob_rows_and_swizzles():
     box[:ROWS] = a.reshape(ROWS, COLS)
     want = _swizzle128(box.view(np.uint8).reshape(-1))
     assert np.array_equal(out, want)
+
+
+def test_mbarrier_init_without_proxy_fence_is_an_hb4_warning():
+    res, _, _ = _load(init_fence="")
+    assert res.status == "ok"
+    assert [(f.rule, f.severity) for f in res.findings] == [("HB4", "warning")]
+    assert "mbarrier.init" in res.findings[0].message
+
+
+def test_mbarrier_used_before_its_init_is_ordered_is_a_race():
+    # the barrier between the init (thread 0) and the other threads' waits removed
+    text = LOAD.replace("{init_fence}\nbar.sync 0;", "{init_fence}")
+    assert text != LOAD
+    gmem = GlobalMemory()
+    src = gmem.add("a", np.arange(ROWS * COLS, dtype=np.uint32))
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
+    res = run_launch(text.format(tx=1024, wait=WAIT, extra="",
+                                 init_fence="fence.proxy.async.shared::cta;"),
+                     launch, gmem, filename="tma.ptx")
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    assert hb1 and "mbarrier.init" in hb1[0].message and "mbarrier.try_wait" in hb1[0].message
 
 
 def test_tma_load_without_the_mbarrier_wait_is_a_race():
