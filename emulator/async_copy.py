@@ -583,6 +583,10 @@ def bulk(m, ins, pc, exe, active):
         return None
     if "prefetch" in mods:
         return None  # an L2 hint: no architectural effect
+    if "multicast::cluster" in mods and "tensor" in mods and mods[0] != "reduce":
+        from emulator import cluster as _cluster  # TMA multicast into the cluster's CTAs
+        _cluster.tma_multicast(m, ins, pc, exe)
+        return None
     if "multicast::cluster" in mods or "im2col" in mods or any(
             x.startswith("im2col") or x.startswith("cta_group") for x in mods):
         raise m.prog.unsupported(pc)

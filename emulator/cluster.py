@@ -504,3 +504,63 @@ def special_flat(m, name: str) -> np.ndarray | None:
     if name == "is_explicit_cluster":
         return np.full(m.N, m.explicit_cluster, np.bool_)
     return None
+
+
+# ------------------------------------------------------------------ TMA multicast
+def tma_multicast(m, ins, pc, exe) -> None:
+    """``cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes
+    .multicast::cluster [dst], [tmap, {coords}], [mbar], ctaMask`` (PTX ISA 9.1
+    ``cp.async.bulk.tensor``): the box lands at the same shared offset ``dst`` in every CTA of the
+    cluster whose rank bit is set in ``ctaMask``, and each of those CTAs' mbarrier at offset
+    ``mbar`` receives the ``complete_tx`` of the box's bytes. The writes belong to the issuing
+    CTA's copy unit (async unit 1) at one epoch, which each complete_tx releases; a peer's reader
+    is ordered after them only through its own mbarrier's phase."""
+    from emulator import async_copy as _ac
+
+    mods = m._types[pc][0]
+    if "mbarrier::complete_tx::bytes" not in mods or any(x.startswith("im2col") or
+                                                         x.startswith("cta_group")
+                                                         for x in mods):
+        raise m.prog.unsupported(pc)
+    ops = ins.operands
+    if len(ops) < 4:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' without a ctaMask operand")
+    mask = np.broadcast_to(m.read(ops[3], "u16", pc), (m.N,))
+    S = m.shared.shape[1]
+    for ln in np.flatnonzero(exe):
+        ln = int(ln)
+        tm, coords = _ac._tmap_operand(m, ops[1], ln, pc)
+        _ac._check_tile(m, tm, pc, ins.opcode)
+        dst = int(m.address(ops[0], pc)[ln]) & _OFF_MASK
+        if dst % 128:
+            raise _Fault("fault", f"TMA destination 0x{dst:x} is not 128-byte aligned "
+                                  f"({m.prog.where(pc)})")
+        mbar = int(m.address(ops[2], pc)[ln]) & _OFF_MASK
+        bits = int(mask[ln]) & ((1 << m.C) - 1)
+        if int(mask[ln]) >> m.C:
+            raise _Fault("fault", f"ctaMask 0x{int(mask[ln]):x} names CTAs beyond the "
+                                  f"{m.C}-CTA cluster ({m.prog.where(pc)})")
+        data = _ac._load_box(m, tm, coords, pc)
+        offs = _ac._swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
+        if offs.size and (int(offs.min()) < 0 or int(offs.max()) >= m.smem_bytes):
+            raise _Fault("fault", f"TMA multicast box outside the {m.smem_bytes} B of shared "
+                                  f"memory ({m.prog.where(pc)})")
+        c = int(m.cta_local[ln])
+        me = int(m.rk_of[m.batch_ids[c]])
+        epoch = _ac._epoch(m, c, 1)
+        for r in range(m.C):
+            if not (bits >> r) & 1:
+                continue
+            tc = int(m.clb.peer[c, r])
+            if m.clb.exited[tc]:
+                _exit_access(m, pc, tc)
+            flat = tc * S + offs
+            if m.ntr and ln < m.ntr:
+                m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc,
+                            data[None, :], "plain")
+                slots = m.sshadow.slots(flat)
+                m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, 1)
+                m.sshadow.w_clk[slots] = epoch
+            m.shared.reshape(-1)[flat] = data
+            a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar
+            _ac._complete_tx(m, ln, a, data.size, epoch, pc)

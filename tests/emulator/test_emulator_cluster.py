@@ -1,7 +1,7 @@
 """Thread-block clusters in the emulator (emulator/cluster.py): the cluster launch and special
 registers, distributed shared memory through ``mapa``, ``barrier.cluster`` release/acquire (and a
 ``.relaxed`` arrive that publishes nothing), remote mbarrier arrivals, and the two cluster errors:
-HB8 (a CTA exits while a peer may still read its shared memory) and HB7 (a remote arrive on an
+HB9 (a CTA exits while a peer may still read its shared memory) and HB8 (a remote arrive on an
 mbarrier whose init is not visible). Each construct has a correct and a buggy twin."""
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def test_no_cluster_barrier_before_the_peer_read_is_a_race():
 
 def test_exit_before_the_peers_dsmem_read_is_hb8():
     res, out = _launch(DSMEM.format(cluster=CL2, sync1=SYNC, sync2=""))
-    assert _rules(res) == ["HB8"], [str(f) for f in res.findings]
-    f = next(f for f in res.findings if f.rule == "HB8")
+    assert _rules(res) == ["HB9"], [str(f) for f in res.findings]
+    f = next(f for f in res.findings if f.rule == "HB9")
     assert "exits" in f.message and "ld.shared::cluster" in f.message
     assert out.tolist() == _want_dsmem()  # the values are right: only the ordering is wrong
 
@@ -130,7 +130,7 @@ ret;
 }
 """
     res, _ = _launch(ptx)
-    assert "HB8" in _rules(res)
+    assert "HB9" in _rules(res)
 
 
 def test_cluster_special_registers():
@@ -229,14 +229,14 @@ def test_remote_mbarrier_arrive_orders_dsmem_writes():
 
 def test_remote_arrive_without_init_fence_is_hb7():
     res, _ = _mbar(fence="")
-    assert "HB7" in _rules(res)
-    f = next(f for f in res.findings if f.rule == "HB7")
+    assert "HB8" in _rules(res)
+    f = next(f for f in res.findings if f.rule == "HB8")
     assert "fence.mbarrier_init" in f.message
 
 
 def test_remote_arrive_not_ordered_after_the_init_fence_is_hb7():
     res, _ = _mbar(sync1="")
-    assert "HB7" in _rules(res)
+    assert "HB8" in _rules(res)
 
 
 def test_relaxed_remote_arrive_does_not_publish_dsmem_writes():
@@ -301,3 +301,80 @@ def test_cta_subset_runs_whole_clusters(grid):
     else:
         assert len(res.cta_ids) == 2 and res.cta_ids[0] % 2 == 0 and res.cta_ids[1] == \
             res.cta_ids[0] + 1
+
+
+# TMA multicast (emulator/cluster.py tma_multicast over emu-async's tensor maps): rank 0 loads
+# one 32 x 8 u32 box into both CTAs; each CTA waits on its own mbarrier and copies it out
+MCAST = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 1024 .b8 buf[1024];
+.shared .align 8 .b64 bar;
+.visible .entry k(.param .align 64 .b8 tmap[128], .param .u64 out)
+.reqntid 64
+.reqnctapercluster 2, 1, 1
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<12>;
+mov.b64 %rd5, tmap;
+cvta.param.u64 %rd6, %rd5;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %cluster_ctarank;
+mov.u32 %r3, buf;
+mov.u32 %r9, bar;
+mov.u32 %r10, 0;
+mov.u16 %rs1, {mask};
+setp.eq.u32 %p1, %r1, 0;
+setp.eq.u32 %p2, %r2, 0;
+and.pred %p3, %p1, %p2;
+@%p1 mbarrier.init.shared::cta.b64 [%r9], 1;
+@%p1 fence.mbarrier_init.release.cluster;
+barrier.cluster.arrive.relaxed.aligned;
+barrier.cluster.wait.aligned;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 1024;
+@%p3 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r3], [%rd6, {{%r10, %r10}}], [%r9], %rs1;
+$L_wait:
+mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r9], 0;
+@!%p4 bra.uni $L_wait;
+shl.b32 %r4, %r1, 4;
+add.u32 %r5, %r3, %r4;
+ld.shared.v4.u32 {{%r11, %r12, %r13, %r14}}, [%r5];
+mad.lo.u32 %r6, %r2, 64, %r1;
+mul.wide.u32 %rd2, %r6, 16;
+add.s64 %rd3, %rd1, %rd2;
+st.global.v4.u32 [%rd3], {{%r11, %r12, %r13, %r14}};
+barrier.cluster.arrive.aligned;
+barrier.cluster.wait.aligned;
+ret;
+}}
+"""
+
+
+def _mcast(mask: int):
+    from emulator.async_copy import encode_tensor_map
+    gmem = GlobalMemory()
+    src = np.arange(8 * 32, dtype=np.uint32)
+    sa = gmem.add("src", src)
+    out = gmem.add("out", np.zeros(2 * 256, np.uint32))
+    tmap = encode_tensor_map(sa, 2, (32, 8), (128,), (32, 8), swizzle=0)
+    launch = Launch(grid=(2, 1, 1), threads=64, params={"tmap": tmap,
+                                                         "out": out.to_bytes(8, "little")})
+    ptx = MCAST.format(mask=mask).replace(".reg .b64 %rd<12>;", ".reg .b64 %rd<12>;\n"
+                                                                ".reg .b16 %rs<2>;")
+    res = run_launch(ptx, launch, gmem, filename="mc.ptx")
+    return res, gmem.buffer("out").view(np.uint32).reshape(2, 256), src
+
+
+def test_tma_multicast_lands_in_every_cta_of_the_mask():
+    res, out, src = _mcast(3)
+    assert res.status == "ok", res.message
+    assert [f for f in res.findings if f.severity == "error"] == [], \
+        [str(f) for f in res.findings]
+    assert (out[0] == src).all() and (out[1] == src).all()
+
+
+def test_tma_multicast_that_arms_only_one_cta_deadlocks_the_other():
+    res, out, src = _mcast(1)
+    assert res.status == "deadlock" and "HB2" in _rules(res)
