@@ -2,9 +2,10 @@
 ``griddepcontrol`` (``elect.sync`` is in :mod:`emulator.ops`).
 
 * ``setmaxnreg.{inc,dec}.sync.aligned.u32 imm`` (PTX ISA 9.1, 'setmaxnreg'): ``imm`` must lie in
-  24..256 and be a multiple of 8 (else ``fault``); the instruction is warpgroup-collective, so a
-  warpgroup of which only some warps execute it is HB3; a ``.inc`` below (``.dec`` above) the
-  warpgroup's count set by its previous ``setmaxnreg`` is a ``fault``. Registers are not limited
+  24..256 and be a multiple of 8 (else ``fault``); a ``.inc`` below (``.dec`` above) the count
+  its warp set with its previous ``setmaxnreg`` is a ``fault``. Whether all warps of a
+  warpgroup execute the same ``setmaxnreg`` is not checked: Triton 3.6's warp-specialized
+  kernels run it per partition (one-warp partitions) and are correct on the GPU. Registers are not limited
   in the emulator otherwise: the instruction has no other effect.
 * ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single launch
   has no prerequisite grid and no dependent grid, so both complete at once; memory ordering is
@@ -25,7 +26,6 @@ import numpy as np
 
 from emulator import ops as _ops
 from emulator.registry import _Fault, handler
-from verifier.findings import Finding
 
 __all__: list[str] = []
 
@@ -46,28 +46,13 @@ def _setmaxnreg(m, ins, pc, exe, active):
         return None
     if not hasattr(m, "_maxnreg") or m._maxnreg_batch is not m.batch_ids:
         m._maxnreg, m._maxnreg_batch = {}, m.batch_ids
-    wg = (m.cta_local[lanes] * ((m.T + 127) // 128) + m.tid[lanes] // 128)
-    for g in np.unique(wg):
-        ls = lanes[wg == g]
-        c = int(m.cta_local[ls[0]])
-        t0 = int(m.tid[ls[0]]) // 128 * 128
-        members = np.arange(c * m.T + t0, c * m.T + min(t0 + 128, m.T))
-        live = members[~m.done[members]]
-        if ls.size != live.size:
-            key = ("HB3", pc)
-            if key not in m.findings:
-                m.findings[key] = Finding(
-                    rule="HB3", severity="error", file=m.prog.filename, line=ins.line,
-                    col=ins.col,
-                    message=(f"'{ins.opcode}' is executed by {ls.size} of the {live.size} live "
-                             f"threads of warpgroup {t0 // 128} of CTA {int(m.batch_ids[c])}: it "
-                             f"is .sync.aligned over the whole warpgroup"))
-        prev = m._maxnreg.get(int(g))
+    for w in np.unique(lanes // 32):  # per warp (batch lanes are CTA-major, T % 32 == 0)
+        prev = m._maxnreg.get(int(w))
         if prev is not None and (("inc" in mods and n < prev) or ("dec" in mods and n > prev)):
-            raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev}: .inc must not "
-                                  f"lower and .dec must not raise the count "
+            raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev} in the same "
+                                  f"warp: .inc must not lower and .dec must not raise the count "
                                   f"({m.prog.where(pc)})")
-        m._maxnreg[int(g)] = n
+        m._maxnreg[int(w)] = n
     return None
 
 
@@ -128,3 +113,38 @@ def _clc(m, ins, pc, exe, active):
                                       f"try_cancel never succeeds) ({m.prog.where(pc)})")
             return None
     raise m.prog.unsupported(pc)
+
+
+@handler("bra", "brx")
+def _brx(m, ins, pc, exe, active):
+    """``brx.idx{.uni} index, tlist`` (PTX ISA 9.1 ``brx.idx``): each lane branches to entry
+    ``index`` of the ``tlist: .branchtargets L0, L1, ...;`` list; an index outside the list is
+    undefined behaviour in the ISA: a ``fault``. ``bra`` goes to :mod:`emulator.ops`."""
+    if ins.base == "bra":
+        return _ops._bra(m, ins, pc, exe, active)
+    mods = m._types[pc][0]
+    ops = ins.operands
+    if "idx" not in mods or len(ops) < 2:
+        raise m.prog.unsupported(pc)
+    tl = ops[1].name or ops[1].text
+    targets = m.prog.branchtargets.get(tl)
+    if targets is None:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' to '{tl}', which is not a "
+                                     f".branchtargets list of this function")
+    env = m.prog.envs[pc]
+    dests = []
+    for t in targets:
+        d = env.label(t)
+        if d is None:
+            raise m.prog.unsupported(pc, f"branch target '{t}' of '{tl}' is not a label")
+        dests.append(d)
+    idx = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
+    lanes = np.flatnonzero(exe)
+    if lanes.size and (idx[lanes] >= len(dests)).any():
+        bad = int(idx[lanes][idx[lanes] >= len(dests)][0])
+        raise _Fault("fault", f"'{ins.opcode}' index {bad} outside the {len(dests)} targets of "
+                              f"'{tl}' (undefined in the ISA) ({m.prog.where(pc)})")
+    table = np.array(dests, np.int64)
+    m.pc[lanes] = table[idx[lanes]]
+    m.pc[active & ~exe] = pc + 1
+    return True

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from verifier.ptx import Function, Instruction, Label, Module, RegDecl, Scope, VarDecl, type_size
+from verifier.ptx import (Directive, Function, Instruction, Label, Module, RegDecl, Scope,
+                          VarDecl, type_size)
 
 __all__ = ["EmulationUnsupported", "Program", "RegInfo", "build_program"]
 
@@ -111,6 +112,8 @@ class Program:
         static_shared: bytes of sized shared variables.
         local_vars: ``.local`` variable name -> (offset, size) in per-thread local memory.
         local_bytes: per-thread local memory size.
+        branchtargets: ``lbl: .branchtargets L0, L1, ...;`` label -> its target labels (for
+            ``brx.idx``).
     """
 
     module: Module
@@ -123,6 +126,7 @@ class Program:
     static_shared: int = 0
     local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
     local_bytes: int = 0
+    branchtargets: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def where(self, pc: int) -> str:
         """``file:line:col`` of instruction ``pc``."""
@@ -212,6 +216,8 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 prog.labels.setdefault(st.name, len(prog.insts))
             elif isinstance(st, Scope):
                 walk(st, env)
+            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
+                prog.branchtargets[st.label] = tuple(st.args)
             elif isinstance(st, Instruction):
                 if st.base == "call":
                     raise EmulationUnsupported("'call' (device functions)", fname, st.line, st.col)
