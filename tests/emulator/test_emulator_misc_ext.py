@@ -22,10 +22,11 @@ ld.param.u64 %rd1, [out];
 mov.u32 %r1, %tid.x;
 shr.u32 %r2, %r1, 7;
 setp.eq.u32 %p1, %r2, 0;
+mov.u32 %r30, %r1;
 {body}
 mul.wide.u32 %rd2, %r1, 4;
 add.s64 %rd3, %rd1, %rd2;
-st.global.u32 [%rd3], %r1;
+st.global.u32 [%rd3], %r30;
 ret;
 }}
 """
@@ -98,7 +99,7 @@ ld.shared.v2.b64 {{%rd4, %rd5}}, [%r3];
 clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p4, q;
 {get}
 }}
-selp.u32 %r1, 1000, %r1, %p4;
+selp.u32 %r30, 1000, %r1, %p4;
 bar.sync 0;"""
 
 
@@ -114,3 +115,28 @@ def test_get_first_ctaid_of_a_failed_cancel_is_a_fault():
     res, _ = _run(CLC.format(get="clusterlaunchcontrol.query_cancel.get_first_ctaid."
                                  "v4.b32.b128 {%r5, %r6, %r7, %r8}, q;"))
     assert res.status == "fault" and "is_canceled is false" in res.message
+
+
+BRX = """and.b32 %r5, %r1, {mask};
+$L_tbl: .branchtargets $L_a, $L_b, $L_c;
+brx.idx %r5, $L_tbl;
+$L_a:
+mov.u32 %r30, 100;
+bra.uni $L_end;
+$L_b:
+mov.u32 %r30, 200;
+bra.uni $L_end;
+$L_c:
+mov.u32 %r30, 300;
+$L_end:"""
+
+
+def test_brx_idx_branches_per_lane_through_its_table():
+    res, out = _run(BRX.format(mask=1))  # lanes alternate between targets 0 and 1
+    assert res.status == "ok" and res.findings == [], res.message
+    assert out.tolist() == [100 if t % 2 == 0 else 200 for t in range(256)]
+
+
+def test_brx_idx_past_the_table_is_a_fault():
+    res, _ = _run(BRX.format(mask=3))  # index 3 of a 3-entry table
+    assert res.status == "fault" and "outside the 3 targets" in res.message
