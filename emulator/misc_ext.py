@@ -5,11 +5,11 @@
   24..256 and be a multiple of 8 (else ``fault``); a ``.inc`` below (``.dec`` above) the count
   its warp set with its previous ``setmaxnreg`` is a ``fault``. Whether all warps of a
   warpgroup execute the same ``setmaxnreg`` is not checked: Triton 3.6's warp-specialized
-  kernels run it per partition (one-warp partitions) and are correct on the GPU. Registers are not limited
-  in the emulator otherwise: the instruction has no other effect.
-* ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single launch
-  has no prerequisite grid and no dependent grid, so both complete at once; memory ordering is
-  unchanged (every access of this grid stays checked).
+  kernels run it per partition (one-warp partitions) and are correct on the GPU. Registers are
+  not limited in the emulator otherwise: the instruction has no other effect.
+* ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single
+  launch has no prerequisite grid and no dependent grid, so both complete at once; memory
+  ordering is unchanged (every access of this grid stays checked).
 * ``clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes
   {.multicast::cluster::all}.b128 [resp], [mbar]`` (PTX ISA 9.1, 'clusterlaunchcontrol'): the
   emulator's request never succeeds - a legal outcome (the hardware cancels only clusters that

@@ -140,3 +140,93 @@ def test_brx_idx_branches_per_lane_through_its_table():
 def test_brx_idx_past_the_table_is_a_fault():
     res, _ = _run(BRX.format(mask=3))  # index 3 of a 3-entry table
     assert res.status == "fault" and "outside the 3 targets" in res.message
+
+
+CALL = """.version 8.7
+.target sm_90a
+.address_size 64
+.func (.param .b32 fret) madd(.param .b32 fa, .param .b32 fb)
+{{
+.reg .b32 %r<4>;
+.reg .pred %p<2>;
+ld.param.b32 %r1, [fa];
+ld.param.b32 %r2, [fb];
+setp.gt.u32 %p1, %r1, 31;
+@%p1 bra $L_big;
+mad.lo.u32 %r3, %r1, %r2, 1;
+st.param.b32 [fret], %r3;
+ret;
+$L_big:
+{inner}
+st.param.b32 [fret], %r3;
+ret;
+}}
+{extra}
+.visible .entry k(.param .u64 out)
+.reqntid 64
+{{
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+{{
+.param .b32 p0;
+.param .b32 p1;
+.param .b32 rv;
+st.param.b32 [p0], %r1;
+st.param.b32 [p1], 3;
+call.uni (rv), madd, (p0, p1);
+ld.param.b32 %r2, [rv];
+}}
+{{
+.param .b32 p0;
+.param .b32 p1;
+.param .b32 rv;
+st.param.b32 [p0], %r2;
+st.param.b32 [p1], 2;
+call.uni (rv), madd, (p0, p1);
+ld.param.b32 %r3, [rv];
+}}
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r3;
+ret;
+}}
+"""
+
+
+def _call(inner="mov.u32 %r3, 0;", extra=""):
+    import numpy as np
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(64, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64, params={"out": out.to_bytes(8, "little")})
+    res = run_launch(CALL.format(inner=inner, extra=extra), launch, gmem, filename="c.ptx")
+    return res, gmem.buffer("out").view(np.uint32)
+
+
+def _want(t: int) -> int:
+    def madd(a, b):
+        return 0 if a > 31 else a * b + 1
+    return madd(madd(t, 3), 2)
+
+
+def test_call_of_a_func_with_params_returns_and_divergent_ret():
+    res, out = _call()
+    assert res.status == "ok" and res.findings == [], res.message
+    assert out.tolist() == [_want(t) for t in range(64)]
+
+
+def test_recursive_call_is_refused_clearly():
+    import pytest
+    from emulator import EmulationUnsupported
+    inner = """{
+.param .b32 q0;
+.param .b32 q1;
+.param .b32 qr;
+st.param.b32 [q0], 0;
+st.param.b32 [q1], 0;
+call.uni (qr), madd, (q0, q1);
+ld.param.b32 %r3, [qr];
+}"""
+    with pytest.raises(EmulationUnsupported, match="recursive 'call' of 'madd'"):
+        _call(inner=inner)
