@@ -40,6 +40,20 @@ not list them; the verifier never imports the emulator):
   (Triton 3.6 omits it for cp.async-fed MMAs, which the verifier also keeps as a policy warning).
 * ``HB7`` ``mbarrier.inval`` while the current phase's tx-count is not zero: copies completed
   bytes no ``expect_tx`` announced, or announced bytes never came (:mod:`emulator.async_copy`).
+* ``HB8`` an mbarrier operation on a peer CTA's mbarrier (``mapa`` address) before its
+  ``mbarrier.init`` is visible: no ``fence.mbarrier_init.release.cluster`` by the initialising
+  thread, or no cluster synchronisation between that fence and the remote operation
+  (:mod:`emulator.cluster`).
+* ``HB9`` a CTA's shared memory accessed by a cluster peer after the CTA exited, or a CTA that
+  exits while a peer's access to its shared memory is not ordered before the exit (no cluster
+  barrier between the peer's last access and the exit).
+
+Clusters (:mod:`emulator.cluster`): the CTAs of a cluster run in one batch and every lane's
+vector clock spans the cluster (one block of T + 3 columns per CTA), so distributed shared
+memory (``mapa``, ``ld/st/atom/red.shared::cluster``) and global accesses across the CTAs of a
+cluster are ordered exactly by cluster-scope synchronisation: ``barrier.cluster.arrive``
+(release; ``.relaxed`` publishes only what a prior cluster-scope ``fence.acq_rel``/``fence.sc``
+covered) -> ``barrier.cluster.wait`` (acquire), remote ``mbarrier.arrive`` -> phase -> wait.
 
 Async proxy: the shared-memory operand reads of ``wgmma.mma_async`` and ``tcgen05.mma`` belong
 to the CTA's async unit 0 (an extra vector-clock column); they are ordered for a thread only
@@ -59,10 +73,16 @@ with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register 
 (32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
 TMA tile loads/stores/reductions (1-5D, swizzle none/32/64/128 B, OOB fill), bulk copies and
 reductions, bulk groups, ``tensormap.replace``/``cp_fenceproxy`` and host tensor-descriptor
-parameters (:mod:`emulator.async_copy`). Not yet modelled (reported as unsupported): TMA im2col
-and multicast, ``tcgen05.cp``/``shift``, ``cta_group::2``, clusters, ``call``, an MN-major
-(transposed) smem A of wgmma. Asynchronous
-tensor-core operations compute their results at issue.
+parameters (:mod:`emulator.async_copy`); TMA ``.multicast::cluster`` loads, clusters
+(:mod:`emulator.cluster`); block-scaled ``tcgen05.mma`` (``kind::mxf8f6f4`` E4M3/E5M2,
+``kind::mxf4``, ``kind::mxf4nvf4``; UE8M0/UE4M3 scales from TMEM), ``tcgen05.cp`` (no
+decompression), ``tcgen05.shift``, multicast ``tcgen05.commit`` (:mod:`emulator.tcgen05_ext`);
+``setmaxnreg`` count rules, ``griddepcontrol``, ``clusterlaunchcontrol`` (a cancel that never
+succeeds), ``brx.idx`` (:mod:`emulator.misc_ext`); ``call`` of a ``.func`` with ``.param``
+arguments, inlined per call site (recursion refused) (:mod:`emulator.program`). Not yet
+modelled (reported as unsupported): TMA im2col, ``cta_group::2``, ``.b128`` registers, the
+sub-byte operand types of ``kind::mxf8f6f4``, an MN-major (transposed) smem A of wgmma.
+Asynchronous tensor-core operations compute their results at issue.
 
 Limits of the race analysis: every emulated CTA is checked; CTAs run in batches whose vector
 clocks fit a budget of 4 M clock entries; per byte only the last writer and the last reader are
@@ -94,6 +114,9 @@ RULES = {
     "HB5": "barrier thread count smaller than the threads arriving: synchronised set unspecified",
     "HB6": "register of an in-flight wgmma.mma_async accessed before wgmma.wait_group retires it",
     "HB7": "mbarrier invalidated with a non-zero tx-count: expect_tx bytes != the copies' bytes",
+    "HB8": "remote mbarrier operation before its init is visible (fence.mbarrier_init + cluster "
+           "barrier)",
+    "HB9": "CTA exits while a cluster peer may still access its shared memory",
 }
 
 

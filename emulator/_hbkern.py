@@ -8,8 +8,13 @@ order (the last lane wins a byte, as a numpy scatter does). The semantics are th
 strong accesses).
 
 Arrays: ``I`` (n,) record slots of the bytes; ``lanes``/``glane`` (k,) batch-local and global
-lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, T + 3) int32 vector
-clocks; ``tid`` (lanes,) thread ids; shadow fields as in :mod:`emulator.memory`.
+lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, C * (T + 3)) int32
+vector clocks; ``tid`` (lanes,) each lane's own clock column; shadow fields as in
+:mod:`emulator.memory`. Clusters (:mod:`emulator.cluster`): a lane's clock has one block of
+T + 3 columns (T threads, then the 3 async units, ``registry.ASYNC_UNITS``) per CTA of its
+cluster; ``cl_of``/``rk_of`` (global CTAs,) give each CTA's cluster and rank, so an access by a
+thread of another CTA of the same cluster is ordered by the clock column ``rank * (T + 3) + t``
+(without clusters every CTA is its own cluster of rank 0: the per-CTA clocks of before).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ __all__ = ["check", "record_write", "record_read"]
 @numba.njit(cache=True, nogil=True)
 def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_atomic,
           r_lane, r_clk, r_atomic, vals, write, strong, level, pc, T, NT,
-          unord_w, unord_r, my_clk):
+          unord_w, unord_r, my_clk, cl_of, rk_of):
     """Pass 1: flag bytes unordered with the recorded writer (``unord_w``) and, for writes,
     with the recorded reader (``unord_r``); fill ``my_clk`` (each byte's accessor clock)."""
     n = I.size
@@ -46,13 +51,14 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
                     w_cta = wl // T
                     w_col = wl % T
                 same_cta = w_cta == my_cta
+                same_cl = cl_of[w_cta] == cl_of[my_cta]
                 if strong:
                     wat = w_atomic[s]
                     if wat > 0 and (same_cta or (wat == 2 and level == 2)):
                         other = False
                 if other:
-                    known = vc[ln, w_col] if same_cta else 0
-                    uo = (not same_cta) or (w_clk[s] > known) or wa
+                    known = vc[ln, rk_of[w_cta] * (T + 3) + w_col] if same_cl else 0
+                    uo = (not same_cl) or (w_clk[s] > known) or wa
                     if uo and write and w_pc[s] == pc and w_val[s] == vals[e]:
                         uo = False  # replicated store: same instruction, same value
                     unord_w[e] = uo
@@ -66,14 +72,15 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
                     r_cta = rl // T
                     r_col = rl % T
                 same_cta = r_cta == my_cta
+                same_cl = cl_of[r_cta] == cl_of[my_cta]
                 ok = True
                 if strong:
                     rat = r_atomic[s]
                     if rat > 0 and (same_cta or (rat == 2 and level == 2)):
                         ok = False
                 if ok:
-                    known = vc[ln, r_col] if same_cta else 0
-                    unord_r[e] = (not same_cta) or (r_clk[s] > known)
+                    known = vc[ln, rk_of[r_cta] * (T + 3) + r_col] if same_cl else 0
+                    unord_r[e] = (not same_cl) or (r_clk[s] > known)
 
 
 @numba.njit(cache=True, nogil=True)

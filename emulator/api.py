@@ -351,7 +351,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     if dynamic_smem is None:
         dynamic_smem = MAX_DYNAMIC_SMEM.get(arch, 232448)
     launch = Launch(grid=grid, threads=threads, params=params, dynamic_smem=dynamic_smem,
-                    arch=arch)
+                    arch=arch, cluster=(cfg.num_ctas, 1, 1) if cfg.num_ctas > 1 else None)
     lanes_budget = max(threads, min(1 << 16, (256 << 20) // max(1, dynamic_smem) * threads))
     t0 = time.perf_counter()
     try:

@@ -497,12 +497,36 @@ def mbar_access(m, exe: np.ndarray, addr: np.ndarray, pc: int, write: bool) -> N
         lanes, a = lanes[known], a[known]
         if not lanes.size:
             return
-    idx = m._shared_idx(a, lanes, 8, pc)
+    idx = m._shared_idx(a, lanes, 8, pc, cluster=True)  # a peer's mbarrier (mapa)
     if write:
         m._hb_check(m.sshadow, "shared", lanes, idx, pc, np.zeros((lanes.size, 8), np.uint8),
                     "plain")
     else:
-        m._hb_check(m.sshadow, "shared", lanes, idx, pc, None, "atomic")
+        # a use is ordered after an init that fence.mbarrier_init published through a cluster
+        # barrier (emulator.cluster: that fence orders only the inits, so its knowledge is
+        # kept apart from the thread's clock and joined for mbarrier uses only)
+        with _cluster_init_knowledge(m, lanes):
+            m._hb_check(m.sshadow, "shared", lanes, idx, pc, None, "atomic")
+
+
+class _cluster_init_knowledge:
+    """Context: ``lanes`` check with their clocks joined with the mbarrier-init knowledge
+    they acquired through cluster barriers (``ClusterBatch.ivc``), restored afterwards."""
+
+    def __init__(self, m, lanes: np.ndarray):
+        self.m, self.lanes, self.saved = m, lanes, None
+
+    def __enter__(self):
+        clb = getattr(self.m, "clb", None)
+        if clb is not None and clb.ivc is not None and clb.ivc[self.lanes].any():
+            self.saved = self.m.vc[self.lanes].copy()
+            self.m.vc[self.lanes] = np.maximum(self.saved, clb.ivc[self.lanes])
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            self.m.vc[self.lanes] = self.saved
+        return False
 
 
 def note_init(m, ln: int, addr: int, pc: int) -> None:
@@ -544,7 +568,7 @@ def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> Non
     one[ln] = True
     mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)
     _init_fence_check(m, st, mbar, pc)
-    col = m.T + 1
+    col = int(m.acol[m.cta_local[ln]]) + 1  # the issuing CTA's block (emulator.cluster)
     st["vc"][col] = max(int(st["vc"][col]), epoch)  # the copy's release (async unit 1)
     m.mbar_complete_tx(ln, mbar, nbytes, pc)
 
@@ -570,6 +594,10 @@ def bulk(m, ins, pc, exe, active):
         return None
     if "prefetch" in mods:
         return None  # an L2 hint: no architectural effect
+    if "multicast::cluster" in mods and "tensor" in mods and mods[0] != "reduce":
+        from emulator import cluster as _cluster  # TMA multicast into the cluster's CTAs
+        _cluster.tma_multicast(m, ins, pc, exe)
+        return None
     if "multicast::cluster" in mods or "im2col" in mods or any(
             x.startswith("im2col") or x.startswith("cta_group") for x in mods):
         raise m.prog.unsupported(pc)
@@ -700,10 +728,10 @@ def _wait_group(m, exe: np.ndarray, n: int) -> None:
     stores (PTX ISA 9.1 §9.7.9.25.3)."""
     st = _state(m)
     keep = []
-    col = m.T + 2
     for ln, grp, epoch in st.pending:
         if exe[ln] and grp < st.committed[ln] - n:
             if m.ntr and ln < m.ntr:
+                col = int(m.acol[m.cta_local[ln]]) + 2  # the thread's CTA block (cluster)
                 m.vc[ln, col] = max(int(m.vc[ln, col]), epoch)
         else:
             keep.append((ln, grp, epoch))

@@ -35,7 +35,10 @@ import numpy as np
 
 from emulator import _hbkern
 from emulator import async_copy as _async_copy  # noqa: F401  (TMA / bulk-copy handlers)
+from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
+from emulator import misc_ext as _misc_ext  # noqa: F401  (setmaxnreg, clusterlaunchcontrol)
+from emulator import tcgen05_ext as _tc_ext  # noqa: F401  (block-scaled MMA, cp, shift)
 from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
@@ -71,6 +74,9 @@ class Launch:
     params: dict[str, bytes]
     dynamic_smem: int = 0
     arch: str = "sm_90a"
+    #: CTAs per cluster (x, y, z) given at launch (Triton: ``(num_ctas, 1, 1)``); None: the
+    #: entry's ``.reqnctapercluster`` or no cluster (:func:`emulator.cluster.cluster_dims`)
+    cluster: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -137,12 +143,31 @@ class Machine:
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
         self.time_limit = time_limit_s
+        # clusters (emulator.cluster): every lane's clock has T + 3 columns per CTA of its
+        # cluster; the CTAs of one cluster always run in one batch
+        self._launch_error = None
+        try:
+            self.cdims = _cluster.cluster_dims(prog, launch)
+        except _Fault as f:
+            self._launch_error, self.cdims = f.message, (1, 1, 1)
+        self.C = self.cdims[0] * self.cdims[1] * self.cdims[2]
+        self.explicit_cluster = (launch.cluster is not None or
+                                 prog.entry.directive("reqnctapercluster") is not None or
+                                 prog.entry.directive("explicitcluster") is not None)
+        if self._launch_error is None:
+            self.cl_of, self.rk_of, self.cl_members = _cluster.cluster_maps(launch.grid,
+                                                                            self.cdims)
+        else:
+            self.cl_of = np.arange(self.n_ctas, dtype=np.int64)
+            self.rk_of = np.zeros(self.n_ctas, np.int64)
+            self.cl_members = self.cl_of[:, None]
+        self.W = self.C * (self.T + ASYNC_UNITS)  # per CTA: T threads, then its async units
         self.batch_ctas = max(1, batch_lanes // self.T)
         if race:
             # every CTA is race-checked: the vector-clock budget bounds the CTAs of one batch
             # (a race placed only in CTAs beyond a launch-wide budget must not escape)
             self.batch_ctas = max(1, min(self.batch_ctas,
-                                         race_budget // max(1, self.T * (self.T + 1))))
+                                         race_budget // max(1, self.T * self.W)))
             self.race_ctas = self.n_ctas
         self.smem_bytes = max(prog.static_shared, 0)
         ext = [o for o, s in prog.shared_vars.values() if s is None]
@@ -165,6 +190,7 @@ class Machine:
                                  f"{memory_budget / 2**20:.0f} MiB")
             self.batch_ctas = max(1, min(self.batch_ctas,
                                          (memory_budget // 2) // max(1, self.cta_state_bytes)))
+        self.batch_ctas = max(self.C, self.batch_ctas // self.C * self.C)
         self.findings: dict[tuple, Finding] = {}
         self.outcome = RunOutcome(race_ctas=self.race_ctas)
         self.memory_budget = memory_budget
@@ -182,12 +208,23 @@ class Machine:
         if self._too_big is not None:
             self.outcome.status, self.outcome.message = "memory", self._too_big
             return self.outcome
+        if self._launch_error is not None:
+            self.outcome.status, self.outcome.message = "fault", self._launch_error
+            return self.outcome
         t0 = time.perf_counter()
         self._t0_ns = time.time_ns()
         self._deadline = t0 + self.time_limit
-        order = representative_order(self.launch.grid) if (
-            self.cta_subset or self.max_ctas is not None) else np.arange(
-            self.n_ctas, dtype=np.int64)
+        C = self.C
+        if C > 1:  # whole clusters, in representative order of the cluster grid
+            cg = tuple(g // d for g, d in zip(self.launch.grid, self.cdims))
+            corder = representative_order(cg) if (
+                self.cta_subset or self.max_ctas is not None) else np.arange(
+                self.n_ctas // C, dtype=np.int64)
+            order = _cluster.cluster_order(corder, self.cl_members)
+        else:
+            order = representative_order(self.launch.grid) if (
+                self.cta_subset or self.max_ctas is not None) else np.arange(
+                self.n_ctas, dtype=np.int64)
         with np.errstate(all="ignore"):
             try:
                 i = 0
@@ -196,8 +233,10 @@ class Machine:
                 size = self.batch_ctas
                 if self.cta_subset and (self.n_ctas > self.batch_ctas or self.n_ctas >= 32):
                     size = min(self.batch_ctas, 2)
+                size = max(C, size // C * C)
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
+                limit_n = -(-limit_n // C) * C
                 while i < limit_n:
                     ids = order[i:min(i + size, limit_n)]
                     self._run_batch(ids)
@@ -218,6 +257,7 @@ class Machine:
                             # time left allows (a batch cut by the deadline would leave
                             # partial writes), then stop with the CTAs run so far
                             size = min(self.batch_ctas, int(0.5 * left / max(per, 1e-9)))
+                            size = size // C * C
                             if size < 1:
                                 self._stop_subset(order[:i], per)
                                 break
@@ -266,6 +306,9 @@ class Machine:
         gx, gy, _ = self.launch.grid
         self.ctaid = (cta % gx, (cta // gx) % gy, cta // (gx * gy))
         self.tid = lane % T
+        self.vcol = self.rk_of[cta] * (T + ASYNC_UNITS) + self.tid  # each lane's clock column
+        # each batch CTA's first async-unit column (unit u is acol + u, registry.ASYNC_UNITS)
+        self.acol = self.rk_of[ids] * (T + ASYNC_UNITS) + T
         self.laneid = self.tid % 32
         self.glane = cta * T + self.tid  # global lane id (for findings and the global shadow)
         self.regs: dict[str, np.ndarray] = {}
@@ -285,10 +328,10 @@ class Machine:
         tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
         if self.ntr:
-            # column T of a CTA's clocks is its async unit (tensor core / async proxy)
-            self.vc = np.zeros((self.ntr, T + ASYNC_UNITS), dtype=np.int32)
-            self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
-            self.bar_vc = np.zeros((tr_ctas, 16, T + ASYNC_UNITS), dtype=np.int32)
+            # columns T .. T + 2 of a CTA's block of clocks are its async units
+            self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
+            self.vc[np.arange(self.ntr), self.vcol[:self.ntr]] = 1
+            self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
         self.mbar: dict[tuple[int, int], dict] = {}
@@ -305,6 +348,7 @@ class Machine:
         self.wg_a_keys: set[object] = set()  # registers used as a wgmma's register A operand
         self.wg_committed = np.zeros(n, dtype=np.int64)
         self.cp_committed = np.zeros(n, dtype=np.int64)
+        self.clb = _cluster.ClusterBatch(self, ids)
         insts = self.prog.insts
         steps = 0
         while True:
@@ -393,11 +437,9 @@ class Machine:
                     return self.ctaid[a].astype(np.uint32)
                 if head == "nctaid":
                     return np.full(self.N, g[a], dtype=np.uint32)
-                if head in ("clusterid", "cluster_ctaid"):
-                    return (self.ctaid[a] if head == "clusterid" else
-                            np.zeros(self.N, np.int64)).astype(np.uint32)
-                if head in ("nclusterid", "cluster_nctaid"):
-                    return np.full(self.N, g[a] if head == "nclusterid" else 1, dtype=np.uint32)
+                sp = _cluster.special(self, head, a)
+                if sp is not None:
+                    return sp
         table = {
             "laneid": lambda: self.laneid.astype(np.uint32),
             "warpid": lambda: (self.tid // 32).astype(np.uint32),
@@ -413,9 +455,9 @@ class Machine:
             "globaltimer": lambda: self._timer(),
             "globaltimer_lo": lambda: self._timer().astype(np.uint32),
             "globaltimer_hi": lambda: (self._timer() >> np.uint64(32)).astype(np.uint32),
-            "cluster_ctarank": lambda: np.zeros(self.N, np.uint32),
-            "cluster_nctarank": lambda: np.ones(self.N, np.uint32),
-            "is_explicit_cluster": lambda: np.zeros(self.N, np.bool_),
+            "cluster_ctarank": lambda: _cluster.special_flat(self, "cluster_ctarank"),
+            "cluster_nctarank": lambda: _cluster.special_flat(self, "cluster_nctarank"),
+            "is_explicit_cluster": lambda: _cluster.special_flat(self, "is_explicit_cluster"),
             "dynamic_smem_size": lambda: np.full(self.N, self.launch.dynamic_smem, np.uint32),
             "total_smem_size": lambda: np.full(self.N, self.smem_bytes, np.uint32),
             "lanemask_eq": lambda: (np.uint32(1) << self.laneid.astype(np.uint32)),
@@ -573,11 +615,11 @@ class Machine:
             sh = (a >= SHARED_WINDOW) & (a < SHARED_WINDOW + (1 << 32))
             if sh.any() and not sh.all():
                 out = np.empty((lanes.size, nbytes), dtype=np.uint8)
-                for m, sp in ((sh, "shared"), (~sh, "global")):
+                for m, sp in ((sh, "shared::cluster"), (~sh, "global")):
                     e2 = np.zeros(self.N, np.bool_)
                     e2[lanes[m]] = True
                     ad = addr.copy()
-                    if sp == "shared":
+                    if sp == "shared::cluster":
                         ad[lanes[m]] -= SHARED_WINDOW
                     r = self.mem_access(sp, ad, nbytes, e2, pc,
                                         None if data is None else data[m], kind)
@@ -585,7 +627,7 @@ class Machine:
                         out[m] = r
                 return out if data is None else None
             if sh.all() and lanes.size:
-                space, addr = "shared", addr - SHARED_WINDOW
+                space, addr = "shared::cluster", addr - SHARED_WINDOW
                 a = addr[lanes]
             else:
                 space = "global"
@@ -594,7 +636,7 @@ class Machine:
             raise _Fault("fault", f"misaligned {nbytes} B {space} access at 0x{bad:x} "
                                   f"({self.prog.where(pc)})")
         if space in ("shared", "shared::cta", "shared::cluster"):
-            idx = self._shared_idx(a, lanes, nbytes, pc)
+            idx = self._shared_idx(a, lanes, nbytes, pc, cluster=space == "shared::cluster")
             view = self.shared.reshape(-1)
             if self.ntr:
                 self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, kind)
@@ -628,14 +670,20 @@ class Machine:
             return None
         raise self.prog.unsupported(pc, f"state space '.{space}'")
 
-    def _shared_idx(self, a: np.ndarray, lanes: np.ndarray, nbytes: int, pc: int) -> np.ndarray:
+    def _shared_idx(self, a: np.ndarray, lanes: np.ndarray, nbytes: int, pc: int,
+                    cluster: bool = False) -> np.ndarray:
+        """Flat shared byte indices (k, nbytes); ``cluster``: ``a`` are shared::cluster
+        addresses that may name a peer CTA (:mod:`emulator.cluster`)."""
         S = self.shared.shape[1]
+        cl = self.cta_local[lanes]
+        if cluster and lanes.size and (a >> _cluster.RANK_SHIFT).any():
+            cl, a = self.clb.decode(self, cl, a, pc)
         if lanes.size and ((a < 0) | (a + nbytes > self.smem_bytes)).any():
             bad = int(a[(a < 0) | (a + nbytes > self.smem_bytes)][0])
             raise _Fault("fault", f"shared address 0x{bad:x} outside the CTA's "
                                   f"{self.smem_bytes} B of shared memory "
                                   f"({self.prog.where(pc)})")
-        return (self.cta_local[lanes] * S + a)[:, None] + np.arange(nbytes)
+        return (cl * S + a)[:, None] + np.arange(nbytes)
 
     # ------------------------------------------------------------------ cp.async (per thread)
     def async_issue(self, dst: np.ndarray, data: np.ndarray, lanes: np.ndarray, pc: int) -> None:
@@ -772,7 +820,7 @@ class Machine:
         level = (1 if kind.endswith("_cta") else 2) if strong else 0
         if kind == "async_complete":
             L = np.repeat(lanes, nb)
-            sh.w_clk[I] = self.vc[L, self.tid[L]]
+            sh.w_clk[I] = self.vc[L, self.vcol[L]]
             sh.w_async[I] = False
             sh.w_atomic[I] = 0
             sh.w_pf[I] = self.pfence[L]
@@ -785,9 +833,10 @@ class Machine:
         my_clk = np.empty(n, np.int32)
         NT = self.n_ctas * T
         # pass 1 (compiled): every byte against the shadow as it was before this step
-        _hbkern.check(I, lanes, gl, nb, self.vc, self.tid, sh.w_lane, sh.w_clk, sh.w_pc,
+        _hbkern.check(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk, sh.w_pc,
                       sh.w_val, sh.w_async, sh.w_atomic, sh.r_lane, sh.r_clk, sh.r_atomic,
-                      vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk)
+                      vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk,
+                      self.cl_of, self.rk_of)
         if unord_w.any():
             G = np.repeat(gl, nb)
             wl = sh.w_lane[I]
@@ -853,11 +902,16 @@ class Machine:
         if key in self.findings:
             return
         i1, i2 = self.prog.insts[pc1], self.prog.insts[pc2]
-        same_cta = int(self._split(np.array([lane1]))[0][0]) == int(
-            self._split(np.array([lane2]))[0][0])
+        c1 = int(self._split(np.array([lane1]))[0][0])
+        c2 = int(self._split(np.array([lane2]))[0][0])
         missing = ("a CTA barrier (bar.sync/barrier.sync) or an mbarrier release/acquire between "
-                   "them" if same_cta else
-                   "none exists between CTAs of one grid: the accesses must not overlap")
+                   "them" if c1 == c2 else
+                   "cluster-scope synchronisation between them (barrier.cluster.arrive.release "
+                   "-> barrier.cluster.wait.acquire, or a remote mbarrier arrive -> wait; a "
+                   ".relaxed arrive publishes only what a prior fence.acq_rel.cluster covers)"
+                   if self.cl_of[c1] == self.cl_of[c2] else
+                   "none exists between CTAs of different clusters: the accesses must not "
+                   "overlap")
         if lane1 >= self.n_ctas * self.T:
             unit = (lane1 - self.n_ctas * self.T) % ASYNC_UNITS
             missing = ("completion of the asynchronous operation observed before this access: "
@@ -887,7 +941,7 @@ class Machine:
     def _tick(self, lanes: np.ndarray) -> None:
         lanes = lanes[lanes < self.ntr]
         if lanes.size:
-            self.vc[lanes, self.tid[lanes]] += 1
+            self.vc[lanes, self.vcol[lanes]] += 1
 
     # ------------------------------------------------------------------ barriers
     def barrier(self, pc: int, exe: np.ndarray, bar_id: np.ndarray, count: np.ndarray | None,
@@ -975,18 +1029,28 @@ class Machine:
                                 "multiple of 32), or use a different barrier id per thread group")])
 
     # ------------------------------------------------------------------ mbarrier
-    def mbar_key(self, lane: int, addr: int) -> tuple[int, int]:
+    def mbar_key(self, lane: int, addr: int, pc: int = -1) -> tuple[int, int]:
+        """(batch-local CTA, shared offset) of the mbarrier at ``addr`` (a shared::cluster
+        address may name a peer CTA's, :func:`emulator.cluster.mbar_cta`)."""
+        if self.C > 1 or int(addr) >= SHARED_WINDOW:
+            return _cluster.mbar_cta(self, lane, addr, pc)
         return int(self.cta_local[lane]), int(addr)
 
     def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
-        key = self.mbar_key(lane, addr)
+        key = self.mbar_key(lane, addr, pc)
         self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
-                          "vc": np.zeros(self.T + ASYNC_UNITS, np.int32),
-                          "phase_vc": np.zeros(self.T + ASYNC_UNITS, np.int32)}
+                          "vc": np.zeros(self.W, np.int32),
+                          "phase_vc": np.zeros(self.W, np.int32),
+                          "init_lane": lane, "init_pc": pc,
+                          "init_clk": int(self.vc[lane, self.vcol[lane]]) if lane < self.ntr
+                          else 0}
         self.mbar_ids.setdefault(key, len(self.mbar_ids) + 1)
 
     def mbar_get(self, lane: int, addr: int, pc: int) -> dict:
-        st = self.mbar.get(self.mbar_key(lane, addr))
+        key = self.mbar_key(lane, addr, pc)
+        st = self.mbar.get(key)
+        if st is not None and key[0] != self.cta_local[lane]:
+            _cluster.remote_mbar_check(self, lane, st, pc)  # HB8
         if st is None:
             raise _Fault("fault", f"mbarrier operation on shared address 0x{addr:x}, which holds "
                                   f"no initialised mbarrier ({self.prog.where(pc)})")
@@ -1000,7 +1064,10 @@ class Machine:
         st = self.mbar_get(lane, addr, pc)
         before = st["phase"]
         if self.ntr and lane < self.ntr:
-            st["vc"] = np.maximum(st["vc"], self.vc[lane])
+            # .relaxed (PTX ISA 9.1 mbarrier.arrive) publishes only its last release fence
+            rel = (self.clb.rel_vc[lane] if pc >= 0 and "relaxed" in self._types[pc][0]
+                   else self.vc[lane])
+            st["vc"] = np.maximum(st["vc"], rel)
             self._tick(np.array([lane]))
         st["tx"] += tx
         st["pending"] -= count
@@ -1042,7 +1109,8 @@ class Machine:
             else:
                 self.blocked[lane] = True
                 self.block_kind[lane] = 2
-                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]))]
+                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]),
+                                                                  pc)]
         return ok
 
     def on_exit(self, exe: np.ndarray) -> None:
@@ -1050,6 +1118,8 @@ class Machine:
         ctas = np.unique(self.cta_local[exe])
         if ctas.size and self.bar_count[ctas].any():
             self._release_barriers(-1, ctas)
+        if ctas.size and self.C > 1:
+            _cluster.on_exit(self, exe)  # HB8, cluster barriers waiting on exited threads
 
     def _deadlock(self) -> None:
         T = self.T
@@ -1064,7 +1134,9 @@ class Machine:
             first = first or ins
             c = int(self.cta_local[ls[0]])
             alive = int((~self.done[c * T:(c + 1) * T]).sum())
-            if kind == 1:
+            if kind == 3:
+                what = "barrier.cluster.wait: not every thread of the cluster arrived"
+            elif kind == 1:
                 b = int(self.block_id[ls[0]])
                 exp = int(self.bar_expect[c, b])
                 what = (f"barrier {b}: {int(self.bar_count[c, b])} of "

@@ -1009,8 +1009,9 @@ def _elect(m, ins, pc, exe, active):
 def _atom(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     t = _typ(m, pc)
-    space = "global" if "global" in mods else ("shared" if any(
-        x.startswith("shared") for x in mods) else "generic")
+    space = "global" if "global" in mods else (
+        "shared::cluster" if "shared::cluster" in mods else ("shared" if any(
+            x.startswith("shared") for x in mods) else "generic"))
     op = next((x for x in mods if x in ("add", "min", "max", "inc", "dec", "cas", "exch", "and",
                                         "or", "xor")), None)
     if op is None or any(x in mods for x in ("v2", "v4", "v8", "noftz")) and op != "add":
@@ -1343,7 +1344,8 @@ def _wgmma(m, ins, pc, exe, active):
                 groups = m.wg_groups.get(key, [])
                 covered = groups[:len(groups) - n] if n else groups
                 if covered:
-                    m.vc[ln, m.T] = max(int(m.vc[ln, m.T]), max(covered))
+                    ac = int(m.acol[c])
+                    m.vc[ln, ac] = max(int(m.vc[ln, ac]), max(covered))
         return None
     if "mma_async" not in mods or "sp" in mods:
         raise m.prog.unsupported(pc)
@@ -1485,7 +1487,8 @@ def _mbarrier(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     ops = ins.operands
     kind = mods[0]
-    if any(x == "shared::cluster" for x in mods):
+    if any(x == "shared::cluster" for x in mods) and kind not in (
+            "arrive", "arrive_drop", "expect_tx", "complete_tx"):
         raise m.prog.unsupported(pc, f"'{ins.opcode}' on a cluster address")
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
@@ -1645,7 +1648,8 @@ def _tcgen05(m, ins, pc, exe, active):
             c = int(m.cta_local[ln])
             epoch = m.async_complete_epoch(c)
             st = m.mbar_get(int(ln), int(addr[ln]) & 0xFFFFFFFF, pc)
-            st["vc"][m.T] = max(int(st["vc"][m.T]), epoch)  # the async unit's release
+            ac = int(m.acol[c])
+            st["vc"][ac] = max(int(st["vc"][ac]), epoch)  # the async unit's release
             m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
         return None
     if op == "mma":

@@ -9,18 +9,25 @@ once and produces:
   blocks may redeclare names such as ``%tmp``; each declaration gets its own storage key),
 * register storage widths (PTX ISA 9.1 §5.2.2 fundamental types; ``pred`` is a bool).
 
+Calls: ``call{.uni} (rets), f, (args);`` of a ``.func`` of the module is inlined at the call
+site (each site its own copy: registers and labels scoped per copy, the callee's formal
+``.param`` parameters renamed to the caller's argument / return variables, ``ret`` a branch to
+the instruction after the copy); body ``.param`` variables are per-thread storage accessed as
+``.local``. Recursion, indirect and predicated calls are refused.
+
 Errors: :class:`EmulationUnsupported` for an instruction or construct the emulator cannot run,
 with ``file:line:col``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from verifier.ptx import Function, Instruction, Label, Module, RegDecl, Scope, VarDecl, type_size
-from verifier.ptx.ast import Directive
+from verifier.ptx import (Directive, Function, Instruction, Label, Module, Operand, RegDecl,
+                          Scope, VarDecl, type_size)
 
 __all__ = ["EmulationUnsupported", "Program", "RegInfo", "build_program"]
 
@@ -58,6 +65,47 @@ def storage_dtype(ptx_type: str) -> np.dtype:
     return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size])
 
 
+@dataclass
+class _InlineCtx:
+    """An inlined ``.func`` body: formal parameter -> caller variable key, the label its
+    ``ret`` branches to, the call chain (to refuse recursion)."""
+
+    alias: dict[str, str]
+    ret_label: str
+    stack: tuple[str, ...]
+
+
+def _rename(op: Operand, alias: dict[str, str]) -> Operand:
+    """``op`` with symbol names renamed through ``alias`` (addresses' bases included)."""
+    if op.kind == "symbol" and (op.name or op.text) in alias:
+        n = alias[op.name or op.text]
+        return dataclasses.replace(op, name=n, text=n)
+    if op.kind == "address" and op.base is not None:
+        b = _rename(op.base, alias)
+        if b is not op.base:
+            return dataclasses.replace(op, base=b, name=b.name)
+    if op.kind == "list" and op.elems:
+        el = tuple(_rename(e, alias) for e in op.elems)
+        if any(a is not b for a, b in zip(el, op.elems)):
+            return dataclasses.replace(op, elems=el)
+    return op
+
+
+def _rewrite(ins: Instruction, alias: dict[str, str], local_vars: dict) -> Instruction:
+    """Rename aliased symbols; ``ld/st.param`` on a body (call-site) ``.param`` variable become
+    ``ld/st.local`` (its per-thread storage)."""
+    ops = tuple(_rename(o, alias) for o in ins.operands) if alias else ins.operands
+    if ops != ins.operands:
+        ins = dataclasses.replace(ins, operands=ops)
+    if ins.base in ("ld", "st") and len(ins.parts) > 1 and ins.parts[1] == "param":
+        a = next((o for o in ins.operands if o.kind == "address"), None)
+        if a is not None and a.base is not None and a.base.kind == "symbol" and \
+                (a.base.name or a.base.text) in local_vars:
+            parts = (ins.parts[0], "local") + ins.parts[2:]
+            ins = dataclasses.replace(ins, parts=parts, opcode=".".join(parts))
+    return ins
+
+
 class _Env:
     """Register names visible in one scope (parent chain flattened into one dict)."""
 
@@ -67,6 +115,10 @@ class _Env:
         self.singles: dict[str, RegInfo] = dict(parent.singles) if parent else {}
         self.ranges: dict[str, tuple[int, RegInfo]] = dict(parent.ranges) if parent else {}
         self.cache: dict[str, RegInfo | None] = {}
+        # symbol renames (a .param/.local variable stored under a unique key, an inlined
+        # callee's formal parameters -> the caller's variables) and the inline context
+        self.alias: dict[str, str] = dict(parent.alias) if parent else {}
+        self.ctx: _InlineCtx | None = parent.ctx if parent else None
 
     def label(self, name: str) -> int | None:
         """Program counter of label ``name`` visible from this scope (innermost first)."""
@@ -112,6 +164,8 @@ class Program:
         static_shared: bytes of sized shared variables.
         local_vars: ``.local`` variable name -> (offset, size) in per-thread local memory.
         local_bytes: per-thread local memory size.
+        branchtargets: ``lbl: .branchtargets L0, L1, ...;`` label -> its target labels (for
+            ``brx.idx``).
     """
 
     module: Module
@@ -126,6 +180,7 @@ class Program:
     static_shared: int = 0
     local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
     local_bytes: int = 0
+    branchtargets: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def where(self, pc: int) -> str:
         """``file:line:col`` of instruction ``pc``."""
@@ -154,7 +209,8 @@ def build_program(module: Module, entry: str | None = None) -> Program:
 
     Raises:
         EmulationUnsupported: no entry with a body, several entries and none named, or a
-            ``.func`` call (calls are not modelled yet).
+            ``call`` the emulator cannot inline (indirect or predicated, a callee without a
+            body, recursion, arguments that are not ``.param`` variables).
     """
     fname = module.filename
     bodies = [f for f in module.entries if f.body is not None]
@@ -183,10 +239,24 @@ def build_program(module: Module, entry: str | None = None) -> Program:
     prog.static_shared = off
     counter = [0]
 
-    def walk(scope: Scope, parent: _Env | None) -> None:
+    def local_var(name: str, size: int, align: int | None) -> str:
+        """Allocate per-thread local storage for ``name``; a name already taken (a ``.param``
+        redeclared per call site, an inlined callee's variable) gets a unique key."""
+        key = name if name not in prog.local_vars else f"{name}@{counter[0]}"
+        al = align or 8
+        o = (prog.local_bytes + al - 1) // al * al
+        prog.local_vars[key] = (o, size)
+        prog.local_bytes = o + size
+        return key
+
+    def walk(scope: Scope, parent: _Env | None, top: _InlineCtx | None = None) -> _Env:
         env = _Env(parent)
         counter[0] += 1
-        tag = "" if parent is None else f"@{counter[0]}"
+        tag = "" if parent is None and top is None else f"@{counter[0]}"
+        ctx = top if top is not None else (parent.ctx if parent is not None else None)
+        env.ctx = ctx
+        if top is not None:
+            env.alias.update(top.alias)
         for st in scope.stmts:
             if isinstance(st, RegDecl):
                 info = RegInfo(key=st.name + tag, type=st.type, storage=storage_dtype(st.type))
@@ -202,11 +272,13 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                     o = (prog.static_shared + al - 1) // al * al
                     prog.shared_vars[st.name] = (o, size)
                     prog.static_shared = o + size
-                elif st.space == "local":
-                    al = st.align or 8
-                    o = (prog.local_bytes + al - 1) // al * al
-                    prog.local_vars[st.name] = (o, size)
-                    prog.local_bytes = o + size
+                elif st.space in ("local", "param"):
+                    # a body .param variable is a call argument or return slot: per-thread
+                    # storage like .local (PTX ISA 9.1 §5.1.6.4); ld/st.param on it become
+                    # local accesses below
+                    key = local_var(st.name, size, st.align)
+                    if key != st.name or st.space == "param":
+                        env.alias[st.name] = key
                 else:
                     raise EmulationUnsupported(f"'.{st.space}' variable in a function body",
                                                fname, st.line, st.col)
@@ -217,11 +289,70 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 prog.labels.setdefault(st.name, len(prog.insts))
             elif isinstance(st, Scope):
                 walk(st, env)
+            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
+                prog.branchtargets[st.label] = tuple(st.args)
             elif isinstance(st, Instruction):
-                if st.base == "call":
-                    raise EmulationUnsupported("'call' (device functions)", fname, st.line, st.col)
-                prog.insts.append(st)
+                ins = _rewrite(st, env.alias, prog.local_vars)
+                if ins.base == "call":
+                    inline_call(ins, env)
+                    continue
+                if ins.base == "ret" and ctx is not None:
+                    # return from an inlined .func: continue after its body
+                    ins = Instruction(opcode="bra.uni", parts=("bra", "uni"),
+                                      operands=(Operand(kind="label", text=ctx.ret_label,
+                                                        line=ins.line, col=ins.col,
+                                                        name=ctx.ret_label),),
+                                      line=ins.line, col=ins.col, predicate=ins.predicate,
+                                      negated=ins.negated, loc=ins.loc)
+                prog.insts.append(ins)
                 prog.envs.append(env)
+        return env
+
+    def inline_call(ins: Instruction, env: _Env) -> None:
+        """Inline ``call{.uni} (rets), f, (args);`` of a ``.func`` with a body: its formal
+        ``.param`` parameters alias the caller's argument / return variables."""
+        ops = list(ins.operands)
+        fi = next((i for i, o in enumerate(ops) if o.kind == "symbol"), None)
+        if fi is None or ins.predicate is not None:
+            raise EmulationUnsupported("'call' (indirect, or guarded by a predicate)", fname,
+                                       ins.line, ins.col)
+        rets = ops[fi - 1].elems if fi > 0 and ops[fi - 1].kind == "list" else ()
+        args = ops[fi + 1].elems if fi + 1 < len(ops) and ops[fi + 1].kind == "list" else ()
+        name = ops[fi].name or ops[fi].text
+        callee = module.function(name)
+        if callee is None or callee.body is None:
+            raise EmulationUnsupported(f"'call' of '{name}', which has no body in this module",
+                                       fname, ins.line, ins.col)
+        stack = env.ctx.stack if env.ctx is not None else (fn.name,)
+        if name in stack:
+            raise EmulationUnsupported(f"recursive 'call' of '{name}' (call chain "
+                                       f"{' -> '.join(stack + (name,))}): recursion is not "
+                                       f"modelled", fname, ins.line, ins.col)
+        if len(rets) != len(callee.rets) or len(args) != len(callee.params):
+            raise EmulationUnsupported(
+                f"'call' of '{name}' with {len(rets)} return and {len(args)} argument operands; "
+                f"'{name}' declares {len(callee.rets)} and {len(callee.params)}", fname,
+                ins.line, ins.col)
+        alias: dict[str, str] = {}
+        for formal, actual in zip(list(callee.rets) + list(callee.params),
+                                  list(rets) + list(args)):
+            if (formal.space or "param") != "param" or actual.kind != "symbol":
+                raise EmulationUnsupported(
+                    f"'call' of '{name}': parameter '{formal.name}' is passed as "
+                    f"'{actual.text}' (only .param variables are modelled)", fname, ins.line,
+                    ins.col)
+            key = env.alias.get(actual.name or actual.text, actual.name or actual.text)
+            if key not in prog.local_vars:
+                raise EmulationUnsupported(f"'call' argument '{actual.text}' is not a .param "
+                                           f"variable of the caller", fname, ins.line, ins.col)
+            alias[formal.name] = key
+        counter[0] += 1
+        ctx = _InlineCtx(alias=alias, ret_label=f"$__ret_{name}_{counter[0]}",
+                         stack=stack + (name,))
+        top_env = walk(callee.body, None, ctx)
+        # the callee's top scope resolves its return label: the instruction after the body
+        top_env.labels[ctx.ret_label] = len(prog.insts)
+        prog.labels.setdefault(ctx.ret_label, len(prog.insts))
 
     assert fn.body is not None
     walk(fn.body, None)

@@ -71,12 +71,12 @@ def test_unsupported_instruction_names_file_line_col():
     path = FIX / "softmax_sm_100a.ptx"
     lines = path.read_text().split("\n")
     i = next(i for i, ln in enumerate(lines) if "bar.sync" in ln or "barrier.sync" in ln)
-    lines[i] = "\ttcgen05.shift.cta_group::1.down [%r1];"
+    lines[i] = "\ttcgen05.shift.cta_group::2.down [%r1];"  # 2-CTA tcgen05: not modelled
     res = run_kernel("\n".join(lines), kernels.get("softmax"), "sm_100a", dims={"M": 2, "N": 4000},
                      filename="sm.ptx")
     assert res.status == "unsupported"
-    assert res.message == (f"emulation unsupported: 'tcgen05.shift.cta_group::1.down' at "
-                           f"sm.ptx:{i + 1}:2")
+    assert res.message == (f"emulation unsupported: 'tcgen05.shift.cta_group::2.down' (2-CTA) "
+                           f"at sm.ptx:{i + 1}:2")
 
 
 def test_out_of_bounds_grid_is_a_fault_not_a_crash():

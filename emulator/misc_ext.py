@@ -1,0 +1,150 @@
+"""Remaining sm_90/sm_100 opcodes: ``setmaxnreg``, ``clusterlaunchcontrol`` and
+``griddepcontrol`` (``elect.sync`` is in :mod:`emulator.ops`).
+
+* ``setmaxnreg.{inc,dec}.sync.aligned.u32 imm`` (PTX ISA 9.1, 'setmaxnreg'): ``imm`` must lie in
+  24..256 and be a multiple of 8 (else ``fault``); a ``.inc`` below (``.dec`` above) the count
+  its warp set with its previous ``setmaxnreg`` is a ``fault``. Whether all warps of a
+  warpgroup execute the same ``setmaxnreg`` is not checked: Triton 3.6's warp-specialized
+  kernels run it per partition (one-warp partitions) and are correct on the GPU. Registers are
+  not limited in the emulator otherwise: the instruction has no other effect.
+* ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single
+  launch has no prerequisite grid and no dependent grid, so both complete at once; memory
+  ordering is unchanged (every access of this grid stays checked).
+* ``clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes
+  {.multicast::cluster::all}.b128 [resp], [mbar]`` (PTX ISA 9.1, 'clusterlaunchcontrol'): the
+  emulator's request never succeeds - a legal outcome (the hardware cancels only clusters that
+  have not been launched yet, and may launch all of them first). It writes a 16-byte response
+  meaning "not canceled" to ``resp`` and completes 16 transaction bytes on ``mbar`` (in every CTA of
+  the cluster with ``.multicast::cluster::all``). ``query_cancel.is_canceled`` is therefore
+  always false, and ``query_cancel.get_first_ctaid`` on such a response is undefined in the ISA:
+  a ``fault``. A kernel that only works when a cancel succeeds is not checked by this model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator import ops as _ops
+from emulator.registry import _Fault, handler
+
+__all__: list[str] = []
+
+
+@handler("setmaxnreg")
+def _setmaxnreg(m, ins, pc, exe, active):
+    """``setmaxnreg`` count rules (module docstring)."""
+    mods = m._types[pc][0]
+    n = int(ins.operands[0].value or 0) if ins.operands else -1
+    if ins.operands and ins.operands[0].kind != "imm":
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a register count that is not an "
+                                     f"immediate")
+    if not (24 <= n <= 256) or n % 8:
+        raise _Fault("fault", f"'{ins.opcode} {n}': the register count must be a multiple of 8 "
+                              f"in 24..256 (PTX ISA 9.1, 'setmaxnreg') ({m.prog.where(pc)})")
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return None
+    if not hasattr(m, "_maxnreg") or m._maxnreg_batch is not m.batch_ids:
+        m._maxnreg, m._maxnreg_batch = {}, m.batch_ids
+    for w in np.unique(lanes // 32):  # per warp (batch lanes are CTA-major, T % 32 == 0)
+        prev = m._maxnreg.get(int(w))
+        if prev is not None and (("inc" in mods and n < prev) or ("dec" in mods and n > prev)):
+            raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev} in the same "
+                                  f"warp: .inc must not lower and .dec must not raise the count "
+                                  f"({m.prog.where(pc)})")
+        m._maxnreg[int(w)] = n
+    return None
+
+
+@handler("griddepcontrol")
+def _griddepcontrol(m, ins, pc, exe, active):
+    """``griddepcontrol.wait`` / ``.launch_dependents``: complete at once (module docstring)."""
+    mods = m._types[pc][0]
+    if not any(x in mods for x in ("wait", "launch_dependents")):
+        raise m.prog.unsupported(pc)
+    return None
+
+
+_RESP_BYTES = 16
+
+
+@handler("clusterlaunchcontrol")
+def _clc(m, ins, pc, exe, active):
+    """``clusterlaunchcontrol.try_cancel`` / ``query_cancel`` (module docstring)."""
+    mods = m._types[pc][0]
+    ops = ins.operands
+    if "try_cancel" in mods:
+        resp = _ops._addr_u(m, ops[0], pc)
+        mbar = _ops._addr_u(m, ops[1], pc)
+        multi = any(x.startswith("multicast") for x in mods)
+        lanes = np.flatnonzero(exe)
+        for ln in lanes:
+            one = np.zeros(m.N, np.bool_)
+            one[ln] = True
+            ranks = range(m.C) if multi else [None]
+            me = int(m.rk_of[m.batch_ids[m.cta_local[ln]]])
+            for r in ranks:
+                off_r = int(resp[ln]) & 0xFFFFFF
+                off_b = int(mbar[ln]) & 0xFFFFFF
+                if r is not None and r != me:
+                    off_r |= (r + 1) << 24
+                    off_b |= (r + 1) << 24
+                a = np.zeros(m.N, np.int64)
+                a[ln] = off_r
+                m.mem_access("shared::cluster", a, _RESP_BYTES, one, pc,
+                             data=np.zeros((1, _RESP_BYTES), np.uint8))
+                # the response is written by the request (issued after the issuer's earlier
+                # accesses) and made visible by the complete_tx: the phase carries the write
+                st = m.mbar_get(int(ln), off_b, pc)
+                if m.ntr and ln < m.ntr:
+                    st["vc"] = np.maximum(st["vc"], m.vc[ln])
+                    m._tick(np.array([ln]))
+                m.mbar_complete_tx(int(ln), off_b, _RESP_BYTES, pc)
+        return None
+    if "query_cancel" in mods:
+        if "is_canceled" in mods:
+            m.write(ops[0], np.zeros(m.N, np.bool_), exe, pc)
+            return None
+        if any(x.startswith("get_first_ctaid") for x in mods):
+            if exe.any():
+                raise _Fault("fault", f"'{ins.opcode}' on a response whose is_canceled is "
+                                      f"false: undefined (PTX ISA 9.1 'clusterlaunchcontrol'; "
+                                      f"the emulator's "
+                                      f"try_cancel never succeeds) ({m.prog.where(pc)})")
+            return None
+    raise m.prog.unsupported(pc)
+
+
+@handler("bra", "brx")
+def _brx(m, ins, pc, exe, active):
+    """``brx.idx{.uni} index, tlist`` (PTX ISA 9.1 ``brx.idx``): each lane branches to entry
+    ``index`` of the ``tlist: .branchtargets L0, L1, ...;`` list; an index outside the list is
+    undefined behaviour in the ISA: a ``fault``. ``bra`` goes to :mod:`emulator.ops`."""
+    if ins.base == "bra":
+        return _ops._bra(m, ins, pc, exe, active)
+    mods = m._types[pc][0]
+    ops = ins.operands
+    if "idx" not in mods or len(ops) < 2:
+        raise m.prog.unsupported(pc)
+    tl = ops[1].name or ops[1].text
+    targets = m.prog.branchtargets.get(tl)
+    if targets is None:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' to '{tl}', which is not a "
+                                     f".branchtargets list of this function")
+    env = m.prog.envs[pc]
+    dests = []
+    for t in targets:
+        d = env.label(t)
+        if d is None:
+            raise m.prog.unsupported(pc, f"branch target '{t}' of '{tl}' is not a label")
+        dests.append(d)
+    idx = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
+    lanes = np.flatnonzero(exe)
+    if lanes.size and (idx[lanes] >= len(dests)).any():
+        bad = int(idx[lanes][idx[lanes] >= len(dests)][0])
+        raise _Fault("fault", f"'{ins.opcode}' index {bad} outside the {len(dests)} targets of "
+                              f"'{tl}' (undefined in the ISA) ({m.prog.where(pc)})")
+    table = np.array(dests, np.int64)
+    m.pc[lanes] = table[idx[lanes]]
+    m.pc[active & ~exe] = pc + 1
+    return True

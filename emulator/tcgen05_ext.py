@@ -1,0 +1,327 @@
+"""tcgen05 extensions (sm_100a): block-scaled MMA kinds, ``tcgen05.cp`` (shared memory -> TMEM),
+``tcgen05.shift`` and the cluster-multicast ``tcgen05.commit``; every other tcgen05 form goes to
+the handler of :mod:`emulator.ops`.
+
+Block scaling (PTX ISA 9.1 §9.7.16.10.7; instruction descriptor §9.7.16.4.2, the tables for
+``.kind::mxf8f6f4`` and ``.kind::mxf4``/``.kind::mxf4nvf4``):
+``D = (A * scale_A) @ (B * scale_B)^T (+ D)``. Descriptor fields: B scale-factor id (bits 4-5),
+A type (7-9), B type (10-12; 10-11 for mxf4), negate A/B (13, 14), transpose A/B (15, 16),
+N >> 3 (17-22), scale format (23: 1 = UE8M0, 0 = UE4M3, the latter for mxf4nvf4 only),
+M >> 7 (27-28), A scale-factor id (29-30), K dimension (31, mxf4nvf4: 0 = dense K 64).
+
+* ``.kind::mxf8f6f4`` with ``.scale_vec::1X``: K = 32 per instruction, one scale per row of A and
+  per row of B^T (block 32); operands E4M3 (type 0) or E5M2 (1), one byte per element (the
+  sub-byte E2M3/E3M2/E2M1 types of this kind are stored in byte containers whose bit placement
+  the emulator does not model: unsupported).
+* ``.kind::mxf4`` (``.scale_vec::2X``, block 32, UE8M0) and ``.kind::mxf4nvf4`` (``2X`` or
+  ``4X``: block 16, UE8M0 or UE4M3): K = 64, E2M1 packed two per byte, the lower K index in the
+  low nibble.
+
+Scale factors in TMEM (the layout Triton's ``tcgen05.st`` of scales writes, matching the ISA's
+requirement that they be duplicated to all four 32-lane partitions): the scale of row ``r`` (of A,
+or of B^T) and K block ``j`` is byte ``SF_ID + j`` of the 32-bit word in column ``col0 + r // 32``
+of lane ``32 p + r % 32``, in every partition ``p``; copies that differ between partitions are a
+``fault`` (which one the hardware reads is not specified). M = 128 only (an M = 64 block-scaled
+MMA is reported unsupported). UE8M0 ``0xFF`` and UE4M3 NaN scales give NaN.
+
+``tcgen05.cp.cta_group::1.<shape>`` [taddr], sdesc (PTX ISA 9.1, 'tcgen05.cp'): the source is a
+K-major, non-swizzled shared-memory matrix described like an MMA operand (core matrices of 8 rows
+x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups); each row of the
+shape's ``rows x bits`` block is written to one TMEM lane as consecutive 32-bit columns. Shapes:
+``.128x256b``, ``.128x128b`` (lanes ``l0 .. l0+127``), ``.4x256b`` (4 lanes), ``.64x128b`` with
+``.warpx2::02_13`` (rows to lanes 0-31 of partitions 0 and 2, duplicated into 1 and 3) or
+``.warpx2::01_23`` (partitions 0 and 1, duplicated into 2 and 3), ``.32x128b.warpx4`` (32 rows
+duplicated into all four partitions). Decompression (``.b8x16.b6x16_p32``/``.b4x16_p64``) is
+unsupported. The copy completes at issue (like the MMA); its shared-memory reads belong to the
+async proxy until the ``tcgen05.commit`` that tracks it.
+
+``tcgen05.shift.cta_group::1.down [taddr]``: lanes ``l0 .. l0 + 30`` of the 32-lane partition move
+one lane down (lane ``l + 1`` takes lane ``l``'s columns), over the columns of the whole
+allocation; the emulator shifts all 512 columns of the partition from ``l0``.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from emulator import ops as _ops
+from emulator.registry import _Fault, handler
+
+__all__ = ["decode_e2m1", "scale_values"]
+
+_E2M1 = np.array([float(x) for x in np.arange(16, dtype=np.uint8).view(
+    ml_dtypes.float4_e2m1fn)], np.float64) if hasattr(ml_dtypes, "float4_e2m1fn") else None
+_E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+_E5M2 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e5m2).astype(np.float64)
+#: UE8M0: 2 ** (e - 127), 0xFF is NaN (OCP Microscaling Formats v1.0, E8M0)
+_UE8M0 = np.where(np.arange(256) == 255, np.nan,
+                  np.exp2(np.arange(256, dtype=np.float64) - 127.0))
+#: UE4M3: E4M3 without its sign bit (PTX ISA 9.1 ``.ue4m3``)
+_UE4M3 = np.abs(np.arange(128, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64))
+
+
+def decode_e2m1(raw: np.ndarray) -> np.ndarray:
+    """float64 values of packed E2M1 bytes ``raw`` (..., nbytes) -> (..., 2 * nbytes), the low
+    nibble first (OCP Microscaling Formats v1.0, E2M1; the order Triton's ``tl.dot_scaled``
+    packs, see kernels/fast/dot_scaled.py)."""
+    lo, hi = raw & 0xF, raw >> 4
+    out = np.stack([_E2M1[lo], _E2M1[hi]], axis=-1)
+    return out.reshape(*raw.shape[:-1], raw.shape[-1] * 2)
+
+
+def scale_values(raw: np.ndarray, ue8m0: bool) -> np.ndarray:
+    """float64 scale factors of bytes ``raw`` (UE8M0, or UE4M3 with bit 7 ignored)."""
+    return _UE8M0[raw] if ue8m0 else _UE4M3[raw & 0x7F]
+
+
+_MX_KINDS = {"kind::mxf8f6f4": ("1X",), "kind::mxf4": ("2X",), "kind::mxf4nvf4": ("2X", "4X")}
+
+
+def _scale_block(m, c: int, taddr: int, rows: int, sf_id: int, nblk: int, pc: int,
+                 what: str) -> np.ndarray:
+    """Scale-factor bytes (rows, nblk) of batch CTA ``c`` at TMEM address ``taddr``."""
+    tm = _ops._tmem(m)
+    lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
+    ncols = -(-rows // 32)
+    if lane0 != 0:
+        raise m.prog.unsupported(pc, f"block-scaled tcgen05.mma with the {what} scale factors "
+                                     f"at TMEM lane {lane0} (lane 0 modelled)")
+    if col0 + ncols > 512 or sf_id + nblk > 4:
+        raise _Fault("fault", f"tcgen05.mma {what} scale factors outside TMEM "
+                              f"({m.prog.where(pc)})")
+    r = np.arange(rows)
+    words = np.stack([tm[c, 32 * p + r % 32, col0 + r // 32] for p in range(4)])  # (4, rows)
+    raw = np.stack([(words >> np.uint32(8 * (sf_id + j))) & np.uint32(0xFF)
+                    for j in range(nblk)], axis=-1).astype(np.uint8)  # (4, rows, nblk)
+    if (raw != raw[:1]).any():
+        p = int(np.flatnonzero((raw != raw[:1]).any(axis=(1, 2)))[0])
+        raise _Fault("fault", f"tcgen05.mma {what} scale factors differ between TMEM lane "
+                              f"partitions 0 and {p}: they must be duplicated to all four "
+                              f"32-lane partitions (PTX ISA 9.1 §9.7.16.10.7) "
+                              f"({m.prog.where(pc)})")
+    return raw[0]
+
+
+def _mx_mma(m, ins, pc, exe, mods):
+    """A block-scaled ``tcgen05.mma.cta_group::1.kind::mx*.block_scale`` (module docstring)."""
+    kind = next((x for x in mods if x.startswith("kind::")), None)
+    vec = next((x.split("::")[1] for x in mods if x.startswith("scale_vec::")), None)
+    if kind not in _MX_KINDS or any(x in mods for x in ("ws", "sp")):
+        raise m.prog.unsupported(pc)
+    if vec is None:
+        vec = _MX_KINDS[kind][0]
+    vec = vec.upper()
+    if vec not in _MX_KINDS[kind]:
+        raise _Fault("fault", f"'{ins.opcode}': .scale_vec::{vec} is not valid with .{kind} "
+                              f"(PTX ISA 9.1 §9.7.16.10.7.1) ({m.prog.where(pc)})")
+    ops = ins.operands
+    if len(ops) < 7 or ops[1].kind == "address" or ops[4].kind != "address" or \
+            ops[5].kind != "address":
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' operand form (A from shared memory, "
+                                     f"scale factors in TMEM modelled)")
+    tm = _ops._tmem(m)
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    dt_ = np.broadcast_to(m.address(ops[0], pc), (m.N,))
+    ad = np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    bd = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
+    idv = np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,))
+    sfa = np.broadcast_to(m.address(ops[4], pc), (m.N,))
+    sfb = np.broadcast_to(m.address(ops[5], pc), (m.N,))
+    en = np.broadcast_to(m.read(ops[6], "pred", pc), (m.N,))
+    fp4 = kind != "kind::mxf8f6f4"
+    K = 64 if fp4 else 32
+    nblk = 1 if vec == "1X" else (2 if vec == "2X" else 4)
+    blk = K // nblk
+    for ln in np.flatnonzero(exe):
+        idesc = int(idv[ln])
+        Nv = ((idesc >> 17) & 0x3F) << 3
+        Mv = ((idesc >> 27) & 0x3) << 7
+        at, bt = (idesc >> 7) & 7, (idesc >> 10) & (3 if fp4 else 7)
+        ta, tb = (idesc >> 15) & 1, (idesc >> 16) & 1
+        neg_a, neg_b = (idesc >> 13) & 1, (idesc >> 14) & 1
+        ue8m0 = bool((idesc >> 23) & 1)
+        sfb_id, sfa_id = (idesc >> 4) & 3, (idesc >> 29) & 3
+        if Mv != 128 or Nv < 8 or Nv > 256:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with idesc 0x{idesc:x} (M=128 and "
+                                         f"N <= 256 modelled)")
+        if fp4:
+            if at != 1 or bt != 1:
+                raise _Fault("fault", f"'{ins.opcode}': idesc 0x{idesc:x} A/B type {at}/{bt} "
+                                      f"(E2M1 is 1) ({m.prog.where(pc)})")
+            if (idesc >> 31) & 1:
+                raise m.prog.unsupported(pc, f"'{ins.opcode}' with K = 96 (idesc bit 31)")
+            if not ue8m0 and kind == "kind::mxf4":
+                raise _Fault("fault", f"'{ins.opcode}': .kind::mxf4 needs UE8M0 scale factors "
+                                      f"(idesc bit 23) ({m.prog.where(pc)})")
+            if sfa_id % 2 or sfb_id % 2 or (vec == "4X" and (sfa_id or sfb_id)):
+                raise _Fault("fault", f"'{ins.opcode}': scale-factor ids {sfa_id}/{sfb_id} not "
+                                      f"valid with .scale_vec::{vec} ({m.prog.where(pc)})")
+            if ta or tb:
+                raise m.prog.unsupported(pc, f"'{ins.opcode}' with a transposed packed E2M1 "
+                                             f"operand")
+            dec_a = dec_b = "e2m1"
+        else:
+            if not ue8m0:
+                raise _Fault("fault", f"'{ins.opcode}': .kind::mxf8f6f4 needs UE8M0 scale "
+                                      f"factors (idesc bit 23) ({m.prog.where(pc)})")
+            names = {0: "e4m3", 1: "e5m2"}
+            if at not in names or bt not in names:
+                raise m.prog.unsupported(pc, f"'{ins.opcode}' operand types {at}/{bt} (E4M3 and "
+                                             f"E5M2 modelled; the sub-byte types of this kind "
+                                             f"are not)")
+            dec_a, dec_b = names[at], names[bt]
+        try:
+            da, db = _ops._desc100(int(ad[ln])), _ops._desc100(int(bd[ln]))
+        except ValueError as e:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
+        aidx = (_ops._mnmajor_bytes(da, Mv, K, 1) if ta else _ops._kmajor_bytes(da, Mv, 32))
+        bidx = (_ops._mnmajor_bytes(db, Nv, K, 1) if tb else _ops._kmajor_bytes(db, Nv, 32))
+        for idx in (aidx, bidx):
+            if (idx < 0).any() or (idx >= m.smem_bytes).any():
+                raise _Fault("fault", f"tcgen05.mma operand outside shared memory "
+                                      f"({m.prog.where(pc)})")
+        c = int(m.cta_local[ln])
+        ra, rb = sh[c * S + aidx], sh[c * S + bidx]
+        A = decode_e2m1(ra) if dec_a == "e2m1" else (_E4M3 if dec_a == "e4m3" else _E5M2)[ra]
+        B = decode_e2m1(rb) if dec_b == "e2m1" else (_E4M3 if dec_b == "e4m3" else _E5M2)[rb]
+        _ops._async_read(m, int(ln), c * S + aidx, pc)
+        _ops._async_read(m, int(ln), c * S + bidx, pc)
+        sa = scale_values(_scale_block(m, c, int(sfa[ln]), Mv, sfa_id, nblk, pc, "A"), ue8m0)
+        sb = scale_values(_scale_block(m, c, int(sfb[ln]), Nv, sfb_id, nblk, pc, "B"), ue8m0)
+        A = A * np.repeat(sa, blk, axis=1) * (-1.0 if neg_a else 1.0)
+        B = B * np.repeat(sb, blk, axis=1) * (-1.0 if neg_b else 1.0)
+        D = A @ B.T
+        taddr = int(dt_[ln])
+        lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
+        if col0 + Nv > 512 or lane0 != 0:
+            raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        cur = tm[c, :, col0:col0 + Nv]
+        if en[ln]:
+            D = D + cur.view(np.float32).astype(np.float64)
+        tm[c, :, col0:col0 + Nv] = np.ascontiguousarray(D.astype(np.float32)).view(np.uint32)
+    return None
+
+
+# ------------------------------------------------------------------ tcgen05.cp
+#: shape -> (rows, bits per row)
+_CP_SHAPES = {"128x256b": (128, 256), "4x256b": (4, 256), "128x128b": (128, 128),
+              "64x128b": (64, 128), "32x128b": (32, 128)}
+
+
+def _cp_lanes(shape: str, mods: list[str], rows: int, pc, m) -> list[np.ndarray]:
+    """For each destination copy, the TMEM lane (offset from the address's lane) of each row."""
+    r = np.arange(rows)
+    if shape == "64x128b":
+        if "warpx2::02_13" in mods:
+            base = np.where(r < 32, r, 64 + r - 32)
+            return [base, base + 32]
+        if "warpx2::01_23" in mods:
+            return [r, r + 64]
+        raise m.prog.unsupported(pc, "'tcgen05.cp' .64x128b without .warpx2::02_13/01_23")
+    if shape == "32x128b":
+        if "warpx4" not in mods:
+            raise m.prog.unsupported(pc, "'tcgen05.cp' .32x128b without .warpx4")
+        return [r + 32 * p for p in range(4)]
+    return [r]
+
+
+def _tc_cp(m, ins, pc, exe, mods):
+    """``tcgen05.cp.cta_group::1.<shape>{.multicast}`` [taddr], sdesc (module docstring)."""
+    shape = next((x for x in mods if x in _CP_SHAPES), None)
+    if shape is None or any(x.startswith("b8x16") or x.startswith("b6x16") or
+                            x.startswith("b4x16") for x in mods):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (shape or decompression not modelled)")
+    rows, bits = _CP_SHAPES[shape]
+    rb = bits // 8
+    ops = ins.operands
+    taddr = np.broadcast_to(m.address(ops[0], pc), (m.N,))
+    sdesc = np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    tm = _ops._tmem(m)
+    S = m.shared.shape[1]
+    sh = m.shared.reshape(-1)
+    for ln in np.flatnonzero(exe):
+        d = int(sdesc[ln])
+        if (d >> 61) & 7:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a swizzled source")
+        start, lbo, sbo, _ = _ops._desc_fields(_ops._desc100(d))
+        r = np.arange(rows)[:, None]
+        kb = np.arange(rb)[None, :]
+        idx = start + (r // 8) * sbo + (r % 8) * 16 + (kb // 16) * lbo + kb % 16
+        if (idx < 0).any() or (idx >= m.smem_bytes).any():
+            raise _Fault("fault", f"tcgen05.cp source outside shared memory "
+                                  f"({m.prog.where(pc)})")
+        c = int(m.cta_local[ln])
+        words = np.ascontiguousarray(sh[c * S + idx]).view(np.uint32)  # (rows, rb // 4)
+        _ops._async_read(m, int(ln), c * S + idx, pc)
+        t = int(taddr[ln])
+        lane0, col0 = (t >> 16) & 0xFFFF, t & 0xFFFF
+        for lanes in _cp_lanes(shape, mods, rows, pc, m):
+            tl = lane0 + lanes
+            if tl.max() > 127 or col0 + rb // 4 > 512:
+                raise _Fault("fault", f"tcgen05.cp destination outside TMEM "
+                                      f"({m.prog.where(pc)})")
+            tm[c, tl, col0:col0 + rb // 4] = words
+    return None
+
+
+def _tc_shift(m, ins, pc, exe, mods):
+    """``tcgen05.shift.cta_group::1.down [taddr]`` (module docstring)."""
+    if "down" not in mods:
+        raise m.prog.unsupported(pc)
+    taddr = np.broadcast_to(m.address(ins.operands[0], pc), (m.N,))
+    tm = _ops._tmem(m)
+    done = set()
+    for ln in np.flatnonzero(exe):
+        c = int(m.cta_local[ln])
+        lane0 = (int(taddr[ln]) >> 16) & 0xFFFF
+        if (c, lane0) in done:
+            continue
+        done.add((c, lane0))
+        if lane0 % 32:
+            raise _Fault("fault", f"tcgen05.shift at TMEM lane {lane0}: not the start of a "
+                                  f"32-lane partition ({m.prog.where(pc)})")
+        tm[c, lane0 + 1:lane0 + 32] = tm[c, lane0:lane0 + 31].copy()
+    return None
+
+
+def _tc_commit_multicast(m, ins, pc, exe, mods):
+    """``tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster
+    .b64 [mbar], ctaMask``: one arrive on the mbarrier at the same offset in every CTA of the
+    cluster named in ``ctaMask`` (PTX ISA 9.1, 'tcgen05.commit'), carrying the async unit's
+    epoch."""
+    ops = ins.operands
+    addr = _ops._addr_u(m, ops[0], pc)
+    mask = np.broadcast_to(m.read(ops[1], "u16", pc), (m.N,))
+    for ln in np.flatnonzero(exe):
+        c = int(m.cta_local[ln])
+        epoch = m.async_complete_epoch(c)
+        ac = int(m.acol[c])
+        off = int(addr[ln]) & 0xFFFFFF
+        for r in range(m.C):
+            if not (int(mask[ln]) >> r) & 1:
+                continue
+            a = off if r == int(m.rk_of[m.batch_ids[c]]) else ((r + 1) << 24) | off
+            st = m.mbar_get(int(ln), a, pc)
+            st["vc"][ac] = max(int(st["vc"][ac]), epoch)
+            m.mbar_arrive(int(ln), a, 1, 0, pc)
+    return None
+
+
+@handler("tcgen05")
+def _tcgen05(m, ins, pc, exe, active):
+    """Block-scaled MMA, ``cp``, ``shift`` and multicast ``commit`` here; the rest in ops."""
+    mods = m._types[pc][0]
+    op = mods[0]
+    if "cta_group::2" in mods:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
+    if op == "mma" and "block_scale" in mods:
+        return _mx_mma(m, ins, pc, exe, mods)
+    if op == "cp":
+        return _tc_cp(m, ins, pc, exe, mods)
+    if op == "shift":
+        return _tc_shift(m, ins, pc, exe, mods)
+    if op == "commit" and "multicast::cluster" in mods:
+        return _tc_commit_multicast(m, ins, pc, exe, mods)
+    return _ops._tcgen05(m, ins, pc, exe, active)
