@@ -52,6 +52,8 @@ DEFAULT_MEMORY_BUDGET = 4 << 30
 _TYPES = set(NP)
 _NO_VALS = np.zeros(1, np.uint8)  # the value operand of a read check (never indexed)
 _NO_CLK = np.zeros(1, np.int64)
+#: immediates as 0-d arrays, by (text, value, type): a pure function of the key
+_IMM_CACHE: dict[tuple, np.ndarray] = {}
 _REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
@@ -197,9 +199,23 @@ class Machine:
                     size = min(self.batch_ctas, 2)
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
+                costs: list[tuple[int, float]] = []  # (CTAs, seconds) of each batch
                 while i < limit_n:
                     ids = order[i:min(i + size, limit_n)]
-                    self._run_batch(ids)
+                    tb = time.perf_counter()
+                    snap = self._written_snapshot() if (self.cta_subset and i) else None
+                    try:
+                        self._run_batch(ids)
+                    except _Fault as f:
+                        if f.kind != "timeout" or snap is None:
+                            raise
+                        # the deadline fell inside a batch after complete ones: drop this
+                        # batch's CTAs (their writes are not compared) and report the subset
+                        self._written_restore(snap)
+                        per = _per_cta(costs, self.n_ctas, self.batch_ctas)
+                        self._stop_subset(order[:i], per, cut=int(ids.size))
+                        break
+                    costs.append((int(ids.size), time.perf_counter() - tb))
                     i += ids.size
                     if self.outcome.status != "ok":
                         break
@@ -209,17 +225,12 @@ class Machine:
                         break
                     size = self.batch_ctas
                     if self.cta_subset:
-                        now = time.perf_counter()
-                        per = (now - t0) / i
-                        left = self._deadline - now
-                        if per * (self.n_ctas - i) > 0.8 * left:
-                            # the rest does not fit: next batches only as large as half the
-                            # time left allows (a batch cut by the deadline would leave
-                            # partial writes), then stop with the CTAs run so far
-                            size = min(self.batch_ctas, int(0.5 * left / max(per, 1e-9)))
-                            if size < 1:
-                                self._stop_subset(order[:i], per)
-                                break
+                        left = self._deadline - time.perf_counter()
+                        size = _next_batch(costs, self.n_ctas - i, self.batch_ctas, left)
+                        if size < 1:
+                            self._stop_subset(
+                                order[:i], _per_cta(costs, self.n_ctas, self.batch_ctas))
+                            break
             except _Fault as f:
                 self.outcome.status, self.outcome.message = f.kind, f.message
             except ShadowBudgetExceeded as e:
@@ -233,15 +244,29 @@ class Machine:
         self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
         return self.outcome
 
-    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None) -> None:
+    def _written_snapshot(self) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+        """Copies of the global written/atomic marks (None when not tracking)."""
+        if self.gmem.written is None:
+            return None
+        return [w.copy() for w in self.gmem.written], [a.copy() for a in self.gmem.atomic]
+
+    def _written_restore(self, snap) -> None:
+        if snap is not None:
+            self.gmem.written, self.gmem.atomic = snap
+
+    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None, cut: int = 0) -> None:
         """Stop after the CTAs ``ran`` (complete): the outcome covers only them. ``per_cta_s``:
-        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``)."""
+        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``);
+        ``cut``: CTAs of a batch the deadline interrupted (dropped, not compared)."""
         n = self.n_ctas
         self.outcome.cta_ids = np.sort(ran).tolist()
         self.outcome.ctas_run = int(ran.size)
         why = (f"the CTA budget is {self.max_ctas}" if per_cta_s is None else
                f"the full grid would take about {per_cta_s * n:.0f} s ({per_cta_s:.2f} s per "
                f"CTA), over the {self.time_limit:.0f} s limit")
+        if cut:
+            why += (f"; the limit was reached inside a batch of {cut} further CTAs, which were "
+                    f"dropped (their writes are not compared)")
         self.outcome.subset_reason = (
             f"{ran.size} of {n} CTAs emulated ({_ranges(self.outcome.cta_ids)}): {why}; the "
             f"CTAs were taken in representative order (the grid's corners - first and last "
@@ -290,6 +315,9 @@ class Machine:
             self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
+        # per-batch memo of values an instruction computes from immediates and lane ids
+        # alone (shfl source lanes): key (pc, N, ...) -> value
+        self.op_cache: dict[tuple, object] = {}
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
@@ -500,7 +528,13 @@ class Machine:
                 return ~v if op.negated else v
             return _adapt(arr, dt)
         if op.kind == "imm":
-            return imm_bits(op.text, op.value, t)
+            key = (op.text, op.value, t)
+            v = _IMM_CACHE.get(key)
+            if v is None:
+                v = imm_bits(op.text, op.value, t)
+                v.flags.writeable = False  # shared between executions: never updated in place
+                _IMM_CACHE[key] = v
+            return v
         if op.kind == "symbol":
             return np.array(self.symbol_addr(op.name or op.text, pc)).astype(np.uint64).astype(
                 UINT[dt.itemsize] if dt.itemsize in UINT else np.uint64).view(dt)
@@ -1086,6 +1120,12 @@ class Machine:
         W = exe.reshape(-1, 32) if self.N % 32 == 0 else None
         if W is None:
             return
+        if mask.ndim == 0 and int(mask) & 0xFFFFFFFF == 0xFFFFFFFF and self.T % 32 == 0:
+            # the full mask (Triton's -1): a lane is missing only in a warp that runs the
+            # collective with some lanes but not all
+            rows = W.any(axis=1)
+            if not (rows & ~W.all(axis=1)).any():
+                return
         m = mask.reshape(-1, 32)[:, 0].astype(np.uint64) if mask.ndim else np.full(
             W.shape[0], int(mask), dtype=np.uint64)
         bits = (m[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)
@@ -1145,6 +1185,45 @@ def _garbage(shape: tuple[int, int]) -> np.ndarray:
     n = shape[0] * shape[1]
     reps = -(-n // _GARBAGE.size)
     return np.tile(_GARBAGE, reps)[:n].reshape(shape)
+
+
+def _per_cta(costs: list[tuple[int, float]], n: int, batch_ctas: int) -> float:
+    """Projected seconds per CTA of a whole grid of ``n`` CTAs run in batches of
+    ``batch_ctas``, under the cost model of the batches so far (:func:`_fit`)."""
+    a, b = _fit(costs)
+    return max((a * -(-n // max(batch_ctas, 1)) + b * n) / max(n, 1), 1e-9)
+
+
+def _fit(costs: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed seconds per batch, seconds per CTA) of ``costs`` [(CTAs, seconds)]: a batch's
+    steps cost the same whatever its CTA count (numpy runs all lanes of a step at once), so
+    a batch costs about ``a + b * CTAs``. With one batch size only, ``a = 0`` (the cautious
+    bound: every CTA is charged the whole measured cost)."""
+    ks = np.array([k for k, _ in costs], float)
+    ts = np.array([t for _, t in costs], float)
+    if ks.size < 2 or np.ptp(ks) == 0:
+        return 0.0, float(ts.sum() / max(ks.sum(), 1.0))
+    b, a = np.polyfit(ks, ts, 1)
+    if b <= 0:  # noise: fall back to the cautious bound
+        return 0.0, float(ts.sum() / ks.sum())
+    return max(0.0, float(a)), float(b)
+
+
+def _next_batch(costs: list[tuple[int, float]], remaining: int, batch_ctas: int,
+                left_s: float) -> int:
+    """CTAs of the next batch of a run that may stop at a representative subset: the whole
+    rest when it fits 80% of the time left under the cost model (:func:`_fit`), else the
+    largest batch that fits half of it (0: stop now). After one batch only, the next is at
+    most 8 times as large, so that the fit gets a second size."""
+    a, b = _fit(costs)
+    k = min(batch_ctas, remaining)
+    if len(costs) == 1:
+        k = min(k, 8 * costs[0][0])
+    nb = -(-remaining // max(k, 1))
+    if k == remaining and nb * a + b * remaining <= 0.8 * left_s:
+        return k
+    fit = int((0.5 * left_s - a) / max(b, 1e-9))
+    return max(0, min(k, fit))
 
 
 def _ranges(xs: list[int]) -> str:
