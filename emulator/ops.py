@@ -1418,19 +1418,25 @@ def _wgmma(m, ins, pc, exe, active):
     R = (16 * w + g)[None, :] + np.where((qs % 4) >= 2, 8, 0)[:, None]  # (N/2, 128)
     C = (8 * (qs // 4) + (qs % 2))[:, None] + (2 * t)[None, :]
     V = D[:, R, C].transpose(1, 0, 2).reshape(N // 2, -1)  # (N/2, G*128) in lane order
+    # every accumulator register at once: (N/2, lanes) old bits, new bits
+    every = lanes.size == m.N  # all warpgroups of the batch issue it (lanes = 0..N-1)
+    old = np.empty((N // 2, lanes.size), np.uint32)
     for k in range(N // 2):
-        d = dests[k]
-        old = np.broadcast_to(m.read(d, "b32", pc), (m.N,))[lanes].astype(np.uint32)
-        cur = np.where(sd, old.view(acc_dt).astype(np.float64), 0.0)
-        v = V[k] + cur
-        if acc_dt == np.float32:
-            bits = v.astype(np.float32).view(np.uint32)
+        r = np.broadcast_to(m.read(dests[k], "b32", pc), (m.N,))
+        old[k] = r if every else r[lanes]
+    cur = np.where(sd[None, :], old.view(acc_dt).astype(np.float64), 0.0)
+    v = V + cur
+    if acc_dt == np.float32:
+        bits = v.astype(np.float32).view(np.uint32)
+    else:
+        bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32).view(np.uint32)
+    for k in range(N // 2):
+        if every:
+            full = bits[k]
         else:
-            bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(
-                np.int32).view(np.uint32)
-        full = np.zeros(m.N, np.uint32)
-        full[lanes] = bits
-        m.write(d, full, e2, pc)
+            full = np.zeros(m.N, np.uint32)
+            full[lanes] = bits[k]
+        m.write(dests[k], full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []
