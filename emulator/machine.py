@@ -334,30 +334,53 @@ class Machine:
         self.cp_committed = np.zeros(n, dtype=np.int64)
         insts = self.prog.insts
         steps = 0
+        # Converged fast path: when every live lane executed the last instruction and its
+        # handler left control alone (returned non-True: no branch, barrier, wait or exit -
+        # the handler contract of emulator.registry), the same lanes stand at the next
+        # instruction, so the scheduler's min-PC search is skipped; when no lane is blocked
+        # either, the program counters are set with one fill (exited lanes' counters are
+        # never read).
+        fast = False
+        p, n_act, uniform, none_blocked = 0, 0, False, False
+        active = self.done
         while True:
-            live = ~self.done & ~self.blocked
-            if not live.any():
-                if self.blocked.any():
-                    self._deadlock()
-                return
-            p = int(self.pc[live].min())
-            active = live & (self.pc == p)
+            if not fast:
+                live = ~self.done & ~self.blocked
+                if not live.any():
+                    if self.blocked.any():
+                        self._deadlock()
+                    return
+                p = int(self.pc[live].min())
+                active = live & (self.pc == p)
+                n_act = int(active.sum())
+                uniform = n_act == int(live.sum())
+                none_blocked = uniform and not self.blocked.any()
             if p >= len(insts):
                 self.done |= active  # fell off the end: like ret
+                fast = False
                 continue
             steps += 1
             if steps & 1023 == 0 and time.perf_counter() > self._deadline:
                 raise _Fault("timeout", f"emulation exceeded {self.time_limit:.0f} s "
                                         f"(at {self.prog.where(p)})")
             self.outcome.steps += 1
-            self.outcome.lane_insts += int(active.sum())
+            self.outcome.lane_insts += n_act
             fn = self._compiled[p]
             if fn is None:
                 fn = self._compile(p)
             try:
-                fn(p, active)
+                took_control = fn(p, active)
             except MemoryFault as e:
                 raise _Fault("fault", f"{e} at {self.prog.where(p)}") from None
+            if took_control:
+                fast = False
+                continue
+            if none_blocked:
+                self.pc.fill(p + 1)
+            else:
+                self.pc[active] = p + 1
+            fast = uniform
+            p += 1
 
     # ------------------------------------------------------------------ compile
     def _compile(self, p: int) -> Callable:
@@ -369,14 +392,15 @@ class Machine:
         guard = ins.predicate
         neg = ins.negated
 
-        def run(pc: int, active: np.ndarray, h=h, ins=ins) -> None:
+        def run(pc: int, active: np.ndarray, h=h, ins=ins) -> bool:
+            # True when the handler set the lanes' program counters itself; otherwise the
+            # driver advances every active lane to pc + 1
             if guard is not None:
                 g = self.reg_bits(guard, pc)
                 exe = active & (~g if neg else g)
             else:
                 exe = active
-            if h(self, ins, pc, exe, active) is not True:
-                self.pc[active] = pc + 1
+            return h(self, ins, pc, exe, active) is True
 
         self._compiled[p] = run
         return run
