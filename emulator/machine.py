@@ -1236,16 +1236,16 @@ def _fit(costs: list[tuple[int, float]]) -> tuple[float, float]:
 def _next_batch(costs: list[tuple[int, float]], remaining: int, batch_ctas: int,
                 left_s: float) -> int:
     """CTAs of the next batch of a run that may stop at a representative subset: the whole
-    rest when it fits 80% of the time left under the cost model (:func:`_fit`), else the
-    largest batch that fits half of it (0: stop now). After one batch only, the next is at
-    most 8 times as large, so that the fit gets a second size."""
+    rest in one batch when it fits 80% of the time left under the cost model (:func:`_fit`),
+    else the largest batch that fits half of it (0: stop now). After one batch only (the
+    cautious bound), a partial batch is at most 8 times as large, so that the fit gets a
+    second size."""
     a, b = _fit(costs)
     k = min(batch_ctas, remaining)
+    if k == remaining and a + b * remaining <= 0.8 * left_s:
+        return k  # the rest in one batch (after one batch: under the cautious bound)
     if len(costs) == 1:
         k = min(k, 8 * costs[0][0])
-    nb = -(-remaining // max(k, 1))
-    if k == remaining and nb * a + b * remaining <= 0.8 * left_s:
-        return k
     fit = int((0.5 * left_s - a) / max(b, 1e-9))
     return max(0, min(k, fit))
 
