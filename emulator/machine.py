@@ -764,25 +764,18 @@ class Machine:
         the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8).
         Returns whether any byte is stale; ``report`` False only tells."""
         sh = self.sshadow
-        idx = sh.slots(idx)
-        wl = sh.w_lane[idx]
+        idx = np.ascontiguousarray(sh.slots(idx).reshape(-1))
         NT = self.n_ctas * self.T
-        real = (wl >= 0) & (wl < NT)
-        if not real.any():
-            return False
-        # batch-local lane of each writer (-1: a CTA of another batch)
-        wc, wt = np.divmod(wl[real], self.T)
-        lc = self._batch_pos[wc]
-        loc = np.where(lc >= 0, lc * self.T + wt, -1)
-        ok_local = loc >= 0
-        stale = np.zeros(loc.shape, np.bool_)
-        stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
-        if not stale.any():
+        # compiled: the first byte whose writer (a thread of a CTA of this batch) has no
+        # fence.proxy.async after its write
+        j = int(_hbkern.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
+                                    self.pfence))
+        if j < 0:
             return False
         if not report:
             return True
-        j = int(np.flatnonzero(stale)[0])
-        wpc = int(sh.w_pc[idx[real]][j])
+        wl_j = int(sh.w_lane[idx[j]])
+        wpc = int(sh.w_pc[idx[j]])
         key = ("HB4", wpc)
         if key in self.findings:
             return True
@@ -790,7 +783,7 @@ class Machine:
         self.findings[key] = Finding(
             rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
-                     f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                     f"{self._who(wl_j)} wrote with '{i1.opcode}' (generic proxy) "
                      f"without a 'fence.proxy.async' after the write"),
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
