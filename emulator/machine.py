@@ -1072,16 +1072,32 @@ class Machine:
         """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
         other lanes block until the mbarrier's phase changes (a spin loop is equivalent)."""
         ok = np.zeros(self.N, np.bool_)
-        for lane in np.flatnonzero(exe):
-            st = self.mbar_get(int(lane), int(addr[lane]), pc)
-            if (st["phase"] & 1) != (int(parity[lane]) & 1):
-                ok[lane] = True
-                if self.ntr and lane < self.ntr:
-                    self.vc[lane] = np.maximum(self.vc[lane], st["phase_vc"])
-            else:
-                self.blocked[lane] = True
-                self.block_kind[lane] = 2
-                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]))]
+        lanes = np.flatnonzero(exe)
+        if not lanes.size:
+            return ok
+        # lanes grouped by mbarrier (CTA, address), groups in the order of their first lane:
+        # no state changes inside a wait, so this equals the lane-by-lane loop
+        ctas = self.cta_local[lanes].astype(np.int64)
+        ad = np.asarray(addr)[lanes].astype(np.int64)
+        keys = np.stack([ctas, ad], axis=1)
+        uk, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        par = np.asarray(parity)[lanes].astype(np.int64) & 1
+        for gi in np.argsort(first, kind="stable"):
+            grp = lanes[inv == gi]
+            lane0 = int(grp[0])
+            st = self.mbar_get(lane0, int(addr[lane0]), pc)
+            done = par[inv == gi] != (st["phase"] & 1)
+            okl, blk = grp[done], grp[~done]
+            ok[okl] = True
+            if self.ntr:
+                tl = okl[okl < self.ntr]
+                if tl.size:
+                    self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
+            if blk.size:
+                self.blocked[blk] = True
+                self.block_kind[blk] = 2
+                self.block_id[blk] = self.mbar_ids[self.mbar_key(lane0, int(addr[lane0]))]
         return ok
 
     def on_exit(self, exe: np.ndarray) -> None:
