@@ -224,9 +224,17 @@ EMULATION_TIME_LIMIT_S = 60.0
 
 def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
              launch: dict[str, Any], *, filename: str = "candidate.ptx",
-             ref_outputs: dict[str, Any] | None = None):
+             ref_outputs: dict[str, Any] | None = None, cache_dir: Any = None,
+             max_ptx_version: int = 90):
     """Emulated correctness on the CPU (no GPU for ``arch`` here): :func:`emulator.run_kernel` at
     the spec's ``verify`` size with the candidate's launch settings.
+
+    A spec with size constexprs (:meth:`kernels.KernelSpec.size_constexprs`: ``N_CTX`` with
+    ``value: N``) has one compile per size, and ``art`` is the bench variant. Triton's own
+    kernel (``ptx == art.ptx``) is then emulated as its ``verify`` variant, compiled here with
+    the verify values (``cache_dir``/``max_ptx_version`` as the lowering's reference compile).
+    Any other PTX was written against the bench values, so it is emulated at the ``bench``
+    size (a representative CTA subset when the grid is large) and the message says why.
 
     Without a float64 reference in the spec, Triton's own kernel (``art``, the baseline) is
     emulated once on the same inputs (kept in ``ref_outputs``, a per-lowering cache) and every
@@ -236,16 +244,41 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
     """
     from emulator import run_kernel
 
+    size, why = "verify", ""
+    run_art, run_ptx = art, ptx
+    variant = spec.size_constexprs(art.config)
+    if variant:
+        vart = None
+        if ptx == art.ptx:
+            from harness import ReferenceCompileError, compile_reference
+            try:
+                vart = compile_reference(spec, arch, art.config, cache_dir=cache_dir,
+                                         max_ptx_version=max_ptx_version, size="verify")
+            except ReferenceCompileError as exc:
+                why = (f"the verify variant did not compile ({str(exc)[:300]}), so the bench "
+                       f"variant is emulated at the bench size; ")
+                size = "bench"
+        if vart is not None:
+            run_art, run_ptx = vart, vart.ptx
+            launch = {**launch, "threads": vart.abi.threads,
+                      "dynamic_smem": vart.abi.dynamic_smem,
+                      "global_scratch_size": vart.abi.global_scratch_size}
+        elif not why:
+            size = "bench"
+            why = (f"the spec's size constexpr(s) {', '.join(variant)} differ between sizes and "
+                   f"this PTX is compiled for the bench values, so it is emulated at the bench "
+                   f"size; ")
     expected = None
     ref_failed = None  # Triton's own kernel, when it could not be emulated as the reference
     if spec.reference is None:
         cache = ref_outputs if ref_outputs is not None else {}
-        key = f"{arch}|{art.config.key()}"
+        key = f"{arch}|{art.config.key()}|{size}"
         if key not in cache:
             got: dict[str, Any] = {}
-            ref = run_kernel(art.ptx, spec, arch, config=art.config, threads=art.abi.threads,
-                             dynamic_smem=art.abi.dynamic_smem,
-                             global_scratch_size=art.abi.global_scratch_size,
+            ref = run_kernel(run_art.ptx, spec, arch, size=size, config=art.config,
+                             threads=run_art.abi.threads,
+                             dynamic_smem=run_art.abi.dynamic_smem,
+                             global_scratch_size=run_art.abi.global_scratch_size,
                              time_limit_s=EMULATION_TIME_LIMIT_S, race=False,
                              filename="triton-reference.ptx", capture=got)
             cache[key] = got if ref.status == "ok" else ref
@@ -253,12 +286,15 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
             expected = cache[key]
         else:
             ref_failed = cache[key]
-    res = run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
-                     threads=int(launch.get("threads") or art.abi.threads),
-                     dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
+    res = run_kernel(run_ptx, spec, arch, size=size, config=art.config,
+                     meta=launch.get("meta") or None,
+                     threads=int(launch.get("threads") or run_art.abi.threads),
+                     dynamic_smem=int(launch.get("dynamic_smem") or run_art.abi.dynamic_smem),
                      global_scratch_size=int(launch.get("global_scratch_size",
-                                                        art.abi.global_scratch_size)),
+                                                        run_art.abi.global_scratch_size)),
                      time_limit_s=EMULATION_TIME_LIMIT_S, filename=filename, expected=expected)
+    if why:
+        res = res.model_copy(update={"message": why + res.message})
     if ref_failed is None or res.status != "ok":
         return res
     return res.model_copy(update={
@@ -300,7 +336,9 @@ class _Checks:
         """Emulated correctness (no GPU); returns (result, passed-or-unsupported, text)."""
         t = time.perf_counter()
         emu = _emulate(self.spec, self.arch, self.art, cand.ptx, cand.model_dump(),
-                       filename=self.options.ptx_filename, ref_outputs=self.ref_outputs)
+                       filename=self.options.ptx_filename, ref_outputs=self.ref_outputs,
+                       cache_dir=self.options.cache_dir,
+                       max_ptx_version=self.options.max_ptx_version)
         times[f"emulate{key}"] = time.perf_counter() - t
         # unsupported / memory: not emulated (no verdict on the candidate either way)
         ok = emu.status in ("ok", "unsupported", "memory") and not (emu.status == "ok" and not emu.ok)
@@ -639,7 +677,9 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
             return rep.render("full") or "verifier: no findings"
         if name == "evaluate":
             if not gpu:
-                emu = _emulate(spec, arch, art, ptx, args, ref_outputs=ref_emulated)
+                emu = _emulate(spec, arch, art, ptx, args, ref_outputs=ref_emulated,
+                               cache_dir=options.cache_dir,
+                               max_ptx_version=options.max_ptx_version)
                 return "evaluate: no GPU on this host; " + emu.summary()
             a = assemble(ptx, arch, ptxas=options.ptxas)
             if not a.ok:

@@ -36,9 +36,18 @@ def verify_command(
     ignore: Annotated[str | None, typer.Option(help="leave out these rule ids / families")] = None,
     output_format: Annotated[str, typer.Option(help="full | concise | json")] = "full",
     exit_zero: Annotated[bool, typer.Option(help="exit 0 even when errors are found")] = False,
+    launch: Annotated[Path | None, typer.Option(
+        help="without --kernel: YAML/JSON launch for the happens-before check (grid, block, "
+             "scalars, buffers, dynamic_smem, entry)")] = None,
+    no_emulate: Annotated[bool, typer.Option(
+        "--no-emulate", help="without --kernel: skip the happens-before check on a default "
+                             "launch")] = False,
 ) -> None:
     """Run the static PTX verifier on FILE: compiler-style findings with witness paths; exit 1 on
-    an error (or, with --assemble, a ptxas error)."""
+    an error (or, with --assemble, a ptxas error). Without --kernel, each entry also runs on the
+    CPU emulator on a default launch (zero-filled buffers behind pointer parameters, 2 CTAs,
+    scalars from --launch or defaults) and its happens-before findings are printed; exit 1 on an
+    HB error too. --no-emulate skips that."""
     import re
 
     import verifier
@@ -70,6 +79,12 @@ def verify_command(
             threads = h.threads if h is not None else None
     rep = verifier.verify(text, arch=arch, abi=abi, threads=threads, filename=str(file),
                           select=_ids(select), ignore=_ids(ignore))
+    hb = None
+    if kernel is None and not no_emulate and not any(f.rule == "P1" for f in rep.findings):
+        hb = _hb_check(text, arch, file, launch)
+    elif launch is not None and kernel is not None:
+        raise typer.BadParameter("--launch is for the check without --kernel (a spec gives its "
+                                 "own launch)")
     asm = None
     if assemble_too:
         from harness import assemble
@@ -79,6 +94,8 @@ def verify_command(
         doc = rep.to_dict()
         if asm is not None:
             doc["assembly"] = asm.model_dump(mode="json", exclude={"cubin"})
+        if hb is not None:
+            doc["happens_before"] = [c.to_dict() for c in hb]
         console.print_json(json.dumps(doc))
     else:
         out = rep.render(output_format)
@@ -86,10 +103,28 @@ def verify_command(
         if abi is None and output_format == "full":
             print("note: no --kernel given: the entry name and parameters (E1/E2) and the launch "
                   "threads (E3) were not checked against a reference ABI")
+        for c in hb or ():
+            print(c.render())
         if asm is not None:
             print(asm.summary(text))
-    if not exit_zero and (not rep.ok or (asm is not None and not asm.ok)):
+    hb_err = any(f.severity == "error" for c in hb or () for f in c.findings)
+    if not exit_zero and (not rep.ok or hb_err or (asm is not None and not asm.ok)):
         raise typer.Exit(1)
+
+
+def _hb_check(text: str, arch: str, file: Path, launch: Path | None):
+    """The happens-before checks of every entry on a default launch (emulator.launchcheck);
+    a bad launch file is bad input (exit 2)."""
+    import emulator
+    from verifier.errors import PTXSyntaxError
+
+    try:
+        cfg = emulator.load_launch(launch) if launch is not None else None
+        return emulator.check_default_launch(text, arch=arch, launch=cfg, filename=str(file))
+    except emulator.LaunchFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--launch") from None
+    except PTXSyntaxError:
+        return None  # the verifier's report already shows the syntax error
 
 
 def rule_command(rule_id: Annotated[str, typer.Argument(help="rule id, e.g. TA4")]) -> None:

@@ -193,7 +193,8 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
         fh.write(ptx)
     cli = [sys.executable, "-c", "import sys, typer; from ailower.cmd_verify import "
-           "verify_command; typer.run(verify_command)", fh.name, "--arch", arch]
+           "verify_command; typer.run(verify_command)", fh.name, "--arch", arch,
+           "--no-emulate"]
     t0 = time.perf_counter()
     r = subprocess.run(cli, capture_output=True, text=True)
     t_cli = time.perf_counter() - t0

@@ -7,6 +7,9 @@ Public API::
         -> EmulationResult        # outputs compared with the float64 reference by harness.compare
     check_races(ptx, spec, arch, **kw) -> list[Finding]
     run_launch(ptx, launch, gmem, ...) -> RunOutcome   # raw launch over your own buffers
+    check_default_launch(ptx, arch=..., launch=None) -> list[LaunchCheck]
+                                  # HB analysis with no spec: zero-filled buffers, a small grid
+    load_launch(path) -> LaunchConfig                  # grid/block/scalars/buffers from YAML/JSON
     EmulationUnsupported                               # "emulation unsupported: X at file:line:col"
 
 The PTX front end is the verifier's (:func:`verifier.parse_ptx`); findings use the verifier's
@@ -104,6 +107,8 @@ from emulator.api import MAX_DYNAMIC_SMEM, EmulationResult, check_races, run_ker
 from emulator.machine import Launch, Machine, RunOutcome
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
+from emulator.launchcheck import (LaunchCheck, LaunchConfig, LaunchFileError,
+                                  check_default_launch, load_launch)
 
 #: the emulator's rule ids and one-line descriptions (same role as verifier.RULES)
 RULES = {
@@ -134,5 +139,6 @@ def run_launch(ptx: str, launch: Launch, gmem: GlobalMemory, *, filename: str = 
     return Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s).run()
 
 
-__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "Launch", "MAX_DYNAMIC_SMEM",
-           "RULES", "RunOutcome", "check_races", "run_kernel", "run_launch"]
+__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "Launch", "LaunchCheck",
+           "LaunchConfig", "LaunchFileError", "MAX_DYNAMIC_SMEM", "RULES", "RunOutcome",
+           "check_default_launch", "check_races", "load_launch", "run_kernel", "run_launch"]

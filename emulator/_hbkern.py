@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numba
 
-__all__ = ["check", "record_write", "record_read"]
+__all__ = ["check", "record_write", "record_read", "proxy_stale"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -116,3 +116,21 @@ def record_read(I, nb, rec_lane, rec_clk, my_clk, use_rec, pc, level, r_lane, r_
         r_clk[s] = rec_clk[a] if use_rec else my_clk[e]
         r_pc[s] = pc
         r_atomic[s] = level
+
+
+@numba.njit(cache=True, nogil=True)
+def proxy_stale(I, w_lane, w_pf, NT, T, batch_pos, pfence):
+    """HB4's test (:meth:`Machine._proxy_check`) in one pass: the first byte position ``e``
+    whose recorded writer is a thread (not an async unit) of a CTA of this batch that has
+    executed no more ``fence.proxy.async`` than it had at the write, or -1."""
+    for e in range(I.size):
+        s = I[e]
+        wl = w_lane[s]
+        if wl < 0 or wl >= NT:
+            continue
+        lc = batch_pos[wl // T]
+        if lc < 0:
+            continue
+        if pfence[lc * T + wl % T] <= w_pf[s]:
+            return e
+    return -1

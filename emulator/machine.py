@@ -56,6 +56,8 @@ DEFAULT_MEMORY_BUDGET = 4 << 30
 _TYPES = set(NP)
 _NO_VALS = np.zeros(1, np.uint8)  # the value operand of a read check (never indexed)
 _NO_CLK = np.zeros(1, np.int64)
+#: immediates as 0-d arrays, by (text, value, type): a pure function of the key
+_IMM_CACHE: dict[tuple, np.ndarray] = {}
 _REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
@@ -237,9 +239,23 @@ class Machine:
                 limit_n = self.n_ctas if self.max_ctas is None else min(self.n_ctas,
                                                                             self.max_ctas)
                 limit_n = -(-limit_n // C) * C
+                costs: list[tuple[int, float]] = []  # (CTAs, seconds) of each batch
                 while i < limit_n:
                     ids = order[i:min(i + size, limit_n)]
-                    self._run_batch(ids)
+                    tb = time.perf_counter()
+                    snap = self._written_snapshot() if (self.cta_subset and i) else None
+                    try:
+                        self._run_batch(ids)
+                    except _Fault as f:
+                        if f.kind != "timeout" or snap is None:
+                            raise
+                        # the deadline fell inside a batch after complete ones: drop this
+                        # batch's CTAs (their writes are not compared) and report the subset
+                        self._written_restore(snap)
+                        per = _per_cta(costs, self.n_ctas, self.batch_ctas)
+                        self._stop_subset(order[:i], per, cut=int(ids.size))
+                        break
+                    costs.append((int(ids.size), time.perf_counter() - tb))
                     i += ids.size
                     if self.outcome.status != "ok":
                         break
@@ -249,18 +265,13 @@ class Machine:
                         break
                     size = self.batch_ctas
                     if self.cta_subset:
-                        now = time.perf_counter()
-                        per = (now - t0) / i
-                        left = self._deadline - now
-                        if per * (self.n_ctas - i) > 0.8 * left:
-                            # the rest does not fit: next batches only as large as half the
-                            # time left allows (a batch cut by the deadline would leave
-                            # partial writes), then stop with the CTAs run so far
-                            size = min(self.batch_ctas, int(0.5 * left / max(per, 1e-9)))
-                            size = size // C * C
-                            if size < 1:
-                                self._stop_subset(order[:i], per)
-                                break
+                        left = self._deadline - time.perf_counter()
+                        size = _next_batch(costs, self.n_ctas - i, self.batch_ctas, left)
+                        size = size // C * C  # whole clusters
+                        if size < 1:
+                            self._stop_subset(
+                                order[:i], _per_cta(costs, self.n_ctas, self.batch_ctas))
+                            break
             except _Fault as f:
                 self.outcome.status, self.outcome.message = f.kind, f.message
             except ShadowBudgetExceeded as e:
@@ -274,15 +285,29 @@ class Machine:
         self.outcome.findings = sorted(self.findings.values(), key=lambda f: f.sort_key())
         return self.outcome
 
-    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None) -> None:
+    def _written_snapshot(self) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+        """Copies of the global written/atomic marks (None when not tracking)."""
+        if self.gmem.written is None:
+            return None
+        return [w.copy() for w in self.gmem.written], [a.copy() for a in self.gmem.atomic]
+
+    def _written_restore(self, snap) -> None:
+        if snap is not None:
+            self.gmem.written, self.gmem.atomic = snap
+
+    def _stop_subset(self, ran: np.ndarray, per_cta_s: float | None, cut: int = 0) -> None:
         """Stop after the CTAs ``ran`` (complete): the outcome covers only them. ``per_cta_s``:
-        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``)."""
+        the measured cost that made the grid too slow (None: the CTA budget ``max_ctas``);
+        ``cut``: CTAs of a batch the deadline interrupted (dropped, not compared)."""
         n = self.n_ctas
         self.outcome.cta_ids = np.sort(ran).tolist()
         self.outcome.ctas_run = int(ran.size)
         why = (f"the CTA budget is {self.max_ctas}" if per_cta_s is None else
                f"the full grid would take about {per_cta_s * n:.0f} s ({per_cta_s:.2f} s per "
                f"CTA), over the {self.time_limit:.0f} s limit")
+        if cut:
+            why += (f"; the limit was reached inside a batch of {cut} further CTAs, which were "
+                    f"dropped (their writes are not compared)")
         self.outcome.subset_reason = (
             f"{ran.size} of {n} CTAs emulated ({_ranges(self.outcome.cta_ids)}): {why}; the "
             f"CTAs were taken in representative order (the grid's corners - first and last "
@@ -334,6 +359,9 @@ class Machine:
             self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
+        # per-batch memo of values an instruction computes from immediates and lane ids
+        # alone (shfl source lanes): key (pc, N, ...) -> value
+        self.op_cache: dict[tuple, object] = {}
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
@@ -351,30 +379,53 @@ class Machine:
         self.clb = _cluster.ClusterBatch(self, ids)
         insts = self.prog.insts
         steps = 0
+        # Converged fast path: when every live lane executed the last instruction and its
+        # handler left control alone (returned non-True: no branch, barrier, wait or exit -
+        # the handler contract of emulator.registry), the same lanes stand at the next
+        # instruction, so the scheduler's min-PC search is skipped; when no lane is blocked
+        # either, the program counters are set with one fill (exited lanes' counters are
+        # never read).
+        fast = False
+        p, n_act, uniform, none_blocked = 0, 0, False, False
+        active = self.done
         while True:
-            live = ~self.done & ~self.blocked
-            if not live.any():
-                if self.blocked.any():
-                    self._deadlock()
-                return
-            p = int(self.pc[live].min())
-            active = live & (self.pc == p)
+            if not fast:
+                live = ~self.done & ~self.blocked
+                if not live.any():
+                    if self.blocked.any():
+                        self._deadlock()
+                    return
+                p = int(self.pc[live].min())
+                active = live & (self.pc == p)
+                n_act = int(active.sum())
+                uniform = n_act == int(live.sum())
+                none_blocked = uniform and not self.blocked.any()
             if p >= len(insts):
                 self.done |= active  # fell off the end: like ret
+                fast = False
                 continue
             steps += 1
             if steps & 1023 == 0 and time.perf_counter() > self._deadline:
                 raise _Fault("timeout", f"emulation exceeded {self.time_limit:.0f} s "
                                         f"(at {self.prog.where(p)})")
             self.outcome.steps += 1
-            self.outcome.lane_insts += int(active.sum())
+            self.outcome.lane_insts += n_act
             fn = self._compiled[p]
             if fn is None:
                 fn = self._compile(p)
             try:
-                fn(p, active)
+                took_control = fn(p, active)
             except MemoryFault as e:
                 raise _Fault("fault", f"{e} at {self.prog.where(p)}") from None
+            if took_control:
+                fast = False
+                continue
+            if none_blocked:
+                self.pc.fill(p + 1)
+            else:
+                self.pc[active] = p + 1
+            fast = uniform
+            p += 1
 
     # ------------------------------------------------------------------ compile
     def _compile(self, p: int) -> Callable:
@@ -386,14 +437,15 @@ class Machine:
         guard = ins.predicate
         neg = ins.negated
 
-        def run(pc: int, active: np.ndarray, h=h, ins=ins) -> None:
+        def run(pc: int, active: np.ndarray, h=h, ins=ins) -> bool:
+            # True when the handler set the lanes' program counters itself; otherwise the
+            # driver advances every active lane to pc + 1
             if guard is not None:
                 g = self.reg_bits(guard, pc)
                 exe = active & (~g if neg else g)
             else:
                 exe = active
-            if h(self, ins, pc, exe, active) is not True:
-                self.pc[active] = pc + 1
+            return h(self, ins, pc, exe, active) is True
 
         self._compiled[p] = run
         return run
@@ -543,7 +595,13 @@ class Machine:
                 return ~v if op.negated else v
             return _adapt(arr, dt)
         if op.kind == "imm":
-            return imm_bits(op.text, op.value, t)
+            key = (op.text, op.value, t)
+            v = _IMM_CACHE.get(key)
+            if v is None:
+                v = imm_bits(op.text, op.value, t)
+                v.flags.writeable = False  # shared between executions: never updated in place
+                _IMM_CACHE[key] = v
+            return v
         if op.kind == "symbol":
             return np.array(self.symbol_addr(op.name or op.text, pc)).astype(np.uint64).astype(
                 UINT[dt.itemsize] if dt.itemsize in UINT else np.uint64).view(dt)
@@ -756,25 +814,18 @@ class Machine:
         the write (PTX ISA 9.1 §8.6 proxies, §9.7.13.4 membar/fence; ptx_rules AP1/W5/TM8).
         Returns whether any byte is stale; ``report`` False only tells."""
         sh = self.sshadow
-        idx = sh.slots(idx)
-        wl = sh.w_lane[idx]
+        idx = np.ascontiguousarray(sh.slots(idx).reshape(-1))
         NT = self.n_ctas * self.T
-        real = (wl >= 0) & (wl < NT)
-        if not real.any():
-            return False
-        # batch-local lane of each writer (-1: a CTA of another batch)
-        wc, wt = np.divmod(wl[real], self.T)
-        lc = self._batch_pos[wc]
-        loc = np.where(lc >= 0, lc * self.T + wt, -1)
-        ok_local = loc >= 0
-        stale = np.zeros(loc.shape, np.bool_)
-        stale[ok_local] = self.pfence[loc[ok_local]] <= sh.w_pf[idx[real]][ok_local]
-        if not stale.any():
+        # compiled: the first byte whose writer (a thread of a CTA of this batch) has no
+        # fence.proxy.async after its write
+        j = int(_hbkern.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
+                                    self.pfence))
+        if j < 0:
             return False
         if not report:
             return True
-        j = int(np.flatnonzero(stale)[0])
-        wpc = int(sh.w_pc[idx[real]][j])
+        wl_j = int(sh.w_lane[idx[j]])
+        wpc = int(sh.w_pc[idx[j]])
         key = ("HB4", wpc)
         if key in self.findings:
             return True
@@ -785,7 +836,7 @@ class Machine:
         self.findings[key] = Finding(
             rule="HB4", severity="warning" if i1.base == "cp" else "error", file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
-                     f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                     f"{self._who(wl_j)} wrote with '{i1.opcode}' (generic proxy) "
                      f"without a 'fence.proxy.async' after the write"),
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
@@ -1100,17 +1151,32 @@ class Machine:
         """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
         other lanes block until the mbarrier's phase changes (a spin loop is equivalent)."""
         ok = np.zeros(self.N, np.bool_)
-        for lane in np.flatnonzero(exe):
-            st = self.mbar_get(int(lane), int(addr[lane]), pc)
-            if (st["phase"] & 1) != (int(parity[lane]) & 1):
-                ok[lane] = True
-                if self.ntr and lane < self.ntr:
-                    self.vc[lane] = np.maximum(self.vc[lane], st["phase_vc"])
-            else:
-                self.blocked[lane] = True
-                self.block_kind[lane] = 2
-                self.block_id[lane] = self.mbar_ids[self.mbar_key(int(lane), int(addr[lane]),
-                                                                  pc)]
+        lanes = np.flatnonzero(exe)
+        if not lanes.size:
+            return ok
+        # lanes grouped by mbarrier (CTA, address), groups in the order of their first lane:
+        # no state changes inside a wait, so this equals the lane-by-lane loop
+        ctas = self.cta_local[lanes].astype(np.int64)
+        ad = np.asarray(addr)[lanes].astype(np.int64)
+        keys = np.stack([ctas, ad], axis=1)
+        uk, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        par = np.asarray(parity)[lanes].astype(np.int64) & 1
+        for gi in np.argsort(first, kind="stable"):
+            grp = lanes[inv == gi]
+            lane0 = int(grp[0])
+            st = self.mbar_get(lane0, int(addr[lane0]), pc)
+            done = par[inv == gi] != (st["phase"] & 1)
+            okl, blk = grp[done], grp[~done]
+            ok[okl] = True
+            if self.ntr:
+                tl = okl[okl < self.ntr]
+                if tl.size:
+                    self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
+            if blk.size:
+                self.blocked[blk] = True
+                self.block_kind[blk] = 2
+                self.block_id[blk] = self.mbar_ids[self.mbar_key(lane0, int(addr[lane0]), pc)]
         return ok
 
     def on_exit(self, exe: np.ndarray) -> None:
@@ -1170,6 +1236,12 @@ class Machine:
         W = exe.reshape(-1, 32) if self.N % 32 == 0 else None
         if W is None:
             return
+        if mask.ndim == 0 and int(mask) & 0xFFFFFFFF == 0xFFFFFFFF and self.T % 32 == 0:
+            # the full mask (Triton's -1): a lane is missing only in a warp that runs the
+            # collective with some lanes but not all
+            rows = W.any(axis=1)
+            if not (rows & ~W.all(axis=1)).any():
+                return
         m = mask.reshape(-1, 32)[:, 0].astype(np.uint64) if mask.ndim else np.full(
             W.shape[0], int(mask), dtype=np.uint64)
         bits = (m[:, None] >> np.arange(32, dtype=np.uint64)) & np.uint64(1)
@@ -1229,6 +1301,45 @@ def _garbage(shape: tuple[int, int]) -> np.ndarray:
     n = shape[0] * shape[1]
     reps = -(-n // _GARBAGE.size)
     return np.tile(_GARBAGE, reps)[:n].reshape(shape)
+
+
+def _per_cta(costs: list[tuple[int, float]], n: int, batch_ctas: int) -> float:
+    """Projected seconds per CTA of a whole grid of ``n`` CTAs run in batches of
+    ``batch_ctas``, under the cost model of the batches so far (:func:`_fit`)."""
+    a, b = _fit(costs)
+    return max((a * -(-n // max(batch_ctas, 1)) + b * n) / max(n, 1), 1e-9)
+
+
+def _fit(costs: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed seconds per batch, seconds per CTA) of ``costs`` [(CTAs, seconds)]: a batch's
+    steps cost the same whatever its CTA count (numpy runs all lanes of a step at once), so
+    a batch costs about ``a + b * CTAs``. With one batch size only, ``a = 0`` (the cautious
+    bound: every CTA is charged the whole measured cost)."""
+    ks = np.array([k for k, _ in costs], float)
+    ts = np.array([t for _, t in costs], float)
+    if ks.size < 2 or np.ptp(ks) == 0:
+        return 0.0, float(ts.sum() / max(ks.sum(), 1.0))
+    b, a = np.polyfit(ks, ts, 1)
+    if b <= 0:  # noise: fall back to the cautious bound
+        return 0.0, float(ts.sum() / ks.sum())
+    return max(0.0, float(a)), float(b)
+
+
+def _next_batch(costs: list[tuple[int, float]], remaining: int, batch_ctas: int,
+                left_s: float) -> int:
+    """CTAs of the next batch of a run that may stop at a representative subset: the whole
+    rest in one batch when it fits 80% of the time left under the cost model (:func:`_fit`),
+    else the largest batch that fits half of it (0: stop now). After one batch only (the
+    cautious bound), a partial batch is at most 8 times as large, so that the fit gets a
+    second size."""
+    a, b = _fit(costs)
+    k = min(batch_ctas, remaining)
+    if k == remaining and a + b * remaining <= 0.8 * left_s:
+        return k  # the rest in one batch (after one batch: under the cautious bound)
+    if len(costs) == 1:
+        k = min(k, 8 * costs[0][0])
+    fit = int((0.5 * left_s - a) / max(b, 1e-9))
+    return max(0, min(k, fit))
 
 
 def _ranges(xs: list[int]) -> str:

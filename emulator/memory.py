@@ -58,6 +58,21 @@ class GlobalMemory:
                                   dtype=np.uint64)
         return base
 
+    def add_zeros(self, name: str, nbytes: int) -> int:
+        """Map a zero-filled buffer of ``nbytes`` bytes and return its base address. The array
+        is ``numpy.zeros`` (the OS backs its pages on first touch), so a large buffer the kernel
+        barely touches costs little host memory."""
+        raw = np.zeros(max(int(nbytes), 1), dtype=np.uint8)
+        base = self._next
+        self.names.append(name)
+        self.bases.append(base)
+        self.data.append(raw)
+        self._next = (base + raw.size + _GAP + 255) // 256 * 256
+        self._bases_arr = np.array(self.bases, dtype=np.uint64)
+        self._ends_arr = np.array([b + d.size for b, d in zip(self.bases, self.data)],
+                                  dtype=np.uint64)
+        return base
+
     def track_writes(self) -> None:
         """From now on record, per byte of every buffer, whether a store wrote it
         (:attr:`written`) and whether an atomic did (:attr:`atomic`): what a run over a subset

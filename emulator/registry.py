@@ -2,7 +2,12 @@
 SIMT engine) and :mod:`emulator.ops` (instruction semantics), so that neither imports the other
 in a circle: ``ops`` registers its handlers here, ``machine`` looks them up here.
 
-A handler is ``h(m, ins, pc, exe, active)`` (see :mod:`emulator.ops`).
+A handler is ``h(m, ins, pc, exe, active)`` (see :mod:`emulator.ops`). Contract: a handler
+that changes control - sets program counters (branches), blocks lanes (barriers, waits) or
+ends them (exit) - sets ``m.pc`` of every ``active`` lane itself and returns ``True``; any
+other return means "no control change", and the engine advances every active lane to
+``pc + 1`` (and, when all live lanes were active, keeps them converged without a scheduler
+search).
 """
 
 from __future__ import annotations

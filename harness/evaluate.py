@@ -209,9 +209,14 @@ class GPUEvaluator:
 
     def request(self, spec: KernelSpec, job: str, kernels: list[KernelUnderTest], **kw: Any
                 ) -> WorkerRequest:
-        """Build a request with the spec's roofline numbers at the bench size."""
+        """Build a request with the spec's roofline numbers at the bench size; for a spec with
+        size constexprs the correctness checks run at the bench size too (``check_size``: a
+        cubin is checked at the size whose constexpr values it was compiled with)."""
         cfg = spec.configs()[0]
         kw.setdefault("timing_budget_s", self.timing_budget_s)
+        if spec.size_constexprs():
+            # each size is its own compile: a cubin (the bench variant) is checked at bench
+            kw.setdefault("check_size", "bench")
         kw.setdefault("ci_target", self.ci_target)
         return WorkerRequest(job=job, spec=spec.model_dump(mode="json"), kernels=kernels,
                              hang_timeout_s=self.hang_timeout_s,

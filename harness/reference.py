@@ -50,6 +50,9 @@ class ReferenceArtifacts(BaseModel):
         compile_s: wall time of the compile in seconds (0 on a cache hit is not reported: the
             original compile time is kept).
         cache_hit: loaded from the disk cache.
+        size: the spec size whose constexpr values were compiled in: ``bench`` unless the spec
+            has size constexprs (:meth:`kernels.KernelSpec.size_constexprs`) and another size's
+            variant was asked for.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,6 +71,7 @@ class ReferenceArtifacts(BaseModel):
     abi: KernelABI
     compile_s: float
     cache_hit: bool = False
+    size: str = "bench"
 
 
 _ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*?)\)", re.S)
@@ -208,10 +212,13 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _cache_key(spec: KernelSpec, cfg: Config, arch: str, options: dict) -> str:
+def _cache_key(spec: KernelSpec, cfg: Config, arch: str, options: dict, size: str = "bench"
+               ) -> str:
     h = hashlib.sha256()
+    # the size enters the key only for another size's variant: bench compiles keep their keys
     for part in (f"fmt{_CACHE_FORMAT}", spec.identity(), cfg.key(), arch, compat.triton_version(),
-                 json.dumps(options, sort_keys=True), compat.toolchain(arch).ptxas_version):
+                 json.dumps(options, sort_keys=True), compat.toolchain(arch).ptxas_version,
+                 *(() if size == "bench" else (f"size={size}",))):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
@@ -226,7 +233,8 @@ def _load_cached(folder: Path) -> dict | None:
 
 
 def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
-                      cache_dir: Path | None = None, max_ptx_version: int = 90) -> ReferenceArtifacts:
+                      cache_dir: Path | None = None, max_ptx_version: int = 90,
+                      size: str = "bench") -> ReferenceArtifacts:
     """Compile ``spec`` with Triton for ``arch`` and ``config`` (no GPU needed).
 
     Args:
@@ -235,6 +243,10 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         config: one config of ``spec.configs()``.
         cache_dir: disk cache root (None: no caching).
         max_ptx_version: highest PTX ISA to stamp (90 = 9.0, the CUDA 13.0 driver's limit).
+        size: the spec size whose constexpr values to compile in. Only a spec with size
+            constexprs (:meth:`kernels.KernelSpec.size_constexprs`) has a variant per size;
+            for any other spec every size is the ``bench`` compile
+            (:meth:`kernels.KernelSpec.compile_size`), returned with ``size="bench"``.
 
     Raises:
         UsageError: unknown arch, or ``max_ptx_version`` below what the arch needs.
@@ -250,9 +262,10 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
                                      max_ptx_version)
     if config.maxnreg is not None:
         options["maxnreg"] = config.maxnreg
+    size = spec.compile_size(size, config)
     folder = None
     if cache_dir is not None:
-        folder = Path(cache_dir) / "reference" / _cache_key(spec, config, arch, options)
+        folder = Path(cache_dir) / "reference" / _cache_key(spec, config, arch, options, size)
         data = _load_cached(folder)
         if data is not None:
             return ReferenceArtifacts.model_validate(
@@ -265,8 +278,8 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
 
     fn = spec.source.load(cache_dir)
     spec.check_function(fn)
-    constexprs = spec.constexprs(config, "bench")
-    src = ASTSource(fn=fn, signature=spec.signature(config, "bench"), constexprs=constexprs,
+    constexprs = spec.constexprs(config, size)
+    src = ASTSource(fn=fn, signature=spec.signature(config, size), constexprs=constexprs,
                     attrs=spec.attrs())
     t0 = time.perf_counter()
     try:
@@ -283,7 +296,8 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         if len(msg) > 6000:
             msg = msg[:2000] + "\n...\n" + msg[-3000:]
         raise ReferenceCompileError(
-            f"Triton failed to compile {spec.name} [{config.key()}] for {arch}: "
+            f"Triton failed to compile {spec.name} [{config.key()}]"
+            f"{'' if size == 'bench' else f' (size {size})'} for {arch}: "
             f"{msg}" + (f"\n{hint}" if hint else "")) from None
     elapsed = time.perf_counter() - t0
     md = _jsonable(ck.metadata._asdict() if hasattr(ck.metadata, "_asdict") else dict(ck.metadata))
@@ -292,7 +306,7 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
         spec_name=spec.name, spec_id=spec.identity(), arch=arch, config=config,
         triton_version=compat.triton_version(), ttir=asm["ttir"], ttgir=asm["ttgir"],
         llir=asm["llir"], ptx=asm["ptx"], cubin=bytes(asm["cubin"]), metadata=md,
-        abi=_build_abi(spec, arch, asm["ptx"], md), compile_s=elapsed)
+        abi=_build_abi(spec, arch, asm["ptx"], md), compile_s=elapsed, size=size)
     if folder is not None:
         _store(folder, art)
     return art

@@ -9,8 +9,11 @@ FLOP and byte formulas for the roofline, and optionally a float64 NumPy referenc
 
 Expressions are evaluated by :mod:`kernels.expr`, never ``eval``.
 
-A lowering candidate is PTX for *one* set of constexpr values, so every derived constexpr of a spec
-must evaluate to the same value at every problem size (checked when the spec is built).
+A lowering candidate is PTX for *one* set of constexpr values. A derived constexpr may read the
+problem dims (a *size constexpr*, e.g. ``N_CTX: tl.constexpr`` with ``value: N``) and so take
+different values for ``verify`` and ``bench``: each size is then its own compile
+(:meth:`KernelSpec.size_constexprs`, :meth:`KernelSpec.compile_size`), and the spec identity
+covers the sizes and the value expressions.
 """
 
 from __future__ import annotations
@@ -571,8 +574,8 @@ class KernelSpec(BaseModel):
         configs = self.configs()
         if not configs:
             raise ValueError("the autotune space is empty (after constraints)")
-        # Every expression must evaluate at every size for every config; derived constexprs must
-        # not depend on the size (a candidate is PTX for one set of constexprs).
+        # Every expression must evaluate at every size for every config. A derived constexpr
+        # may depend on the size (size_constexprs): each size then compiles its own variant.
         for cfg in configs:
             seen: dict[str, Num] | None = None
             for size_name in self.sizes:
@@ -605,10 +608,6 @@ class KernelSpec(BaseModel):
                     raise ValueError(f"{where}: {exc}") from None
                 if seen is None:
                     seen = ce
-                elif seen != ce:
-                    raise ValueError(
-                        f"constexprs differ between sizes for config {cfg.key()}: {seen} vs {ce}; "
-                        "a candidate is compiled for one set of constexpr values")
         return self
 
     def _check_meta_keys(self) -> None:
@@ -701,6 +700,27 @@ class KernelSpec(BaseModel):
                     raise SpecError(f"params.{p.name}.value", f"{exc}{hint}") from None
             env[p.name] = out[p.name]
         return out
+
+    def size_constexprs(self, cfg: Config | None = None) -> list[str]:
+        """Names of the constexprs whose value differs between the spec's sizes for ``cfg``
+        (default: any config): size constexprs, e.g. ``N_CTX`` with ``value: N``. Empty for
+        most specs; when not empty, PTX compiled for one size's values is a different program
+        from another size's, so every size compiles its own variant (Triton: one
+        ``ASTSource`` per size; :meth:`compile_size`)."""
+        names: set[str] = set()
+        for c in ([cfg] if cfg is not None else self.configs()):
+            per = [self.constexprs(c, s) for s in self.sizes]
+            for k in per[0]:
+                if any(p.get(k) != per[0][k] for p in per[1:]):
+                    names.add(k)
+        return [p.name for p in self.params if p.name in names]
+
+    def compile_size(self, size: str, cfg: Config | None = None) -> str:
+        """The size whose constexpr values a compile for ``size`` must use: ``size`` itself
+        when the spec has size constexprs (for ``cfg``), else ``bench`` (one compile serves
+        every size, as before size constexprs; keeps the compile caches' keys)."""
+        self.dims(size)
+        return size if self.size_constexprs(cfg) else "bench"
 
     def env(self, cfg: Config, size: str) -> dict[str, Num]:
         """Names visible to expressions: dims, meta, constexprs, num_warps, num_stages, num_ctas."""

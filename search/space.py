@@ -6,7 +6,7 @@ varied) that are not in the autotune space already, and keeps those that are *le
 launch*:
 
 * the spec's own constraints hold and every expression of the spec (grid, constexprs, scalar
-  values, derived constexprs equal at every size) evaluates for the config (the same validation
+  values, derived constexprs at every size) evaluates for the config (the same validation
   :class:`kernels.KernelSpec` applies to its autotune space);
 * block sizes stay within ``[MIN_BLOCK, MAX_BLOCK]`` and keep ``tl.arange``'s power-of-two rule;
   for kernels with tensor-core dots an edge is at most :data:`MAX_DOT_TILE` (256, wgmma's N),

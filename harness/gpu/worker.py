@@ -125,6 +125,10 @@ class WorkerRequest(BaseModel):
     pipeline: bool = False
     """Evaluate jobs: after the isolated timing, time the pair again in a pipeline context
     (:meth:`Worker.timing_pipeline`, :class:`harness.results.PipelineTiming`)."""
+    check_size: Literal["verify", "bench"] = "verify"
+    """Size the correctness checks run at: ``verify``, or ``bench`` for a spec with size
+    constexprs (each size is its own compile, and a cubin is checked at the size it was
+    compiled for: :meth:`kernels.KernelSpec.size_constexprs`)."""
     launch_size: Literal["verify", "bench"] = "verify"
     """Size of the single launch of a ``launch_once`` job (``bench`` for Nsight Compute,
     :mod:`harness.profile`)."""
@@ -385,10 +389,11 @@ class Worker:
     # ---- setup: everything that is per kernel, not per candidate --------------------------------
     def setup(self) -> _Setup:
         req, spec = self.req, self.spec
+        cs = req.check_size  # the size the correctness checks run at
         ref_kut = next((k for k in req.kernels if k.role == "reference"), None)
         digest = hashlib.sha256((ref_kut.cubin_b64 if ref_kut and req.job == "evaluate" else "").encode())
         digest.update(json.dumps([spec.identity(), req.seeds, req.inputs_read_only, req.job,
-                                  req.input_cache, req.secret_seed]).encode())
+                                  req.input_cache, req.secret_seed, cs]).encode())
         key = digest.hexdigest()
         if self._setup is not None and self._setup.key == key:
             return self._setup
@@ -402,9 +407,9 @@ class Worker:
             st.secret = int.from_bytes(os.urandom(4), "little") | (1 << 32)
             seeds.append(st.secret)
         for idx, seed in enumerate(seeds):
-            inputs = make_inputs(spec, "verify", seed)
-            bs = self._bufset("verify", inputs, "end" if idx % 2 == 0 else "start")
-            bs.ref64 = reference_outputs(spec, "verify", inputs)
+            inputs = make_inputs(spec, cs, seed)
+            bs = self._bufset(cs, inputs, "end" if idx % 2 == 0 else "start")
+            bs.ref64 = reference_outputs(spec, cs, inputs)
             st.verify[seed] = bs
         if req.job == "evaluate" and ref_kut is not None:
             st.ref_label = ref_kut.label
@@ -415,14 +420,14 @@ class Worker:
             outs = [p.name for p in spec.outputs()]
             for seed, bs in st.verify.items():
                 self._prepare(bs, 0xFF)
-                self._launch(ref_kut, "verify", bs.bufs, self._scratch(ref_kut, "verify"), kernel=k)
+                self._launch(ref_kut, cs, bs.bufs, self._scratch(ref_kut, cs), kernel=k)
                 self._sync(ref_kut.label)
-                bs.ref_out = {n: a.copy() for n, a in self._download(bs.bufs, "verify", outs).items()}
+                bs.ref_out = {n: a.copy() for n, a in self._download(bs.bufs, cs, outs).items()}
                 if bs.ref64 is not None:
                     for n in outs:
                         p = next(x for x in spec.params if x.name == n)
-                        c = compare(spec.checked(p, "verify", bs.ref_out[n]),
-                                    spec.checked(p, "verify", bs.ref64[n]), spec.tolerance(p.dtype))
+                        c = compare(spec.checked(p, cs, bs.ref_out[n]),
+                                    spec.checked(p, cs, bs.ref64[n]), spec.tolerance(p.dtype))
                         if not c.ok:
                             raise RuntimeError(f"the reference fails its float64 check on seed {seed}: "
                                                f"{n}: {c.reason}")
@@ -484,6 +489,7 @@ class Worker:
     def correctness(self, st: _Setup) -> None:
         self._stage("correctness")
         spec, req = self.spec, self.req
+        cs = req.check_size
         outs = [p.name for p in spec.outputs()]
         in_names = [p.name for p in spec.tensors() if p.role == "in"]
         kuts = [k for k in req.kernels if k.role == "candidate"] if req.job == "evaluate" else list(req.kernels)
@@ -500,19 +506,19 @@ class Worker:
                     if run.status != "ok":
                         continue
                     self._prepare(bs, sentinel)
-                    scratch = self._scratch(kut, "verify")
+                    scratch = self._scratch(kut, cs)
                     if pass_no == 1 and req.perturb:
                         # co-resident occupancy from the side stream while the candidate runs
                         self.helpers.spin(ns=200_000, ctas=self.ctx.info.sm_count, threads=256,
                                           smem=48 * 1024)
                     try:
-                        self._launch(kut, "verify", bs.bufs, scratch)
+                        self._launch(kut, cs, bs.bufs, scratch)
                     except CudaError as exc:
                         run.status = "launch_error"
                         run.message = f"{exc.call}: {exc.code}"
                         continue
                     self._sync(kut.label)
-                    got = {n: a.copy() for n, a in self._download(bs.bufs, "verify", outs).items()}
+                    got = {n: a.copy() for n, a in self._download(bs.bufs, cs, outs).items()}
                     if scratch is not None:
                         scratch.free()
                     ref_outs = bs.ref_out if req.job == "evaluate" else {}
@@ -520,7 +526,7 @@ class Worker:
                                                                 ref_outs[n].view(np.uint8))
                             for n in outs}
                     unwritten = {} if all(same.values()) else {
-                        n: c for n, c in ((n, _count_poison(spec.checked(pn[n], "verify", a), sentinel))
+                        n: c for n, c in ((n, _count_poison(spec.checked(pn[n], cs, a), sentinel))
                                           for n, a in got.items()) if c}
                     if pass_no == 0:
                         chk = SeedCheck(seed=seed, sentinel=sentinel, secret=(seed == st.secret),
@@ -529,7 +535,7 @@ class Worker:
                             chk.guards_intact = False
                         # a read-only input faults on the store; comparing the bytes as well covers
                         # the diagnosis run (writable inputs) and a driver that would not enforce it
-                        after = self._download(bs.bufs, "verify", in_names)
+                        after = self._download(bs.bufs, cs, in_names)
                         if any(not np.array_equal(after[n].view(np.uint8), bs.inputs[n].view(np.uint8))
                                for n in in_names):
                             chk.inputs_unchanged = False
@@ -543,11 +549,11 @@ class Worker:
                                     ok=True, n=int(got[name].size), n_nonfinite=0, n_ref_nonfinite=0,
                                     n_bad=0, max_abs_err=0.0, norm_err=0.0)
                             elif ref_out is not None:
-                                chk.vs_reference[name] = compare(spec.checked(p, "verify", got[name]),
-                                                                 spec.checked(p, "verify", ref_out), tol)
+                                chk.vs_reference[name] = compare(spec.checked(p, cs, got[name]),
+                                                                 spec.checked(p, cs, ref_out), tol)
                             if bs.ref64 is not None and not identical:
-                                chk.vs_float64[name] = compare(spec.checked(p, "verify", got[name]),
-                                                               spec.checked(p, "verify", bs.ref64[name]),
+                                chk.vs_float64[name] = compare(spec.checked(p, cs, got[name]),
+                                                               spec.checked(p, cs, bs.ref64[name]),
                                                                tol)
                             elif bs.ref64 is not None:
                                 # bitwise equal to the reference run, which passed this check
@@ -560,8 +566,8 @@ class Worker:
                                 for name in outs:
                                     p = next(x for x in spec.params if x.name == name)
                                     chk.vs_reference[name] = compare(
-                                        spec.checked(p, "verify", got[name]),
-                                        spec.checked(p, "verify", base[name]), spec.tolerance(p.dtype))
+                                        spec.checked(p, cs, got[name]),
+                                        spec.checked(p, cs, base[name]), spec.tolerance(p.dtype))
                         first[(kut.label, seed)] = got
                         chk.ok = _seed_ok(chk)
                         run.checks.append(chk)
@@ -574,8 +580,8 @@ class Worker:
                             chk.unwritten[n] = max(chk.unwritten.get(n, 0), c)
                         prev = first[(kut.label, seed)]
                         chk.deterministic = all(
-                            np.array_equal(spec.checked(pn[n], "verify", prev[n]).view(np.uint8),
-                                           spec.checked(pn[n], "verify", got[n]).view(np.uint8))
+                            np.array_equal(spec.checked(pn[n], cs, prev[n]).view(np.uint8),
+                                           spec.checked(pn[n], cs, got[n]).view(np.uint8))
                             for n in outs)
                         if not all(b.guards_intact() for b in bs.bufs.values()):
                             chk.guards_intact = False

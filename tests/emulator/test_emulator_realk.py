@@ -108,3 +108,40 @@ def test_representative_order_starts_with_the_corners_and_covers_the_grid():
     assert sorted(o.tolist()) == list(range(24))
     corners = {x + 4 * (y + 3 * z) for x in (0, 3) for y in (0, 2) for z in (0, 1)}
     assert set(o[:8].tolist()) == corners
+
+
+def test_a_deadline_inside_a_later_batch_reports_the_complete_ctas(monkeypatch):
+    # rope, 64 CTAs: the first batch (2 CTAs) completes, the deadline then falls inside the
+    # second: its CTAs are dropped and the run is a subset of the 2, not a timeout
+    from emulator.machine import Machine, _Fault
+    orig, calls = Machine._run_batch, []
+
+    def batch(self, ids):
+        calls.append(len(ids))
+        orig(self, ids)  # its writes land in memory, as a batch cut mid-way leaves them
+        if len(calls) == 2:
+            raise _Fault("timeout", "emulation exceeded 60 s (at x.ptx:1:1)")
+
+    monkeypatch.setattr(Machine, "_run_batch", batch)
+    text, meta = realk.fixture("realk_rope", "sm_90a")
+    res = run_kernel(text, realk.specs()["realk_rope"], "sm_90a", config=Config(**meta["config"]),
+                     dynamic_smem=meta["dynamic_smem"], filename="r.ptx")
+    assert res.ok, res.summary()
+    assert res.ctas_total == 64 and res.ctas_emulated == calls[0] == 2 and calls[1] > 0
+    assert f"inside a batch of {calls[1]} further CTAs, which were dropped" in res.subset_reason
+    # only the 2 complete CTAs' elements are compared (the dropped batch's are not marked)
+    (k, total), = res.checked_elements.values()
+    assert 0 < k < total
+
+
+def test_batch_sizing_fits_a_fixed_cost_per_batch():
+    from emulator.machine import _fit, _next_batch
+    # every batch costs 2 s of steps plus 0.01 s per CTA
+    costs = [(2, 2.02), (16, 2.16)]
+    a, b = _fit(costs)
+    assert abs(a - 2.0) < 1e-6 and abs(b - 0.01) < 1e-6
+    assert _next_batch(costs, 110, 254, 50.0) == 110  # the rest fits in one batch
+    assert _next_batch(costs, 110, 254, 3.0) == 0  # no batch fits half of 3 s
+    # after one batch only, the cautious bound (all cost per CTA) and at most 8x as large
+    assert _next_batch([(2, 2.0)], 126, 254, 100.0) == 16
+    assert _next_batch([(2, 2.0)], 126, 254, 10.0) == 5  # 1 s per CTA, half of 10 s

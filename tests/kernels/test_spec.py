@@ -57,13 +57,18 @@ def _base() -> dict:
     return json.loads(kernels.get("vector_add").model_dump_json())
 
 
-def test_size_dependent_constexpr_is_rejected():
+def test_size_dependent_constexpr_is_a_variant_per_size():
     d = _base()
     d["params"][4] = {"name": "BLOCK_SIZE", "kind": "constexpr", "value": "next_power_of_2(N)"}
     d["grid"] = ["cdiv(N, BLOCK_SIZE)"]
     d["autotune"] = {}
-    with pytest.raises(ValueError, match="constexprs differ between sizes"):
-        KernelSpec.model_validate(d)
+    s = KernelSpec.model_validate(d)
+    cfg = s.configs()[0]
+    assert s.size_constexprs() == ["BLOCK_SIZE"]
+    assert s.constexprs(cfg, "verify") != s.constexprs(cfg, "bench")
+    assert (s.compile_size("verify"), s.compile_size("bench")) == ("verify", "bench")
+    plain = kernels.get("vector_add")
+    assert plain.size_constexprs() == [] and plain.compile_size("verify") == "bench"
 
 
 def test_divisibility_violation_is_rejected():

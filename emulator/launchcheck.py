@@ -1,0 +1,367 @@
+"""Happens-before checking of a PTX file with no spec: a default launch (issue 18 item 5).
+
+``ailower verify FILE.ptx`` without ``--kernel`` has no KernelSpec to draw inputs from, so it
+runs each ``.entry`` on a *default launch* instead and reports what the happens-before analysis
+finds (HB1 races, HB2 deadlocks, HB3/HB5/HB6) on that execution:
+
+* every pointer-like parameter (``.u64``/``.b64``/``.s64``, or declared ``.ptr``) is backed by
+  its own zero-filled global buffer of ``buffer_bytes`` (16 MiB by default; ``numpy.zeros``
+  pages are allocated by the OS on first touch, and the race shadow is sparse, so untouched
+  bytes cost nothing);
+* a small grid (2 CTAs along x: two CTAs are enough for a cross-CTA conflict to show);
+* threads per CTA from ``.reqntid``, else ``.maxntid``, else 128;
+* 32-bit and narrower integer scalars are 256, float scalars 1.0;
+* dynamic shared memory is the arch's opt-in maximum (what ``extern .shared`` arrays may use).
+
+A launch file (YAML or JSON, :func:`load_launch`) overrides any of it: ``grid``, ``block``,
+``scalars`` (parameter name or 0-based index -> value; a 64-bit parameter given a value is a
+scalar, not a pointer), ``buffers`` (parameter -> bytes), ``dynamic_smem`` and ``entry``.
+
+What this can and cannot say: the findings are those of *one* concrete execution, so a race on
+a path the default values do not take is not seen. When the launch cannot run to the end (an
+instruction the emulator does not model, an access outside a buffer because a scalar should
+have been larger or a 64-bit parameter was not a pointer, the time limit), the result says so
+(``status`` and ``reason``: which parameter, opcode or limit, and what to change), never "no
+findings".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from emulator.api import MAX_DYNAMIC_SMEM, _pack
+from emulator.machine import Launch, Machine
+from emulator.memory import GlobalMemory
+from emulator.program import EmulationUnsupported, build_program
+from verifier.errors import PTXSyntaxError
+from verifier.findings import Finding
+from verifier.ptx.parser import parse_ptx
+
+__all__ = ["LaunchConfig", "LaunchCheck", "LaunchFileError", "load_launch", "check_default_launch",
+           "DEFAULT_BUFFER_BYTES", "DEFAULT_INT_SCALAR", "DEFAULT_FLOAT_SCALAR", "DEFAULT_GRID",
+           "DEFAULT_THREADS"]
+
+#: bytes of the zero-filled buffer behind each pointer parameter
+DEFAULT_BUFFER_BYTES = 16 << 20
+#: value of an integer scalar parameter not given in the launch file
+DEFAULT_INT_SCALAR = 256
+#: value of a float scalar parameter not given in the launch file
+DEFAULT_FLOAT_SCALAR = 1.0
+#: programs along x, y, z when the launch file gives no grid
+DEFAULT_GRID = (2, 1, 1)
+#: threads per CTA when the entry has no ``.reqntid`` / ``.maxntid`` and the file gives none
+DEFAULT_THREADS = 128
+
+_PTR_TYPES = {"u64", "b64", "s64"}
+_FLOAT_TYPES = {"f32", "f64", "f16", "bf16"}
+_LAUNCH_KEYS = {"grid", "block", "scalars", "buffers", "dynamic_smem", "entry"}
+
+
+class LaunchFileError(ValueError):
+    """A launch file that cannot be read or has a bad field (the message names it)."""
+
+
+@dataclass
+class LaunchConfig:
+    """What the user fixed of a default launch (every field optional).
+
+    Attributes:
+        grid: programs along x, y, z (1-3 positive ints).
+        block: threads per CTA (an int, or 1-3 ints multiplied), 1..1024.
+        scalars: parameter name or 0-based index (as a string) -> int/float value.
+        buffers: parameter name or index -> bytes of its zero-filled buffer.
+        dynamic_smem: bytes of dynamic shared memory.
+        entry: the ``.entry`` to run (default: every entry of the file).
+    """
+
+    grid: tuple[int, int, int] | None = None
+    block: int | None = None
+    scalars: dict[str, int | float] = field(default_factory=dict)
+    buffers: dict[str, int] = field(default_factory=dict)
+    dynamic_smem: int | None = None
+    entry: str | None = None
+
+
+def _ints(v: Any, what: str, n_max: int, lo: int, hi: int) -> list[int]:
+    vals = v if isinstance(v, list) else [v]
+    if not 1 <= len(vals) <= n_max or not all(isinstance(x, int) and not isinstance(x, bool)
+                                              for x in vals):
+        raise LaunchFileError(f"{what}: give 1 to {n_max} integers, got {v!r}")
+    for x in vals:
+        if not lo <= x <= hi:
+            raise LaunchFileError(f"{what}: {x} is outside [{lo}, {hi}]")
+    return vals
+
+
+def load_launch(path: str | Path) -> LaunchConfig:
+    """Read a launch file (``.json`` as JSON, anything else as YAML)::
+
+        grid: [4, 1, 1]          # programs per axis (default [2, 1, 1])
+        block: 256               # threads per CTA (default .reqntid/.maxntid, else 128)
+        scalars: {n_elements: 1000, add_kernel_param_3: 7}   # name or index -> value
+        buffers: {0: 4096}       # pointer parameter -> bytes (default 16 MiB)
+        dynamic_smem: 49152      # bytes (default the arch's opt-in maximum)
+        entry: add_kernel        # default: every .entry of the file
+
+    Raises:
+        LaunchFileError: unreadable file, bad YAML/JSON, unknown key or a bad value (named).
+    """
+    p = Path(path)
+    try:
+        raw = p.read_text()
+    except OSError as exc:
+        raise LaunchFileError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(raw) if p.suffix == ".json" else yaml.safe_load(raw)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise LaunchFileError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
+                              f"{exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise LaunchFileError(f"{p}: the top level must be a mapping")
+    bad = sorted(set(map(str, data)) - _LAUNCH_KEYS)
+    if bad:
+        raise LaunchFileError(f"{p}: unknown key(s) {', '.join(bad)} (known: "
+                              f"{', '.join(sorted(_LAUNCH_KEYS))})")
+    cfg = LaunchConfig()
+    if "grid" in data:
+        g = _ints(data["grid"], f"{p}: grid", 3, 1, 2**31 - 1)
+        cfg.grid = tuple(g + [1] * (3 - len(g)))  # type: ignore[assignment]
+    if "block" in data:
+        b = _ints(data["block"], f"{p}: block", 3, 1, 1024)
+        cfg.block = int(np.prod(b))
+        if cfg.block > 1024:
+            raise LaunchFileError(f"{p}: block: {b} is {cfg.block} threads, over 1024")
+    for key in ("scalars", "buffers"):
+        d = data.get(key) or {}
+        if not isinstance(d, dict):
+            raise LaunchFileError(f"{p}: {key} must be a mapping of parameter -> value")
+        for k, v in d.items():
+            if key == "scalars" and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise LaunchFileError(f"{p}: scalars.{k}: a number expected, got {v!r}")
+            if key == "buffers":
+                _ints(v, f"{p}: buffers.{k}", 1, 1, 1 << 34)
+            getattr(cfg, key)[str(k)] = v
+    if "dynamic_smem" in data:
+        cfg.dynamic_smem = _ints(data["dynamic_smem"], f"{p}: dynamic_smem", 1, 0, 1 << 20)[0]
+    if "entry" in data:
+        if not isinstance(data["entry"], str):
+            raise LaunchFileError(f"{p}: entry must be a string")
+        cfg.entry = data["entry"]
+    return cfg
+
+
+@dataclass
+class LaunchCheck:
+    """The happens-before check of one ``.entry`` on a default launch.
+
+    Attributes:
+        entry: the entry's name.
+        status: ``ok`` (ran to the end; ``findings`` are what the analysis found), or why it
+            could not: ``unsupported`` (an instruction the emulator lacks), ``fault`` (an
+            illegal or misaligned access, ``trap``), ``deadlock`` (HB2 is in ``findings``),
+            ``timeout``, ``memory``, ``error`` (bad launch: an unknown parameter name ...).
+        reason: for a status other than ``ok``, one line naming the opcode / parameter / limit
+            and what to change.
+        findings: HB findings (verifier format), also when the run stopped early.
+        grid, threads: the launch; ``params``: parameter -> what it was bound to
+            (``buffer N B`` or the scalar value), ``defaulted``: parameters that took a default.
+        seconds: wall time of the emulation, s.
+    """
+
+    entry: str
+    status: str
+    reason: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    grid: tuple[int, int, int] = DEFAULT_GRID
+    threads: int = DEFAULT_THREADS
+    params: dict[str, str] = field(default_factory=dict)
+    defaulted: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        """The launch ran to the end (its findings cover the whole execution)."""
+        return self.status in ("ok", "deadlock")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (findings as the verifier's dicts)."""
+        return {"entry": self.entry, "status": self.status, "reason": self.reason,
+                "grid": list(self.grid), "threads": self.threads, "params": self.params,
+                "defaulted": self.defaulted, "seconds": round(self.seconds, 3),
+                "findings": [f.model_dump(mode="json") for f in self.findings]}
+
+    def render(self) -> str:
+        """Human-readable lines: the launch, then the findings or why it could not run."""
+        head = (f"happens-before check of '{self.entry}' on a default launch: grid "
+                f"{self.grid[0]}x{self.grid[1]}x{self.grid[2]}, {self.threads} threads")
+        lines = [head]
+        if self.defaulted:
+            lines.append("  defaults: " + ", ".join(f"{n}={self.params[n]}"
+                                                    for n in self.defaulted))
+        for f in self.findings:
+            lines.append(f"  {f.file}:{f.line}:{f.col}: {f.severity}: [{f.rule}] {f.message}")
+        if self.status == "ok":
+            lines.append(f"  ran to the end in {self.seconds:.1f} s: "
+                         + (f"{len(self.findings)} happens-before finding(s)" if self.findings
+                            else "no happens-before findings on this launch (one execution: "
+                                 "paths these values do not take are not checked)"))
+        else:
+            lines.append(f"  could not complete the check ({self.status}): {self.reason}")
+        return "\n".join(lines)
+
+
+def _key_for(cfg_map: dict[str, Any], name: str, idx: int) -> str | None:
+    if name in cfg_map:
+        return name
+    if str(idx) in cfg_map:
+        return str(idx)
+    return None
+
+
+def check_default_launch(ptx: str, *, arch: str, launch: LaunchConfig | None = None,
+                         filename: str = "<ptx>", time_limit_s: float = 60.0,
+                         buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> list[LaunchCheck]:
+    """Run every ``.entry`` of ``ptx`` (or ``launch.entry``) on a default launch with the
+    happens-before analysis on, and return one :class:`LaunchCheck` per entry.
+
+    Args:
+        ptx: the PTX module text.
+        arch: ``sm_80`` | ``sm_90a`` | ``sm_100a`` ... (the default dynamic shared size).
+        launch: what the user fixed (:func:`load_launch`); None: all defaults.
+        filename: the name used in findings and messages.
+        time_limit_s: wall-clock limit per entry, s.
+        buffer_bytes: bytes of each pointer parameter's zero-filled buffer (unless
+            ``launch.buffers`` names it).
+
+    Returns:
+        One check per entry (an entry without a body is skipped). Candidate bugs and what the
+        emulator cannot run are reported in the checks, never raised.
+
+    Raises:
+        verifier.PTXSyntaxError: the PTX does not parse (the verifier reports it first).
+        LaunchFileError: ``launch`` names an entry or a parameter the file does not have.
+    """
+    cfg = launch or LaunchConfig()
+    module = parse_ptx(ptx, filename)
+    entries = [f for f in module.entries if f.body is not None]
+    if cfg.entry is not None:
+        if cfg.entry not in [f.name for f in entries]:
+            raise LaunchFileError(f"launch entry {cfg.entry!r} is not an .entry of {filename} "
+                                  f"(have: {', '.join(f.name for f in entries) or 'none'})")
+        entries = [f for f in entries if f.name == cfg.entry]
+    out = []
+    for fn in entries:
+        names = [p.name for p in fn.params]
+        for key in (*cfg.scalars, *cfg.buffers):
+            if key not in names and not (key.isdigit() and int(key) < len(names)):
+                raise LaunchFileError(f"launch parameter {key!r} is not a parameter of "
+                                      f"'{fn.name}' (have: {', '.join(names) or 'none'}; or "
+                                      f"use a 0-based index)")
+        out.append(_check_entry(module, fn, arch, cfg, filename, time_limit_s, buffer_bytes))
+    return out
+
+
+def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_limit_s: float,
+                 buffer_bytes: int) -> LaunchCheck:
+    threads = cfg.block
+    for d in ("reqntid", "maxntid"):
+        if threads is None:
+            dv = fn.directive(d)
+            if dv is not None and dv.args:
+                threads = int(np.prod([int(a) for a in dv.args]))
+    threads = threads or DEFAULT_THREADS
+    grid = cfg.grid or DEFAULT_GRID
+    res = LaunchCheck(entry=fn.name, status="ok", grid=grid, threads=threads)
+    try:
+        prog = build_program(module, fn.name)
+    except EmulationUnsupported as exc:
+        res.status, res.reason = "unsupported", str(exc)
+        return res
+    gmem = GlobalMemory()
+    params: dict[str, bytes] = {}
+    for i, p in enumerate(fn.params):
+        t = p.type or "b64"
+        sk = _key_for(cfg.scalars, p.name, i)
+        if p.dims or t not in _PTR_TYPES | _FLOAT_TYPES | {"u32", "s32", "b32", "u16", "s16",
+                                                           "b16", "u8", "s8", "b8", "pred"}:
+            if sk is None:
+                res.status = "error"
+                res.reason = (f"parameter {i} '{p.name}' (.{t}{'[]' if p.dims else ''}) at "
+                              f"{filename}:{p.line}:{p.col} is neither a pointer nor a scalar "
+                              "this check can default (a struct/array parameter)")
+                return res
+        if sk is not None:
+            v = cfg.scalars[sk]
+            try:
+                params[p.name] = _pack(t, v, "fp32" if t == "f32" and isinstance(v, float)
+                                       else None)
+            except ValueError as exc:
+                res.status, res.reason = "error", f"parameter '{p.name}': {exc}"
+                return res
+            res.params[p.name] = repr(v)
+            continue
+        if t in _PTR_TYPES or p.is_ptr:
+            bk = _key_for(cfg.buffers, p.name, i)
+            nbytes = int(cfg.buffers[bk]) if bk is not None else buffer_bytes
+            addr = gmem.add_zeros(p.name, nbytes)
+            params[p.name] = _pack("u64", addr, None)
+            res.params[p.name] = f"zero-filled buffer of {nbytes} B"
+            if bk is None:
+                res.defaulted.append(p.name)
+            continue
+        v = DEFAULT_FLOAT_SCALAR if t in _FLOAT_TYPES else DEFAULT_INT_SCALAR
+        if t == "pred":
+            v = 1
+        params[p.name] = _pack(t, v, "fp32" if t == "f32" else None)
+        res.params[p.name] = repr(v)
+        res.defaulted.append(p.name)
+    dyn = cfg.dynamic_smem if cfg.dynamic_smem is not None else MAX_DYNAMIC_SMEM.get(arch, 232448)
+    mach = Machine(prog, Launch(grid=grid, threads=threads, params=params, dynamic_smem=dyn,
+                                arch=arch), gmem, race=True, time_limit_s=time_limit_s)
+    t0 = time.perf_counter()
+    try:
+        outcome = mach.run()
+    except EmulationUnsupported as exc:
+        res.status, res.reason = "unsupported", str(exc)
+        res.seconds = time.perf_counter() - t0
+        return res
+    res.seconds = time.perf_counter() - t0
+    res.findings = list(outcome.findings)
+    res.status = outcome.status
+    if outcome.status == "fault":
+        res.reason = (f"{outcome.message}: the default values may not fit this kernel (a "
+                      "scalar bounding an index, a 64-bit parameter that is not a pointer, a "
+                      "buffer smaller than the kernel reads); give them in --launch")
+        hit = _buffer_of_fault(outcome.message, gmem)
+        if hit:
+            res.reason += f" ({hit})"
+    elif outcome.status != "ok":
+        res.reason = outcome.message
+    return res
+
+
+def _buffer_of_fault(message: str, gmem: GlobalMemory) -> str:
+    """Name the buffer nearest below the faulting address of a fault message, if any."""
+    import re
+    m = re.search(r"0x([0-9a-f]+)", message)
+    if not m or not gmem.bases:
+        return ""
+    a = int(m.group(1), 16)
+    best = None
+    for name, base, data in zip(gmem.names, gmem.bases, gmem.data):
+        if base <= a:
+            best = (name, a - base, data.size)
+    if best is None:
+        return f"address below every buffer: a parameter read as a pointer may be a scalar"
+    name, off, size = best
+    return (f"{off} B past the start of parameter '{name}''s {size} B buffer" if off >= size
+            else f"inside parameter '{name}''s buffer")
