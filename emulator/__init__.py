@@ -81,7 +81,7 @@ parameters (:mod:`emulator.async_copy`); TMA ``.multicast::cluster`` loads, clus
 ``kind::mxf4``, ``kind::mxf4nvf4``; UE8M0/UE4M3 scales from TMEM), ``tcgen05.cp`` (no
 decompression), ``tcgen05.shift``, multicast ``tcgen05.commit`` (:mod:`emulator.tcgen05_ext`);
 ``setmaxnreg`` count rules, ``griddepcontrol``, ``clusterlaunchcontrol`` (a cancel that never
-succeeds), ``brx.idx`` (:mod:`emulator.misc_ext`); ``call`` of a ``.func`` with ``.param``
+succeeds), ``brx.idx`` (:mod:`emulator.ops`); ``call`` of a ``.func`` with ``.param``
 arguments, inlined per call site (recursion refused) (:mod:`emulator.program`). Not yet
 modelled (reported as unsupported): TMA im2col, ``cta_group::2``, ``.b128`` registers, the
 sub-byte operand types of ``kind::mxf8f6f4``, an MN-major (transposed) smem A of wgmma.

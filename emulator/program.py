@@ -164,7 +164,7 @@ class Program:
         static_shared: bytes of sized shared variables.
         local_vars: ``.local`` variable name -> (offset, size) in per-thread local memory.
         local_bytes: per-thread local memory size.
-        branchtargets: ``lbl: .branchtargets L0, L1, ...;`` label -> its target labels (for
+        branch_targets: ``lbl: .branchtargets L0, L1, ...;`` label -> its target labels (for
             ``brx.idx``).
     """
 
@@ -180,7 +180,6 @@ class Program:
     static_shared: int = 0
     local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
     local_bytes: int = 0
-    branchtargets: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def where(self, pc: int) -> str:
         """``file:line:col`` of instruction ``pc``."""
@@ -289,8 +288,6 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 prog.labels.setdefault(st.name, len(prog.insts))
             elif isinstance(st, Scope):
                 walk(st, env)
-            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
-                prog.branchtargets[st.label] = tuple(st.args)
             elif isinstance(st, Instruction):
                 ins = _rewrite(st, env.alias, prog.local_vars)
                 if ins.base == "call":
