@@ -59,7 +59,8 @@ with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register 
 (32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
 TMA tile loads/stores/reductions (1-5D, swizzle none/32/64/128 B, OOB fill), bulk copies and
 reductions, bulk groups, ``tensormap.replace``/``cp_fenceproxy`` and host tensor-descriptor
-parameters (:mod:`emulator.async_copy`). Not yet modelled (reported as unsupported): TMA im2col
+parameters (:mod:`emulator.async_copy`; kernel parameters have ``.param`` addresses and a
+generic window for ``cvta.param``), ``brx.idx`` through ``.branchtargets``. Not yet modelled (reported as unsupported): TMA im2col
 and multicast, ``tcgen05.cp``/``shift``, ``cta_group::2``, clusters, ``call``, an MN-major
 (transposed) smem A of wgmma. Asynchronous
 tensor-core operations compute their results at issue.

@@ -307,3 +307,11 @@ def test_every_fast_fixture_emulates_ok(stem):
     assert res.status == "ok" and res.ok, (res.status, res.message,
                                            [f.rule for f in res.findings
                                             if f.severity == "error"])
+
+
+def test_proxy_fence_in_another_thread_than_the_writer_is_an_hb4_error():
+    # only the issuing thread fences: the other 63 writers' stores stay unfenced
+    res, _ = _store(fence="@%p1 fence.proxy.async.shared::cta;")
+    hb4 = [f for f in res.findings if f.rule == "HB4"]
+    assert hb4 and hb4[0].severity == "error"
+    assert "thread 0 " not in hb4[0].message.split("that ")[1].split(" wrote")[0]
