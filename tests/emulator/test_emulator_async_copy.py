@@ -315,3 +315,37 @@ def test_proxy_fence_in_another_thread_than_the_writer_is_an_hb4_error():
     hb4 = [f for f in res.findings if f.rule == "HB4"]
     assert hb4 and hb4[0].severity == "error"
     assert "thread 0 " not in hb4[0].message.split("that ")[1].split(" wrote")[0]
+
+
+REFILL = """{bar}
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 1024;
+@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3],
+  [%rd6, {{%r10, %r10}}], [%r9];
+$L_wait2:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r9], 1;
+@!%p3 bra.uni $L_wait2;
+bar.sync 0;
+@%p1 mbarrier.inval.shared::cta.b64 [%r9];"""
+
+
+@pytest.mark.parametrize("bar", ["bar.sync 0;", ""])
+def test_tma_refill_of_a_buffer_other_threads_still_read(bar):
+    # write-after-read across proxies: the second copy overwrites what every thread just read;
+    # only a barrier between the reads and the issue orders them
+    tail = "bar.sync 0;\n@%p1 mbarrier.inval.shared::cta.b64 [%r9];"
+    assert tail in LOAD
+    text = LOAD.replace(tail, REFILL.replace("{bar}", bar))
+    gmem = GlobalMemory()
+    src = gmem.add("a", np.arange(ROWS * COLS, dtype=np.uint32))
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
+    res = run_launch(text.format(tx=1024, wait=WAIT, extra="",
+                                 init_fence="fence.proxy.async.shared::cta;"),
+                     launch, gmem, filename="tma.ptx")
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    if bar:
+        assert res.status == "ok" and res.findings == [], res.findings
+    else:
+        assert hb1 and "cp.async.bulk.tensor" in hb1[0].message
+        assert "ld.shared" in hb1[0].message and "(read)" in hb1[0].message
