@@ -349,3 +349,48 @@ def test_tma_refill_of_a_buffer_other_threads_still_read(bar):
     else:
         assert hb1 and "cp.async.bulk.tensor" in hb1[0].message
         assert "ld.shared" in hb1[0].message and "(read)" in hb1[0].message
+
+
+BULK = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 128 .b8 sbuf[256];
+.shared .align 8 .b64 sbar;
+.visible .entry k(.param .u64 src, .param .u64 dst)
+.reqntid 32
+{
+.reg .pred %p<4>;
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [src];
+ld.param.u64 %rd2, [dst];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, sbuf;
+mov.u32 %r3, sbar;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+fence.mbarrier_init.release.cluster;
+bar.sync 0;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 256;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r3];
+$L_w:
+mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;
+@!%p2 bra.uni $L_w;
+@%p1 cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd2], [%r2], 256;
+@%p1 cp.async.bulk.commit_group;
+@%p1 cp.async.bulk.wait_group 0;
+ret;
+}
+"""
+
+
+def test_bulk_copy_in_and_bulk_add_reduction_out():
+    gmem = GlobalMemory()
+    a = np.arange(64, dtype=np.float32) * 0.5
+    src = gmem.add("src", a)
+    dst = gmem.add("dst", np.full(64, 1.0, np.float32))
+    launch = Launch(grid=(1, 1, 1), threads=32, params={"src": src.to_bytes(8, "little"),
+                                                         "dst": dst.to_bytes(8, "little")})
+    res = run_launch(BULK, launch, gmem, filename="bulk.ptx")
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert np.array_equal(gmem.buffer("dst").view(np.float32), a + 1.0)
