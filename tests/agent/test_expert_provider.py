@@ -48,6 +48,18 @@ def test_expert_says_none_without_an_entry_and_proposes_nothing(tmp_path, ref_ca
     assert rec.verdict == "rejected-provider"
     assert rec.provider_error.startswith("none: no expert candidate for relu.fp16 on sm_90a")
     assert res.stop_reason == "exhausted"
+    # the leaderboard cell says "none", not just "no valid candidate"
+    from agent.loop import build_report
+    from campaign.html import _matrix_cell
+    from campaign.leaderboard import Entry
+    from campaign.summary import cell_summary
+
+    summ = cell_summary(res, build_report(res), mode="static", static_reason="no GPU")
+    assert summ["valid"] is False and summ["provider_note"] == rec.provider_error
+    e = Entry(kernel="relu.fp16", base="relu", family="common", arch="sm_90a", provider="expert",
+              who="expert", campaign="c", cell_id=1, status="done", outcome="invalid",
+              provider_note=summ["provider_note"])
+    assert _matrix_cell(e)[0].startswith("none")
 
 
 def test_a_malformed_entry_is_reported_not_proposed(tmp_path, ref_cache):
