@@ -57,7 +57,9 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
         iteration, verdict, timing), ``speedup``, ``pipeline`` (the pipeline-context timing of
         the best candidate, or None),
         ``valid``, ``seeds_checked``, ``verifier`` (errors/warnings of the best candidate and over
-        every iteration), ``verdicts`` (count per verdict), ``tokens``, ``cost_usd``.
+        every iteration), ``verdicts`` (count per verdict), ``provider_note`` (without a candidate:
+        the provider's first error, e.g. ``none: no expert candidate ...``), ``tokens``,
+        ``cost_usd``.
     """
     ref = report.get("reference") or {}
     base_cfg = (ref.get("baseline") or {}).get("config", "")
@@ -109,6 +111,10 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
         "iterations": len(result.iterations),
         "verdicts": verdicts,
         "stop_reason": result.stop_reason,
+        # why a run without a candidate has none, in the provider's words (the expert
+        # provider's "none: no expert candidate for K on ARCH"); None when there is a candidate
+        "provider_note": None if best is not None else next(
+            (it.provider_error for it in result.iterations if it.provider_error), None),
         "tokens": tokens,
         "cost_usd": cost,
     }

@@ -48,6 +48,18 @@ def test_expert_says_none_without_an_entry_and_proposes_nothing(tmp_path, ref_ca
     assert rec.verdict == "rejected-provider"
     assert rec.provider_error.startswith("none: no expert candidate for relu.fp16 on sm_90a")
     assert res.stop_reason == "exhausted"
+    # the leaderboard cell says "none", not just "no valid candidate"
+    from agent.loop import build_report
+    from campaign.html import _matrix_cell
+    from campaign.leaderboard import Entry
+    from campaign.summary import cell_summary
+
+    summ = cell_summary(res, build_report(res), mode="static", static_reason="no GPU")
+    assert summ["valid"] is False and summ["provider_note"] == rec.provider_error
+    e = Entry(kernel="relu.fp16", base="relu", family="common", arch="sm_90a", provider="expert",
+              who="expert", campaign="c", cell_id=1, status="done", outcome="invalid",
+              provider_note=summ["provider_note"])
+    assert _matrix_cell(e)[0].startswith("none")
 
 
 def test_a_malformed_entry_is_reported_not_proposed(tmp_path, ref_cache):
@@ -89,3 +101,15 @@ def test_campaigns_and_the_rest_service_know_the_expert_provider(tmp_path):
     prov = make_provider("expert", "", opts)
     assert isinstance(prov, ExpertProvider) and prov.cache_dir == tmp_path
     assert LoweringCreate(kernel="softmax", provider="expert").provider == "expert"
+
+
+@pytest.mark.slow
+def test_the_loop_emulates_a_candidate_with_its_own_global_scratch(ref_cache):
+    """The expert gemm builds its TMA descriptors in 512 B of global scratch per CTA while
+    Triton's baseline needs none: emulated with the baseline's size (0, a NULL pointer) it
+    faults at its first tensormap write; the loop must pass the candidate's own size."""
+    res = lower(kernels.get("gemm.fp8"), "sm_90a", ExpertProvider(),
+                LoopOptions(iterations=1, cache_dir=ref_cache))
+    rec = res.iterations[0]
+    assert rec.origin == "expert:gemm.fp8/sm_90a" and res.best_candidate.global_scratch_size == 512
+    assert rec.emulation["status"] == "ok", rec.emulation
