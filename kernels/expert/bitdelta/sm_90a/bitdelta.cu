@@ -113,7 +113,7 @@ __device__ __forceinline__ void wgmma_wait0(float* d) {
 #define KNAME bitdelta_kernel
 #endif
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)   // 2 CTAs per SM (<= 128 registers)
 KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t* __restrict__ packed,
       const float* __restrict__ alpha, __half* __restrict__ y, int M, int N, int K,
       void* global_scratch, void* profile_scratch) {
@@ -232,21 +232,21 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
       const uint32_t wrow = ws + (64 * wg + 16 * wi + (lane & 15)) * WROW + (lane >> 4) * 16;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (j < steps) {
-          uint32_t w0, w1, w2, w3;
-          ldmatrix_x4(wrow + j * 32, w0, w1, w2, w3);
-          const uint32_t blo = (j < 2) ? bl0 : bl1, bhi = (j < 2) ? bh0 : bh1;
-          const int p = 16 * (j & 1) + 2 * q;
-          a[j][0] = hadd2_u32(w0, signed_alpha(blo, p, ah_lo));
-          a[j][1] = hadd2_u32(w1, signed_alpha(bhi, p, ah_hi));
-          a[j][2] = hadd2_u32(w2, signed_alpha(blo, p + 8, ah_lo));
-          a[j][3] = hadd2_u32(w3, signed_alpha(bhi, p + 8, ah_hi));
-        }
+        // k16 steps past K (the last stage of a K that is no multiple of 64): A = 0 there, x is
+        // zero-filled, so the 4 MMAs run unconditionally (no branch between fence and MMAs)
+        const uint32_t keep = (j < steps) ? 0xFFFFFFFFu : 0u;
+        uint32_t w0, w1, w2, w3;
+        ldmatrix_x4(wrow + j * 32, w0, w1, w2, w3);
+        const uint32_t blo = (j < 2) ? bl0 : bl1, bhi = (j < 2) ? bh0 : bh1;
+        const int p = 16 * (j & 1) + 2 * q;
+        a[j][0] = hadd2_u32(w0, signed_alpha(blo, p, ah_lo)) & keep;
+        a[j][1] = hadd2_u32(w1, signed_alpha(bhi, p, ah_hi)) & keep;
+        a[j][2] = hadd2_u32(w2, signed_alpha(blo, p + 8, ah_lo)) & keep;
+        a[j][3] = hadd2_u32(w3, signed_alpha(bhi, p + 8, ah_hi)) & keep;
       }
       wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (j < steps) wgmma_rs(d, a[j], desc_sw128(xs + 32 * j));
+      for (int j = 0; j < 4; ++j) wgmma_rs(d, a[j], desc_sw128(xs + 32 * j));
       wgmma_commit();
       wgmma_wait0(d);
       ++consumed;

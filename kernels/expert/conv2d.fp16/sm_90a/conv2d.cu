@@ -82,7 +82,7 @@ template <int N> __device__ __forceinline__ void wgmma_wait(float* d) {
   asm volatile("wgmma.wait_group.sync.aligned %64;\n" : WGMMA_ARGS : "n"(N) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)   // 2 CTAs per SM (<= 128 registers)
 conv2d_kernel(const uint8_t* __restrict__ x, const uint8_t* __restrict__ w, __half* __restrict__ out,
               int NB, int H, int W, int C, int CO, void* global_scratch, void* profile_scratch) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
