@@ -249,7 +249,8 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
     res = run_kernel(ptx, spec, arch, config=art.config, meta=launch.get("meta") or None,
                      threads=int(launch.get("threads") or art.abi.threads),
                      dynamic_smem=int(launch.get("dynamic_smem") or art.abi.dynamic_smem),
-                     global_scratch_size=art.abi.global_scratch_size,
+                     global_scratch_size=int(launch.get("global_scratch_size",
+                                                        art.abi.global_scratch_size)),
                      time_limit_s=EMULATION_TIME_LIMIT_S, filename=filename, expected=expected)
     if ref_failed is None or res.status != "ok":
         return res

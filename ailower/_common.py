@@ -25,7 +25,7 @@ err = make_console(stderr=True)
 """stderr console (progress, notes, errors)."""
 
 ARCH_CHOICES = ("auto", "sm_89", "sm_90a", "sm_100a")
-PROVIDERS = ("triton", "anthropic", "openai", "search", "replay")
+PROVIDERS = ("triton", "anthropic", "openai", "search", "expert", "replay")
 
 
 class CliFailure(Exception):
@@ -83,6 +83,10 @@ def _make_provider(name: str, model: str | None, base_url: str | None, settings:
         from agent.providers.triton import TritonProvider
 
         return TritonProvider(cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version)
+    if name == "expert":
+        from agent.providers.expert import ExpertProvider
+
+        return ExpertProvider(cache_dir=settings.cache_dir)
     if name == "search":
         from agent.providers.search import SearchProvider
 

@@ -18,7 +18,7 @@ def lower(
     kernel: Annotated[str, typer.Argument(help="suite name, spec file, or path.py::function (with --spec)")],
     spec: Annotated[Path | None, typer.Option("--spec", help="KernelSpec YAML/JSON file")] = None,
     arch: Annotated[str, typer.Option(help="auto | sm_89 | sm_90a | sm_100a")] = "auto",
-    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | search | replay")] = None,
+    provider: Annotated[str | None, typer.Option(help="triton | anthropic | openai | search | expert | replay")] = None,
     model: Annotated[str | None, typer.Option(help="model name for anthropic/openai")] = None,
     base_url: Annotated[str | None, typer.Option(help="API base URL (OpenAI-compatible servers)")] = None,
     iterations: Annotated[int | None, typer.Option(min=1, help="iteration budget")] = None,

@@ -273,6 +273,10 @@ def _provider(req: dict[str, Any], budget: dict[str, Any], ss: Any, settings: An
 
         return SearchProvider(cache_dir=settings.cache_dir,
                               max_ptx_version=settings.max_ptx_version, ptxas=settings.ptxas)
+    if req["provider"] == "expert":  # suite kernels only (server.submit refuses a spec)
+        from agent.providers.expert import ExpertProvider
+
+        return ExpertProvider(cache_dir=settings.cache_dir)
     if req["provider"] == "anthropic":
         from agent.providers.anthropic import AnthropicProvider
 

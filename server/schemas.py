@@ -57,7 +57,7 @@ class LoweringCreate(BaseModel):
                                pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
     spec: dict[str, Any] | None = None
     arch: Arch = "sm_90a"
-    provider: Literal["triton", "search", "anthropic", "openai"] = "triton"
+    provider: Literal["triton", "search", "expert", "anthropic", "openai"] = "triton"
     model: str | None = Field(default=None, min_length=1, max_length=200)
     budget: Budget = Budget()
 

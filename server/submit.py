@@ -120,6 +120,12 @@ def validate_submission(body: LoweringCreate, ss: ServerSettings,
         raise ApiError(422, "provider-not-allowed", "provider 'search' compiles new configs "
                        "outside the sandbox, so it takes suite kernels only ('kernel'), not a "
                        "submitted 'spec'; use 'triton' for a spec", loc=["body", "provider"])
+    if body.provider == "expert" and body.spec is not None:
+        # the expert corpus is keyed by suite entry name: a submitted spec that reuses a name
+        # would be handed a candidate written for another kernel
+        raise ApiError(422, "provider-not-allowed", "provider 'expert' proposes the expert "
+                       "corpus of suite kernels, so it takes suite kernels only ('kernel'), not "
+                       "a submitted 'spec'", loc=["body", "provider"])
     if body.provider in ("anthropic", "openai"):
         if body.model is None:
             raise ApiError(422, "model-required", f"provider {body.provider!r} needs 'model'",

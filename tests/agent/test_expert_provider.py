@@ -1,0 +1,80 @@
+"""The ``expert`` provider: the corpus's PTX byte for byte, then the baseline; ``none`` elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+
+import kernels
+from agent.loop import LoopOptions, lower
+from agent.providers.expert import ExpertProvider
+from harness import compile_reference
+from kernels.expert import entries as expert_entries
+
+
+def _corpus(tmp_path, ref_cache, kernel="vector_add", arch="sm_90a"):
+    spec = kernels.get(kernel)
+    art = compile_reference(spec, arch, spec.configs()[0], cache_dir=ref_cache)
+    # the reference PTX with a marker comment: a distinct text that must arrive unchanged
+    ptx = art.ptx.replace(".address_size 64", ".address_size 64\n// expert marker\t \n", 1)
+    d = tmp_path / kernel / arch
+    d.mkdir(parents=True)
+    (d / "kernel.ptx").write_bytes(ptx.encode())
+    (d / "NOTES.md").write_text("test entry\n")
+    meta = ", ".join(f"{k}: {v}" for k, v in spec.configs()[0].meta.items())
+    (d / "launch.yaml").write_text(
+        f"kernel: {kernel}\narch: {arch}\nentry: {art.abi.entry}\nthreads: {art.abi.threads}\n"
+        f"meta: {{{meta}}}\nsummary: the reference with a comment\n")
+    return ptx
+
+
+def test_expert_proposes_the_corpus_ptx_then_the_baseline(tmp_path, ref_cache):
+    ptx = _corpus(tmp_path, ref_cache)
+    res = lower(kernels.get("vector_add"), "sm_90a", ExpertProvider(corpus=tmp_path),
+                LoopOptions(iterations=5, cache_dir=ref_cache))
+    assert [r.origin for r in res.iterations] == ["expert:vector_add/sm_90a",
+                                                  f"triton:{kernels.get('vector_add').configs()[0].key()}"]
+    assert res.stop_reason == "exhausted" and res.provider == "expert"
+    assert res.best_iteration == 0 and res.best_candidate.ptx == ptx  # byte for byte
+    assert res.iterations[0].verdict == "static-only"
+    assert res.iterations[0].emulation["status"] == "ok"
+
+
+def test_expert_says_none_without_an_entry_and_proposes_nothing(tmp_path, ref_cache):
+    _corpus(tmp_path, ref_cache)
+    res = lower(kernels.get("relu.fp16"), "sm_90a", ExpertProvider(corpus=tmp_path),
+                LoopOptions(iterations=5, cache_dir=ref_cache))
+    assert len(res.iterations) == 1 and res.best_candidate is None
+    rec = res.iterations[0]
+    assert rec.verdict == "rejected-provider"
+    assert rec.provider_error.startswith("none: no expert candidate for relu.fp16 on sm_90a")
+    assert res.stop_reason == "exhausted"
+
+
+def test_a_malformed_entry_is_reported_not_proposed(tmp_path, ref_cache):
+    _corpus(tmp_path, ref_cache)
+    ly = tmp_path / "vector_add" / "sm_90a" / "launch.yaml"
+    ly.write_text(ly.read_text().replace("threads:", "threads: 0\nthreadz:"))
+    res = lower(kernels.get("vector_add"), "sm_90a", ExpertProvider(corpus=tmp_path),
+                LoopOptions(iterations=5, cache_dir=ref_cache))
+    assert len(res.iterations) == 1 and res.best_candidate is None
+    assert "launch.yaml:threads" in res.iterations[0].provider_error
+
+
+@pytest.mark.parametrize("kernel", [e.kernel for e in expert_entries()
+                                    if e.arch == "sm_90a"])
+def test_the_real_corpus_is_proposed_byte_for_byte(kernel, ref_cache):
+    from agent.loop import make_context
+    from kernels.expert import find
+
+    spec = kernels.get(kernel)
+    art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=ref_cache)
+    ctx = make_context(spec, "sm_90a", art, False, LoopOptions(cache_dir=ref_cache))
+    prov = ExpertProvider()
+    first = prov.propose(ctx, None, lambda n, a: "")
+    entry = find(kernel, "sm_90a")
+    assert first.candidate.ptx == entry.ptx == (entry.folder / "kernel.ptx").read_text()
+    assert first.candidate.threads == entry.launch.threads
+    assert first.candidate.origin == f"expert:{kernel}/sm_90a"
+    second = prov.propose(ctx, "feedback", lambda n, a: "")
+    assert second.candidate.ptx == art.ptx and second.candidate.origin.startswith("triton:")
+    assert prov.propose(ctx, "feedback", lambda n, a: "").error_kind == "exhausted"

@@ -1,0 +1,85 @@
+"""The expert corpus loader (kernels/expert/): the real corpus loads, malformed entries are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kernels
+from kernels.expert import ExpertError, entries, find, load
+
+PTX = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k_kernel(
+\t.param .u64 k_kernel_param_0
+)
+{
+\tret;
+}
+"""
+YAML = """kernel: k
+arch: sm_90a
+entry: k_kernel
+threads: 128
+meta: {BLOCK: 1024}
+summary: a test entry
+"""
+
+
+def _entry(root: Path, yaml: str = YAML, ptx: str = PTX, kernel: str = "k", arch: str = "sm_90a",
+           notes: bool = True) -> Path:
+    d = root / kernel / arch
+    d.mkdir(parents=True)
+    (d / "launch.yaml").write_text(yaml)
+    (d / "kernel.ptx").write_text(ptx)
+    if notes:
+        (d / "NOTES.md").write_text("# notes\n")
+    return d
+
+
+def test_the_corpus_loads_and_names_suite_entries():
+    got = entries()
+    assert got, "kernels/expert/ has no entry"
+    suite = set(kernels.names("all"))
+    for e in got:
+        assert e.kernel in suite, f"{e.folder}: {e.kernel!r} is not a suite entry"
+        assert e.notes.is_file() and e.ptx == (e.folder / "kernel.ptx").read_text()
+    assert find("softmax", "sm_90a") is not None
+    assert find("softmax", "sm_89") is None and find("../softmax", "sm_90a") is None
+
+
+def test_a_valid_entry_loads(tmp_path):
+    d = _entry(tmp_path)
+    e = load(d)
+    assert (e.kernel, e.arch, e.launch.entry, e.launch.threads) == ("k", "sm_90a", "k_kernel", 128)
+    assert e.launch.meta == {"BLOCK": 1024} and e.ptx == PTX
+    assert [x.kernel for x in entries(tmp_path)] == ["k"] and find("k", "sm_90a", tmp_path) == e
+
+
+@pytest.mark.parametrize("yaml,match", [
+    (YAML.replace("threads: 128", "threads: 2000"), r"launch\.yaml:threads: "),
+    (YAML.replace("arch: sm_90a", "arch: sm_75"), r"launch\.yaml:arch: .*sm_75"),
+    (YAML + "warps: 4\n", r"launch\.yaml:warps: Extra inputs"),
+    (YAML.replace("summary: a test entry\n", ""), r"launch\.yaml:summary: Field required"),
+    (YAML.replace("kernel: k", "kernel: other"), r"launch\.yaml:kernel: 'other' but the folder"),
+    (YAML.replace("entry: k_kernel", "entry: softmax_kernel"),
+     r"kernel\.ptx: must define exactly the entry 'softmax_kernel'.*\['k_kernel'\]"),
+    (YAML + "source: gen.py\n", r"launch\.yaml:source: 'gen.py' does not exist"),
+    ("- a list\n", r"launch\.yaml: must be a mapping"),
+    ("threads: [\n", r"launch\.yaml: not valid YAML"),
+])
+def test_malformed_entries_name_the_file_and_field(tmp_path, yaml, match):
+    d = _entry(tmp_path, yaml=yaml)
+    with pytest.raises(ExpertError, match=match):
+        load(d)
+
+
+def test_wrong_target_and_missing_notes(tmp_path):
+    d = _entry(tmp_path, ptx=PTX.replace(".target sm_90a", ".target sm_100a"))
+    with pytest.raises(ExpertError, match=r"kernel\.ptx: \.target is sm_100a.*'sm_90a'"):
+        load(d)
+    d2 = _entry(tmp_path, kernel="j", yaml=YAML.replace("kernel: k", "kernel: j"), notes=False)
+    with pytest.raises(ExpertError, match=r"NOTES\.md: missing"):
+        load(d2)
