@@ -7,7 +7,11 @@ and for unsupported entries the first instruction the emulator lacks (file:line:
 Columns: status, wall seconds, CPU seconds of this process (the fairer number on a shared
 machine), CTAs emulated / of the grid, M lane-instructions, HB findings, message.
 
-``--realk`` runs the emulator's own kernel set instead (tests/emulator/realk: Triton 3.9 PTX for
+``--fast`` runs the ``fast`` family (TMA, warp specialization: ``kernels/fast/``) on its
+Triton 3.6 fixtures (``tests/verifier/fixtures/fast36``; with ``--local-triton`` compiled by the
+installed Triton) on sm_90a and sm_100a; the fixtures carry no metadata, so a device-side
+descriptor kernel gets 4 KiB of global scratch per CTA (more than Triton's 128 B per
+descriptor). ``--realk`` runs the emulator's own kernel set instead (tests/emulator/realk: Triton 3.9 PTX for
 sm_90a and sm_100a), ``--size bench`` each spec at its bench size (where representative CTA
 subsets act), ``--all-ctas`` without subsets.
 
@@ -47,6 +51,8 @@ def main() -> None:
     ap.add_argument("--realk", action="store_true",
                     help="run the emulator's own kernel set (tests/emulator/realk: Triton 3.9 "
                          "PTX for sm_90a and sm_100a) instead of the suite")
+    ap.add_argument("--fast", action="store_true",
+                    help="run the fast family (TMA, warp specialization) on sm_90a/sm_100a")
     ap.add_argument("--size", default="verify", help="named size of each spec (default verify)")
     ap.add_argument("--all-ctas", action="store_true",
                     help="emulate the whole grid or time out (no representative CTA subset)")
@@ -55,12 +61,14 @@ def main() -> None:
     import kernels
     from emulator import run_kernel
 
-    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk else ["sm_80", "sm_90a", "sm_100a"])
+    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk or args.fast else
+                          ["sm_80", "sm_90a", "sm_100a"])
+    fixtures = FIXTURES.parent / "fast36" if args.fast else FIXTURES
     if args.realk:
         from tests.emulator import realk
         table = realk.specs()
     else:
-        table = {n: kernels.get(n) for n in kernels.names()}
+        table = {n: kernels.get(n) for n in kernels.names("fast" if args.fast else "suite")}
     names = args.kernel or list(table)
     rows = []
     for name in names:
@@ -88,10 +96,12 @@ def main() -> None:
                 extra = dict(config=art.config, dynamic_smem=art.abi.dynamic_smem,
                              global_scratch_size=art.abi.global_scratch_size)
             else:
-                path = FIXTURES / f"{name}_{arch}.ptx"
+                path = fixtures / f"{name}_{arch}.ptx"
                 if not path.exists():
                     continue
                 text, fname = path.read_text(), path.name
+                if args.fast:
+                    extra = dict(global_scratch_size=4096)
             t0, c0 = time.perf_counter(), time.process_time()
             res = run_kernel(text, spec, arch, size=args.size, filename=fname,
                              race=not args.no_race, cta_subset=not args.all_ctas,

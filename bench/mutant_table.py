@@ -5,8 +5,16 @@ prints, per rule id, the mutants, whether the intended id reported each (as an e
 its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs reproduced.
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
-    python3 bench/mutant_table.py --fast [PTX ...] [--misses]
+    python3 bench/mutant_table.py --fast [PTX ...] [--misses] [--emulate]
                       # issue 18: mutation classes over the fast corpus (fixtures/fast36)
+
+``--emulate``: a mutant also counts as caught when the verifier lets it through but emulation
+rejects it as ``ailower lower``/``eval`` do without a GPU (``agent.loop._emulate``'s rule: a
+fault, deadlock, mismatch, timeout or error status, or an HB error on a run that completed);
+the file's spec is ``fast.<entry>`` from its name ``fast.<entry>_<arch>.ptx``; fixtures carry
+no metadata, so a device-side-descriptor kernel gets 4 KiB of global scratch per CTA. A file
+whose original does not emulate ``ok`` (unsupported: clusters, tcgen05.cp...) is counted
+statically only and listed.
 """
 
 from __future__ import annotations
@@ -25,7 +33,30 @@ from mutant_corpus import MUTANTS, caught, run
 from verifier.registry import RULES
 
 
-def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4) -> int:
+def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
+    """(rejected, why) for ``text`` emulated as the fast entry ``path`` names; rejected None
+    when there is no spec or no verdict (unsupported / memory)."""
+    import kernels
+    from emulator import run_kernel
+
+    stem = path.stem
+    name, _, arch = stem.rpartition("_sm_")
+    arch = "sm_" + arch
+    try:
+        spec = kernels.get(name)
+    except Exception as exc:  # noqa: BLE001 - an unknown name: no verdict, said so
+        return None, f"no spec {name}: {exc}"
+    res = run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
+                     time_limit_s=60.0)
+    if res.status in ("unsupported", "memory"):
+        return None, f"{res.status}: {res.message[:100]}"
+    bad = res.status != "ok" or not res.ok
+    errs = sorted({f.rule for f in res.findings if f.severity == "error"})
+    return bad, (f"emulation {res.status}" + (f" {','.join(errs)}" if errs else ""))
+
+
+def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
+               emulate: bool = False) -> int:
     """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
     derived from ``paths`` and how many the verifier rejects (an error, any rule), the rules
     that reject them, and the false alarms on the unmutated files. Returns 0 when every file
@@ -42,15 +73,28 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4) -> int:
     rules: dict[str, Counter] = defaultdict(Counter)
     misses: dict[str, list[str]] = defaultdict(list)
     false_alarms = []
+    static_only = []
     t0 = time.perf_counter()
     for path in paths:
         text = path.read_text()
         arch = parse_ptx(text).arch
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
+        emu_here = emulate
+        if emulate:
+            bad, why = _emulation_rejects(text, path)
+            if bad:
+                false_alarms.append(f"{path.name} ({why})")
+            if bad is None or bad:
+                emu_here = False
+                static_only.append(f"{path.name} ({why})")
         for m in mutants(path.name, text, max_sites=max_sites):
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
+            if not errs and emu_here:
+                bad, why = _emulation_rejects(m.text, path)
+                if bad:
+                    errs = {why}
             tot[m.cls] += 1
             hit[m.cls] += bool(errs)
             rules[m.cls].update(errs)
@@ -69,6 +113,8 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4) -> int:
     n, k = sum(tot.values()), sum(hit.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
           f"{len(false_alarms)} {false_alarms or ''}; {time.perf_counter() - t0:.0f} s")
+    if emulate:
+        print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0
 
 
@@ -79,13 +125,16 @@ def main() -> int:
                     help="the issue-18 table over fast-corpus PTX files (default: "
                          "tests/verifier/fixtures/fast36/*.ptx)")
     ap.add_argument("--misses", action="store_true", help="with --fast: list missed mutants")
+    ap.add_argument("--emulate", action="store_true",
+                    help="with --fast: a mutant the verifier passes is caught when emulation "
+                         "rejects it (HB error, deadlock, fault, wrong output)")
     ap.add_argument("--max-sites", type=int, default=4,
                     help="with --fast: mutants per class and file (default 4)")
     args = ap.parse_args()
     if args.fast is not None:
         paths = [Path(p) for p in args.fast] or sorted(
             (ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx"))
-        return fast_table(paths, args.misses, args.max_sites)
+        return fast_table(paths, args.misses, args.max_sites, args.emulate)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:
         rep, _ = run(m)

@@ -33,16 +33,22 @@ not list them; the verifier never imports the emulator):
   are computed at issue here, so the values alone would not show it). An error for an
   accumulator; a warning for a register-A operand rewritten early (Triton 3.6 does that and
   ptxas orders it).
-* ``HB4`` (warning) shared bytes written through the generic proxy (``st.shared``, ``cp.async``)
-  are read by the async proxy (``wgmma``/``tcgen05.mma`` operands) although the writer executed
-  no ``fence.proxy.async`` after the write (ptx_rules AP1/W5/TM8; Triton 3.6 omits it for
-  cp.async-fed MMAs, which the verifier also keeps as a policy warning).
+* ``HB4`` shared bytes written through the generic proxy (``st.shared``, ``cp.async``) are read
+  by the async proxy although the writer executed no ``fence.proxy.async`` after the write
+  (ptx_rules AP1/W5/TM8): an error for a TMA / bulk store's source (the PTX memory model leaves
+  what the copy reads undefined, §8.6), a warning for ``wgmma``/``tcgen05.mma`` operands
+  (Triton 3.6 omits it for cp.async-fed MMAs, which the verifier also keeps as a policy warning).
+* ``HB7`` ``mbarrier.inval`` while the current phase's tx-count is not zero: copies completed
+  bytes no ``expect_tx`` announced, or announced bytes never came (:mod:`emulator.async_copy`).
 
 Async proxy: the shared-memory operand reads of ``wgmma.mma_async`` and ``tcgen05.mma`` belong
-to the CTA's async unit (an extra vector-clock column); they are ordered for a thread only after
-the completion it observes: ``tcgen05.commit`` -> mbarrier phase -> ``try_wait``, or its
+to the CTA's async unit 0 (an extra vector-clock column); they are ordered for a thread only
+after the completion it observes: ``tcgen05.commit`` -> mbarrier phase -> ``try_wait``, or its
 warpgroup's ``wgmma.wait_group``. Reusing a pipeline stage (``cp.async`` into it) before that is
-HB1. TMEM accesses are not race-checked yet.
+HB1. TMA / bulk loads write shared memory as async unit 1 (ordered for a thread once it saw the
+mbarrier phase their ``complete_tx`` completes), TMA / bulk stores read it as unit 2 (ordered
+once the issuer's ``cp.async.bulk.wait_group{.read}`` covers them): :mod:`emulator.async_copy`.
+TMEM accesses are not race-checked yet.
 
 Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mod:`emulator.ops`
 (integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
@@ -51,8 +57,11 @@ m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgm
 with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A, mbarrier
 (init/arrive/expect_tx/complete_tx/try_wait.parity), ``tcgen05`` alloc/dealloc/ld/st
 (32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
-Not yet modelled (reported as unsupported): bulk copies / TMA, ``tcgen05.cp``/``shift``,
-``cta_group::2``, clusters, ``call``, an MN-major (transposed) smem A of wgmma. Asynchronous
+TMA tile loads/stores/reductions (1-5D, swizzle none/32/64/128 B, OOB fill), bulk copies and
+reductions, bulk groups, ``tensormap.replace``/``cp_fenceproxy`` and host tensor-descriptor
+parameters (:mod:`emulator.async_copy`). Not yet modelled (reported as unsupported): TMA im2col
+and multicast, ``tcgen05.cp``/``shift``, ``cta_group::2``, clusters, ``call``, an MN-major
+(transposed) smem A of wgmma. Asynchronous
 tensor-core operations compute their results at issue.
 
 Limits of the race analysis: every emulated CTA is checked; CTAs run in batches whose vector
@@ -84,6 +93,7 @@ RULES = {
     "HB4": "async-proxy read of generic-proxy shared writes without fence.proxy.async (warning)",
     "HB5": "barrier thread count smaller than the threads arriving: synchronised set unspecified",
     "HB6": "register of an in-flight wgmma.mma_async accessed before wgmma.wait_group retires it",
+    "HB7": "mbarrier invalidated with a non-zero tx-count: expect_tx bytes != the copies' bytes",
 }
 
 

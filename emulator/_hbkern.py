@@ -8,7 +8,7 @@ order (the last lane wins a byte, as a numpy scatter does). The semantics are th
 strong accesses).
 
 Arrays: ``I`` (n,) record slots of the bytes; ``lanes``/``glane`` (k,) batch-local and global
-lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, T + 1) int32 vector
+lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, T + 3) int32 vector
 clocks; ``tid`` (lanes,) thread ids; shadow fields as in :mod:`emulator.memory`.
 """
 
@@ -39,9 +39,9 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
             wa = w_async[s]
             other = (wl != g) or wa
             if other:
-                if wl >= NT:
-                    w_cta = wl - NT
-                    w_col = T
+                if wl >= NT:  # an async unit: NT + 3 * cta + unit (machine.ASYNC_UNITS)
+                    w_cta = (wl - NT) // 3
+                    w_col = T + (wl - NT) % 3
                 else:
                     w_cta = wl // T
                     w_col = wl % T
@@ -60,8 +60,8 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
             rl = r_lane[s]
             if rl >= 0 and rl != g:
                 if rl >= NT:
-                    r_cta = rl - NT
-                    r_col = T
+                    r_cta = (rl - NT) // 3
+                    r_col = T + (rl - NT) % 3
                 else:
                     r_cta = rl // T
                     r_col = rl % T

@@ -135,6 +135,27 @@ class EmulationResult(BaseModel):
         return "\n".join(lines)
 
 
+def _host_tensor_map(spec: KernelSpec, p: Any, cfg: Config, size: str, address: int) -> bytes:
+    """The 128-byte tensor map of host ``TensorDescriptor`` parameter ``p`` over its buffer at
+    ``address`` (contiguous row-major, the spec's shape at ``size``), as Triton's launcher
+    encodes it: box and swizzle from the block shape (:func:`emulator.async_copy.triton_box`),
+    element type per :data:`emulator.async_copy.TRITON_ELEMTYPE`, zero OOB fill; in the
+    emulator's layout (:func:`emulator.async_copy.encode_tensor_map`)."""
+    from emulator.async_copy import TRITON_ELEMTYPE, encode_tensor_map, triton_box
+    from kernels.dtypes import dtype as kdtype
+    from kernels.spec import evaluate
+
+    es = kdtype(p.dtype).np.itemsize
+    shape = [int(x) for x in spec.shape(p, size)]
+    env = spec.env(cfg, size)
+    block = tuple(int(evaluate(e, env)) for e in p.block_shape)
+    box, swz = triton_box(block, es)
+    dims = tuple(reversed(shape))
+    strides = tuple(int(np.prod(shape[j:])) * es for j in range(len(shape) - 1, 0, -1))
+    return encode_tensor_map(address, TRITON_ELEMTYPE[p.dtype], dims, strides, box,
+                             swizzle=swz)
+
+
 def _pack(ptx_type: str, value: float | int, dtype_name: str | None) -> bytes:
     t = ptx_type
     if t == "f32":
@@ -259,7 +280,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         from kernels.dtypes import dtype as kdtype
         need = 0
         for p in spec.params:
-            if p.kind == "pointer":
+            if p.is_tensor:
                 n_el = int(np.prod(spec.shape(p, size)))
                 es = kdtype(p.dtype).np.itemsize
                 need += n_el * es * (2 if p.role in ("in", "inout") else 1)
@@ -274,7 +295,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     gmem = GlobalMemory()
     addrs: dict[str, int] = {}
     for p in spec.params:
-        if p.kind == "pointer":
+        if p.is_tensor:
             if p.role in ("in", "inout"):
                 addrs[p.name] = gmem.add(p.name, inputs[p.name])
             else:
@@ -285,10 +306,6 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                 arr = np.full(int(np.prod(shape)) * kdtype(p.dtype).np.itemsize,
                               output_fill_byte(p, SENTINEL), np.uint8)
                 addrs[p.name] = gmem.add(p.name, arr)
-        elif p.kind == "tensordesc":
-            return EmulationResult(**base, status="unsupported",
-                                   message=f"emulation unsupported: tensor-descriptor parameter "
-                                           f"'{p.name}' at {filename}:{fn.line}:{fn.col}")
     n_ctas = grid[0] * grid[1] * grid[2]
     scratch_addr = 0
     if global_scratch_size:
@@ -300,6 +317,12 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             sources.append(("pointer", p))
         elif p.kind == "scalar":
             sources.append(("scalar", p))
+        elif p.kind == "tensordesc":
+            # Triton passes a host TensorDescriptor as the 128-byte tensor map, then the shape
+            # (i32 each) and the strides in elements (i64 each), triton/backends/nvidia/driver.py
+            rank = len(p.shape or ())
+            sources += ([("tensormap", p)] + [("desc_shape", (p, i)) for i in range(rank)] +
+                        [("desc_stride", (p, i)) for i in range(rank)])
     sources += [("global_scratch", None), ("profile_scratch", None)]
     if len(sources) != len(fn.params):
         return EmulationResult(
@@ -316,6 +339,13 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             params[pp.name] = _pack(t, spec.scalar_value(sp, cfg, size), sp.dtype)
         elif kind == "global_scratch":
             params[pp.name] = _pack("u64", scratch_addr, None)
+        elif kind == "tensormap":
+            params[pp.name] = _host_tensor_map(spec, sp, cfg, size, addrs[sp.name])
+        elif kind in ("desc_shape", "desc_stride"):
+            dp, i = sp
+            shape = [int(x) for x in spec.shape(dp, size)]
+            strides = [int(np.prod(shape[j + 1:])) for j in range(len(shape))]
+            params[pp.name] = _pack(t, (shape if kind == "desc_shape" else strides)[i], None)
         else:
             params[pp.name] = _pack("u64", 0, None)
     if dynamic_smem is None:
@@ -353,7 +383,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     checked: dict[str, tuple[int, int]] = {}
     unchecked: dict[str, str] = {}
     for p in spec.params:
-        if p.kind != "pointer":
+        if not p.is_tensor:
             continue
         buf = gmem.buffer(p.name)
         arr = buf.view(kdtype(p.dtype).np).reshape(spec.shape(p, size))

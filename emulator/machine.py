@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emulator import _hbkern
+from emulator import async_copy as _async_copy  # noqa: F401  (TMA / bulk-copy handlers)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
 from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory, MemoryFault,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, _adapt, _Fault
+from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -285,9 +286,9 @@ class Machine:
         self.ntr = tr_ctas * T
         if self.ntr:
             # column T of a CTA's clocks is its async unit (tensor core / async proxy)
-            self.vc = np.zeros((self.ntr, T + 1), dtype=np.int32)
+            self.vc = np.zeros((self.ntr, T + ASYNC_UNITS), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.tid[:self.ntr]] = 1
-            self.bar_vc = np.zeros((tr_ctas, 16, T + 1), dtype=np.int32)
+            self.bar_vc = np.zeros((tr_ctas, 16, T + ASYNC_UNITS), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
         self.mbar: dict[tuple[int, int], dict] = {}
@@ -512,7 +513,7 @@ class Machine:
         if name in self.prog.local_vars:
             return self.prog.local_vars[name][0]
         if name in self.launch.params:
-            return 0
+            return _async_copy.param_address(self.launch, name)
         raise self.prog.unsupported(pc, f"address of symbol '{name}'")
 
     def write(self, op: Operand, value: np.ndarray, exe: np.ndarray, pc: int) -> None:
@@ -674,11 +675,12 @@ class Machine:
 
     # ------------------------------------------------------------------ happens-before
     def _split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(global CTA, clock column) of shadow lane ids; async units are ``NT + cta``."""
+        """(global CTA, clock column) of shadow lane ids; async units are
+        ``NT + ASYNC_UNITS * cta + unit`` (column ``T + unit``)."""
         T, NT = self.T, self.n_ctas * self.T
         asy = ids >= NT
-        cta = np.where(asy, ids - NT, ids // T)
-        col = np.where(asy, T, ids % T)
+        cta = np.where(asy, (ids - NT) // ASYNC_UNITS, ids // T)
+        col = np.where(asy, T + (ids - NT) % ASYNC_UNITS, ids % T)
         return cta, col.astype(np.int64)
 
     def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int) -> None:
@@ -697,7 +699,7 @@ class Machine:
             for r in range(lanes.size):  # report per issuing warpgroup, as each checks alone
                 self._proxy_check(int(lanes[r]), idx[r], pc)
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
-                       rec_lane=self.n_ctas * self.T + self.batch_ids[c],
+                       rec_lane=self.n_ctas * self.T + ASYNC_UNITS * self.batch_ids[c],
                        rec_clk=self.async_clk[c] + 1)
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
@@ -729,8 +731,11 @@ class Machine:
         if key in self.findings:
             return True
         i1, i2 = self.prog.insts[wpc], self.prog.insts[pc]
+        # an error for generic stores (st, stmatrix): the async proxy's read is undefined
+        # without the fence (PTX ISA 9.1 §8.6); a warning for cp.async-fed operands, which
+        # Triton 3.6 emits without it (the verifier keeps the same policy warning)
         self.findings[key] = Finding(
-            rule="HB4", severity="warning", file=self.prog.filename, line=i2.line, col=i2.col,
+            rule="HB4", severity="warning" if i1.base == "cp" else "error", file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
                      f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
                      f"without a 'fence.proxy.async' after the write"),
@@ -834,9 +839,10 @@ class Machine:
         gx, gy, _ = self.launch.grid
         NT = self.n_ctas * self.T
         if glane >= NT:
-            cta = glane - NT
-            return (f"the async proxy (tensor core) of CTA ({cta % gx},{(cta // gx) % gy},"
-                    f"{cta // (gx * gy)})")
+            cta, unit = divmod(glane - NT, ASYNC_UNITS)
+            what = ("the async proxy (tensor core)", "the async proxy (TMA/bulk copy into shared "
+                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[unit]
+            return f"{what} of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
         cta, tid = divmod(glane, self.T)
         return (f"thread {tid} (warp {tid // 32}) of CTA "
                 f"({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})")
@@ -853,8 +859,14 @@ class Machine:
                    "them" if same_cta else
                    "none exists between CTAs of one grid: the accesses must not overlap")
         if lane1 >= self.n_ctas * self.T:
+            unit = (lane1 - self.n_ctas * self.T) % ASYNC_UNITS
             missing = ("completion of the asynchronous operation observed before this access: "
-                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group")
+                       "tcgen05.commit -> mbarrier wait, or wgmma.wait_group",
+                       "the wait on the mbarrier phase that the copy's complete_tx completes "
+                       "(mbarrier.try_wait.parity returning true) by this thread, or a barrier "
+                       "after a thread that did",
+                       "'cp.async.bulk.wait_group.read' (or 'wait_group') by the issuing thread "
+                       "covering the store's bulk group, then a barrier with this thread")[unit]
         if i1.base == "cp" and "async" in i1.parts and k1 == "write":
             missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
                        "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
@@ -969,8 +981,8 @@ class Machine:
     def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
         key = self.mbar_key(lane, addr)
         self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
-                          "vc": np.zeros(self.T + 1, np.int32),
-                          "phase_vc": np.zeros(self.T + 1, np.int32)}
+                          "vc": np.zeros(self.T + ASYNC_UNITS, np.int32),
+                          "phase_vc": np.zeros(self.T + ASYNC_UNITS, np.int32)}
         self.mbar_ids.setdefault(key, len(self.mbar_ids) + 1)
 
     def mbar_get(self, lane: int, addr: int, pc: int) -> dict:
@@ -992,14 +1004,14 @@ class Machine:
             self._tick(np.array([lane]))
         st["tx"] += tx
         st["pending"] -= count
-        if st["pending"] <= 0 and st["tx"] <= 0:
+        if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)
         return before
 
     def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int) -> None:
         st = self.mbar_get(lane, addr, pc)
         st["tx"] -= nbytes
-        if st["pending"] <= 0 and st["tx"] <= 0:
+        if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)
 
     def _mbar_complete(self, lane: int, addr: int, st: dict) -> None:

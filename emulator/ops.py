@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from emulator.registry import _Fault, _adapt, handler
+from emulator import async_copy as _async_copy
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -216,6 +217,8 @@ def _cvta(m, ins, pc, exe, active):
     v = m.read(ins.operands[1], t, pc).astype(np.uint64)
     if "shared" in mods or "shared::cta" in mods:
         v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
+    elif "param" in mods:
+        pass  # kernel parameters live in the emulator's parameter window (async_copy)
     elif not ({"global", "to"} & set(mods)):
         raise m.prog.unsupported(pc)
     m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
@@ -774,12 +777,41 @@ def _cvt(m, ins, pc, exe, active):
 @handler("bra", "brx")
 def _bra(m, ins, pc, exe, active):
     tgt = ins.operands[0]
-    if ins.base == "brx" or tgt.kind != "label":
+    if ins.base == "brx":
+        return _brx(m, ins, pc, exe, active)
+    if tgt.kind != "label":
         raise m.prog.unsupported(pc)
     dest = m.prog.envs[pc].label(tgt.name or tgt.text)
     if dest is None:
         raise m.prog.unsupported(pc, f"branch to unknown label '{tgt.text}'")
     m.pc[exe] = dest
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+def _brx(m, ins, pc, exe, active):
+    """``brx.idx{.uni} index, tlist``: each lane jumps to entry ``index`` of the
+    ``.branchtargets`` list ``tlist`` (PTX ISA 9.1 §9.7.12.3; an index outside the list is
+    undefined behaviour: a fault here)."""
+    if len(ins.operands) < 2 or ins.operands[1].kind != "label":
+        raise m.prog.unsupported(pc)
+    name = ins.operands[1].name or ins.operands[1].text
+    labels = m.prog.branch_targets.get(name)
+    if labels is None:
+        raise m.prog.unsupported(pc, f"brx.idx to '{name}', which is no .branchtargets list")
+    dests = []
+    for lb in labels:
+        d = m.prog.envs[pc].label(lb)
+        if d is None:
+            raise m.prog.unsupported(pc, f"branch target '{lb}' is no label")
+        dests.append(d)
+    idx = np.broadcast_to(m.read(ins.operands[0], "u32", pc), (m.N,)).astype(np.int64)
+    bad = exe & (idx >= len(dests))
+    if bad.any():
+        raise _Fault("fault", f"brx.idx index {int(idx[bad][0])} outside the {len(dests)} "
+                              f"targets of '{name}' ({m.prog.where(pc)})")
+    table = np.array(dests, np.int64)
+    m.pc[exe] = table[idx[exe]]
     m.pc[active & ~exe] = pc + 1
     return True
 
@@ -1193,7 +1225,9 @@ def _mma(m, ins, pc, exe, active):
 @handler("cp")
 def _cp(m, ins, pc, exe, active):
     mods = _mods(m, pc)
-    if not mods or mods[0] != "async" or any(x in mods for x in ("bulk", "tensor", "mbarrier")):
+    if "bulk" in mods:  # cp.async.bulk{.tensor}, cp.reduce.async.bulk{.tensor}
+        return _async_copy.bulk(m, ins, pc, exe, active)
+    if not mods or mods[0] != "async" or any(x in mods for x in ("tensor", "mbarrier")):
         raise m.prog.unsupported(pc)
     if "commit_group" in mods:
         m.async_commit(exe)
@@ -1432,7 +1466,8 @@ def _wgmma(m, ins, pc, exe, active):
 
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
-    if "proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:]):
+    if ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
+            "mbarrier_init" in ins.parts:  # fence.mbarrier_init: a proxy fence for the inits
         m.pfence[exe] += 1
     return None
 
@@ -1454,13 +1489,18 @@ def _mbarrier(m, ins, pc, exe, active):
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
         cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
+            _async_copy.note_init(m, int(ln), int(addr[ln]), pc)
         return None
     if kind == "inval":
         addr = _addr_u(m, ops[0], pc)
+        _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
-            m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+            st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+            if st is not None:
+                _async_copy.check_inval(m, st, int(addr[ln]), pc)
         return None
     if kind in ("arrive", "arrive_drop", "expect_tx", "complete_tx"):
         has_dst = kind in ("arrive", "arrive_drop") and ops[0].kind != "address"
@@ -1468,6 +1508,7 @@ def _mbarrier(m, ins, pc, exe, active):
         addr = _addr_u(m, aop, pc)
         rest = ops[2:] if has_dst else ops[1:]
         val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         states = np.zeros(m.N, np.uint64)
         for ln in np.flatnonzero(exe):
             a = int(addr[ln])
@@ -1492,6 +1533,7 @@ def _mbarrier(m, ins, pc, exe, active):
             raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
         addr = _addr_u(m, ops[1], pc)
         par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
         ok = m.mbar_wait(pc, exe, addr, par)
         m.write(ops[0], ok, exe & ~m.blocked, pc)
         m.pc[active & ~m.blocked] = pc + 1

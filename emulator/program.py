@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verifier.ptx import Function, Instruction, Label, Module, RegDecl, Scope, VarDecl, type_size
+from verifier.ptx.ast import Directive
 
 __all__ = ["EmulationUnsupported", "Program", "RegInfo", "build_program"]
 
@@ -119,6 +120,8 @@ class Program:
     insts: list[Instruction] = field(default_factory=list)
     envs: list[_Env] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)
+    #: ``lbl: .branchtargets L0, L1, ...`` -> the target labels (``brx.idx`` tables)
+    branch_targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shared_vars: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     static_shared: int = 0
     local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -207,6 +210,8 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 else:
                     raise EmulationUnsupported(f"'.{st.space}' variable in a function body",
                                                fname, st.line, st.col)
+            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
+                prog.branch_targets[st.label] = tuple(st.args)
             elif isinstance(st, Label):
                 env.labels[st.name] = len(prog.insts)
                 prog.labels.setdefault(st.name, len(prog.insts))

@@ -13,7 +13,13 @@ import numpy as np
 
 from emulator.numerics import UINT
 
-__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt"]
+__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt", "ASYNC_UNITS"]
+
+#: extra vector-clock columns per CTA after its T threads: the async units (0: tensor core,
+#: wgmma / tcgen05 operand reads; 1: TMA and bulk copies writing shared memory; 2: TMA and bulk
+#: stores reading shared memory); an async unit's shadow lane id is
+#: ``n_ctas * T + ASYNC_UNITS * cta + unit`` (column ``T + unit``); emulator/_hbkern.py has the 3
+ASYNC_UNITS = 3
 
 #: opcode base (``add``, ``wgmma``) -> handler
 _HANDLERS: dict[str, Callable] = {}

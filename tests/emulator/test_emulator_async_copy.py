@@ -1,0 +1,224 @@
+"""TMA and bulk copies in the emulator (emulator/async_copy.py): tile loads with OOB zero fill and
+the 128-byte swizzle, complete_tx on the mbarrier, tile stores through bulk groups, and their
+happens-before obligations (wait before reading a TMA load, fence.proxy.async before a TMA store,
+wait_group.read before refilling a store's source, exact expect_tx byte counts); plus fast-family
+entries end to end on their Triton 3.6 fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernels
+from emulator import GlobalMemory, Launch, run_kernel, run_launch
+from emulator.async_copy import decode_tensor_map, encode_tensor_map, triton_box
+
+ROWS, COLS = 6, 32          # the global tensor (u32), 128 B per row
+BOX_ROWS = 8                # the box: 32 x 8 elements, rows 6 and 7 out of bounds
+U32 = 2                     # PTX tensormap elemtype u32
+
+HEAD = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 1024 .b8 buf[2048];
+.shared .align 8 .b64 bar;
+.visible .entry k(.param .align 64 .b8 tmap[128], .param .u64 out)
+.reqntid 64
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<24>;
+.reg .b64 %rd<12>;
+mov.b64 %rd5, tmap;
+cvta.param.u64 %rd6, %rd5;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+mov.u32 %r3, buf;
+mov.u32 %r9, bar;
+mov.u32 %r10, 0;
+setp.eq.u32 %p1, %r1, 0;
+"""
+
+LOAD = HEAD + """@%p1 mbarrier.init.shared::cta.b64 [%r9], 1;
+{init_fence}
+bar.sync 0;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], {tx};
+@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd6, {{%r10, %r10}}], [%r9];
+{extra}
+{wait}
+shl.b32 %r2, %r1, 4;
+add.u32 %r4, %r3, %r2;
+ld.shared.v4.u32 {{%r11, %r12, %r13, %r14}}, [%r4];
+mul.wide.u32 %rd2, %r1, 16;
+add.s64 %rd3, %rd1, %rd2;
+st.global.v4.u32 [%rd3], {{%r11, %r12, %r13, %r14}};
+bar.sync 0;
+@%p1 mbarrier.inval.shared::cta.b64 [%r9];
+ret;
+}}
+"""
+WAIT = """$L_wait:
+mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r9], 0;
+@!%p2 bra.uni $L_wait;"""
+# a second copy onto the same mbarrier that no expect_tx announced (into the second KiB)
+EXTRA_COPY = ("add.u32 %r20, %r3, 1024;\n@%p1 cp.async.bulk.tensor.2d.shared::cluster.global."
+              "mbarrier::complete_tx::bytes [%r20], [%rd6, {%r10, %r10}], [%r9];")
+
+STORE = HEAD + """shl.b32 %r2, %r1, 4;
+add.u32 %r4, %r3, %r2;
+shl.b32 %r11, %r1, 2;
+add.u32 %r12, %r11, 1;
+add.u32 %r13, %r11, 2;
+add.u32 %r14, %r11, 3;
+st.shared.v4.u32 [%r4], {{%r11, %r12, %r13, %r14}};
+{fence}
+bar.sync 0;
+@%p1 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd6, {{%r10, %r10}}], [%r3];
+@%p1 cp.async.bulk.commit_group;
+{wait}
+bar.sync 0;
+st.shared.v4.u32 [%r4], {{%r10, %r10, %r10, %r10}};
+ret;
+}}
+"""
+
+
+def _tmap(addr: int, rows: int = ROWS, swizzle: int = 3) -> bytes:
+    return encode_tensor_map(addr, U32, (COLS, rows), (COLS * 4,), (COLS, BOX_ROWS),
+                             swizzle=swizzle)
+
+
+def _swizzle128(box: np.ndarray) -> np.ndarray:
+    """The hardware's 128-byte swizzle of a box of 128-byte rows at a 1024-aligned address
+    (CUTLASS Swizzle<3,4,3>): 16-byte chunk c of row r lands at chunk c ^ (r % 8)."""
+    rows = box.reshape(-1, 8, 16)  # row, chunk, byte
+    out = np.empty_like(rows)
+    for r in range(rows.shape[0]):
+        for c in range(8):
+            out[r, c ^ (r % 8)] = rows[r, c]
+    return out.reshape(-1)
+
+
+def _load(tx: int = 1024, wait: str = WAIT, extra: str = "",
+          init_fence: str = "fence.proxy.async.shared::cta;"):
+    gmem = GlobalMemory()
+    a = np.arange(ROWS * COLS, dtype=np.uint32) + 1000
+    src = gmem.add("a", a)
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
+    res = run_launch(LOAD.format(tx=tx, wait=wait, extra=extra, init_fence=init_fence), launch,
+                     gmem,
+                     filename="tma.ptx")
+    return res, a, gmem.buffer("out")
+
+
+def test_tensor_map_round_trip_and_triton_box_rule():
+    raw = encode_tensor_map(0x1000, 6, (192, 320), (384,), (64, 128), swizzle=3)
+    tm = decode_tensor_map(raw, "t")
+    assert (tm.rank, tm.dims, tm.strides, tm.box, tm.swizzle, tm.esize) == (
+        2, (192, 320), (384,), (64, 128), 3, 2)
+    assert tm.box_bytes == 64 * 128 * 2
+    # Triton 3.9's tensordesc_meta for the fast GEMMs: fp16 [128, 128] -> box [128, 64], 128 B
+    assert triton_box((128, 128), 2) == ((64, 128), 3)
+    assert triton_box((128, 128), 1) == ((128, 128), 3)
+    assert triton_box((64, 16), 2) == ((16, 64), 1)
+
+
+def test_tma_load_zero_fills_oob_rows_and_swizzles():
+    res, a, out = _load()
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    box = np.zeros((BOX_ROWS, COLS), np.uint32)
+    box[:ROWS] = a.reshape(ROWS, COLS)
+    want = _swizzle128(box.view(np.uint8).reshape(-1))
+    assert np.array_equal(out, want)
+
+
+def test_mbarrier_init_without_proxy_fence_is_an_hb4_warning():
+    res, _, _ = _load(init_fence="")
+    assert res.status == "ok"
+    assert [(f.rule, f.severity) for f in res.findings] == [("HB4", "warning")]
+    assert "mbarrier.init" in res.findings[0].message
+
+
+def test_mbarrier_used_before_its_init_is_ordered_is_a_race():
+    # the barrier between the init (thread 0) and the other threads' waits removed
+    text = LOAD.replace("{init_fence}\nbar.sync 0;", "{init_fence}")
+    assert text != LOAD
+    gmem = GlobalMemory()
+    src = gmem.add("a", np.arange(ROWS * COLS, dtype=np.uint32))
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
+    res = run_launch(text.format(tx=1024, wait=WAIT, extra="",
+                                 init_fence="fence.proxy.async.shared::cta;"),
+                     launch, gmem, filename="tma.ptx")
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    assert hb1 and "mbarrier.init" in hb1[0].message and "mbarrier.try_wait" in hb1[0].message
+
+
+def test_tma_load_without_the_mbarrier_wait_is_a_race():
+    res, _, _ = _load(wait="")
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    assert hb1, res.findings
+    assert "ld.shared" in hb1[0].message and "cp.async.bulk.tensor" in hb1[0].message
+    assert "TMA/bulk copy" in hb1[0].message
+
+
+@pytest.mark.parametrize("tx", [512, 2048])
+def test_wrong_expect_tx_never_completes_the_phase(tx):
+    res, _, _ = _load(tx=tx)
+    assert res.status == "deadlock"
+    hb2 = [f for f in res.findings if f.rule == "HB2"]
+    assert hb2 and f"tx-count {tx - 1024}" in " ".join(n.message for n in hb2[0].notes)
+
+
+def test_copy_bytes_no_expect_tx_announced_are_reported_at_inval():
+    res, _, _ = _load(extra=EXTRA_COPY)
+    hb7 = [f for f in res.findings if f.rule == "HB7"]
+    assert res.status == "ok" and hb7 and "tx-count -1024" in hb7[0].message
+
+
+def _store(fence: str = "fence.proxy.async.shared::cta;",
+           wait: str = "@%p1 cp.async.bulk.wait_group.read 0;", swizzle: int = 3):
+    gmem = GlobalMemory()
+    dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(dst, swizzle=swizzle), "out": (0).to_bytes(8, "little")})
+    res = run_launch(STORE.format(fence=fence, wait=wait), launch, gmem, filename="st.ptx")
+    return res, gmem.buffer("c").view(np.uint32)
+
+
+def test_tma_store_unswizzles_and_clips_oob_rows():
+    res, c = _store()
+    assert res.status == "ok" and res.findings == [], res.findings
+    smem = np.arange(256, dtype=np.uint32).view(np.uint8)  # thread t wrote 4t..4t+3 at 16t
+    # the box in smem is swizzled: undo it to get the logical rows; rows 6, 7 are clipped
+    logical = _swizzle128(smem).view(np.uint32).reshape(BOX_ROWS, COLS)  # an involution
+    assert np.array_equal(c.reshape(ROWS, COLS), logical[:ROWS])
+
+
+def test_tma_store_without_proxy_fence_is_an_hb4_error():
+    res, _ = _store(fence="")
+    hb4 = [f for f in res.findings if f.rule == "HB4"]
+    assert hb4 and hb4[0].severity == "error" and "fence.proxy.async" in hb4[0].message
+
+
+def test_store_source_overwritten_before_wait_group_read_is_a_race():
+    res, _ = _store(wait="")
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    assert hb1 and "st.shared" in hb1[0].message and "TMA/bulk store" in hb1[0].message
+    assert "wait_group.read" in " ".join(n.message for n in hb1[0].notes)
+
+
+FAST36 = Path(__file__).resolve().parents[1] / "verifier" / "fixtures" / "fast36"
+
+
+@pytest.mark.parametrize("name", ["fast.gemm_device_desc", "fast.gemm_ws"])
+def test_fast_entry_emulates_ok_on_the_36_fixture(name):
+    spec = kernels.get(name)
+    text = (FAST36 / f"{name}_sm_90a.ptx").read_text()
+    res = run_kernel(text, spec, "sm_90a", global_scratch_size=4096, time_limit_s=60)
+    assert res.status == "ok" and res.ok, (res.message, res.findings)
+    assert not [f for f in res.findings if f.severity == "error"]
