@@ -23,8 +23,6 @@ LARGER = {"softmax": {"M": 300, "N": 4096},
           "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160}}
 _TMA = ("the emulator cannot run TMA yet (cp.async.bulk.tensor, tensormap.replace; branch "
         "emu-async adds it)")
-_BULK = ("the emulator cannot run cp.async.bulk yet (the W rows' 1-D bulk copies with mbarrier "
-         "complete_tx; branch emu-async adds it)")
 
 
 def _accept(kernel: str, arch: str = "sm_90a") -> None:
@@ -62,12 +60,10 @@ def test_gemm_silu_fp8_sm90a_is_accepted():
     _accept("gemm_silu.fp8")
 
 
-@pytest.mark.xfail(strict=True, reason=_BULK)
 def test_bitdelta_sm90a_is_accepted():
     _accept("bitdelta")
 
 
-@pytest.mark.xfail(strict=True, reason=_BULK)
 def test_bitdelta_batched_sm90a_is_accepted():
     _accept("bitdelta_batched")
 
