@@ -230,10 +230,13 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
       // A fragments of every k16 step: W from smem (ldmatrix), +-alpha from the bits, f16x2 add
       uint32_t a[4][4];
       const uint32_t wrow = ws + (64 * wg + 16 * wi + (lane & 15)) * WROW + (lane >> 4) * 16;
+      // per k16 step: decode its A fragment, fence, issue its MMA; the decode of step j + 1
+      // runs while the MMA of step j is in flight (distinct A registers per step; the fence
+      // orders only this step's fresh registers, it does not wait for earlier MMAs)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         // k16 steps past K (the last stage of a K that is no multiple of 64): A = 0 there, x is
-        // zero-filled, so the 4 MMAs run unconditionally (no branch between fence and MMAs)
+        // zero-filled, so the 4 MMAs run unconditionally (no branch between fence and MMA)
         const uint32_t keep = (j < steps) ? 0xFFFFFFFFu : 0u;
         uint32_t w0, w1, w2, w3;
         ldmatrix_x4(wrow + j * 32, w0, w1, w2, w3);
@@ -243,10 +246,9 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
         a[j][1] = hadd2_u32(w1, signed_alpha(bhi, p, ah_hi)) & keep;
         a[j][2] = hadd2_u32(w2, signed_alpha(blo, p + 8, ah_lo)) & keep;
         a[j][3] = hadd2_u32(w3, signed_alpha(bhi, p + 8, ah_hi)) & keep;
+        wgmma_fence();
+        wgmma_rs(d, a[j], desc_sw128(xs + 32 * j));
       }
-      wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wgmma_rs(d, a[j], desc_sw128(xs + 32 * j));
       wgmma_commit();
       wgmma_wait0(d);
       ++consumed;
