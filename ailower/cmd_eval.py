@@ -58,6 +58,13 @@ def eval_command(
         help="meta-parameters for the grid, NAME=VALUE[,NAME=VALUE] (default: the reference config's)")] = None,
     smem: Annotated[int | None, typer.Option(
         min=0, help="dynamic shared memory per CTA in bytes (default: the reference's)")] = None,
+    global_scratch: Annotated[int | None, typer.Option(
+        "--global-scratch", min=0,
+        help="bytes of Triton's global scratch per CTA the PTX expects, e.g. for tensor maps it "
+             "builds on the device (default: the reference's)")] = None,
+    global_scratch_align: Annotated[int, typer.Option(
+        "--global-scratch-align", min=1,
+        help="alignment of that buffer in bytes (with --global-scratch)")] = 128,
     out: Annotated[Path | None, typer.Option(
         help="write report.json, transcript.jsonl (and the PTX, cubin when valid) here")] = None,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="static judgement only")] = False,
@@ -103,7 +110,9 @@ def eval_command(
     store = RunStore(settings.database_url)
     evaluator, gpu_note = select_evaluator(target, dev, no_gpu=no_gpu, settings=settings)
     prov = FileProvider(text, f"file:{file.name}", threads=threads, meta=meta_values,
-                        dynamic_smem=smem)
+                        dynamic_smem=smem,
+                        global_scratch=(None if global_scratch is None
+                                        else (global_scratch, global_scratch_align)))
     opts = LoopOptions(iterations=1, gpu=evaluator is not None, ptxas=settings.ptxas,
                        cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version,
                        ptx_filename=str(file))  # diagnostics name the user's file
