@@ -5,9 +5,12 @@
 // * A = W_eff, the wgmma *register* operand: each thread ldmatrix-es its W fragment from shared
 //   memory, decodes its own +-1 bits (ld.global of the packed words, one stage ahead, straight into
 //   registers) and adds +-alpha in f16x2; the decoded tile never goes back to shared memory.
-// * B = x^T, K-major: x rows (tokens) land in shared memory 128B-swizzled (cp.async.cg 16 B).
-// * W rows are fetched with cp.async.bulk (1-D bulk copies, mbarrier complete_tx) into padded
-//   144 B rows (conflict-free ldmatrix) unless -DW_BULK=0 (cp.async.cg 16 B; a debugging variant).
+// * B = x^T, K-major: the 128 x 64 x tile arrives by TMA (cp.async.bulk.tensor.2d, 128B swizzle,
+//   zero fill past M and K) through a tensor map each CTA builds once in its 128-byte slot of
+//   Triton's global scratch (tensormap.replace + tensormap.cp_fenceproxy); -DX_TMA=0: cp.async.cg.
+// * W rows are fetched with cp.async.bulk (1-D bulk copies) into padded 144 B rows (conflict-free
+//   ldmatrix); one mbarrier per stage counts both (expect_tx = W bytes + the x box) unless
+//   -DW_BULK=0 (cp.async.cg 16 B; a debugging variant, needs -DX_TMA=0).
 // CTA: 256 threads = 2 warpgroups, tile 128 W rows (64 per warpgroup) x 128 tokens, BK = 64,
 // STAGES-deep ring. Persistent over tiles (grid-stride), so any grid size is correct.
 #include <cuda_fp16.h>
@@ -18,6 +21,12 @@
 #endif
 #ifndef W_BULK
 #define W_BULK 1
+#endif
+#ifndef X_TMA
+#define X_TMA 1     // x tiles by TMA (a tensor map built on the device in Triton's global scratch)
+#endif
+#if X_TMA && !W_BULK
+#error "X_TMA needs W_BULK (one mbarrier per stage carries both)"
 #endif
 #define BN 128      // W rows (output features) per CTA tile
 #define BM 128      // tokens per CTA tile (the wgmma N)
@@ -58,6 +67,41 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// TMA tile load of the 2-D box at (c0 inner, c1 outer) of the tensor map at global `tmap`
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, int c0, int c1, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// Build the x tensor map (rank 2: K inner, rows outer; box 64 x 128 f16, 128B swizzle, zero fill
+// out of bounds; CUtensorMap field semantics of PTX ISA 9.1 s9.7.9.27 tensormap.replace) in the
+// 128-byte shared staging buffer `smap` (zeroed by the caller), then copy it to the global
+// scratch slot `gmap` with the tensormap proxy release and acquire it for this thread's TMAs.
+// Called by the whole warp 0 (the .sync.aligned copy); lane 0 writes the fields.
+__device__ __forceinline__ void build_x_tmap(uint32_t smap, void* gmap, const void* base, int rows,
+                                             int K, int lane) {
+  if (lane == 0) {
+    asm volatile(
+        "tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;\n"
+        "tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], 1;\n"
+        "tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, 64;\n"
+        "tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, 128;\n"
+        "tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %2;\n"
+        "tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %3;\n"
+        "tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %4;\n"
+        "tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, 1;\n"
+        "tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, 1;\n"
+        "tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 6;\n"
+        "tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;\n"
+        :: "r"(smap), "l"(base), "r"(K), "r"(rows), "l"((uint64_t)K * 2) : "memory");
+  }
+  __syncwarp();
+  asm volatile(
+      "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned"
+      " [%0], [%1], 128;\n"
+      "fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n"
+      :: "l"(gmap), "r"(smap) : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -135,6 +179,17 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
     for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+#if X_TMA
+  // this CTA's x tensor map, in its 128-byte slot of Triton's global scratch
+  void* xmap = (uint8_t*)global_scratch +
+               128 * ((int64_t)blockIdx.y * gridDim.x + blockIdx.x);
+  if (warp == 0) {
+    const uint32_t smap = bars + 128;
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(smap + 4 * lane), "r"(0) : "memory");
+    __syncwarp();
+    build_x_tmap(smap, xmap, x, M, K, lane);
+  }
+#endif
   __syncthreads();
   const int n_m = (M + BM - 1) / BM, n_n = (N + BN - 1) / BN;
   const int KT = (K + BK - 1) / BK;
@@ -164,6 +219,7 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
       const uint32_t xs = sbase + st * STAGE_BYTES, ws = xs + XS_BYTES;
       const int k0 = kt * BK;
       const int kvalid = min(BK, K - k0);
+#if !X_TMA
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int c = tid + 256 * i, row = c >> 3, ch = c & 7;
@@ -172,10 +228,19 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
         const __half* src = ok ? x + (int64_t)m * K + k0 + ch * 8 : x;
         cp_async16(xs + row * 128 + ((ch ^ (row & 7)) << 4), src, ok ? 16 : 0);
       }
+#endif
 #if W_BULK
       if (warp == 0) {
         const uint32_t bar = bars + 8 * st;
+#if X_TMA
+        // the x box is always 128 x 64 f16 (rows past M and columns past K zero-filled: counted)
+        if (lane == 0) {
+          mbar_expect_tx(bar, BN * kvalid * 2 + XS_BYTES);
+          tma_load_2d(xs, xmap, k0, m0, bar);
+        }
+#else
         if (lane == 0) mbar_expect_tx(bar, BN * kvalid * 2);
+#endif
         __syncwarp();
 #pragma unroll
         for (int i = 0; i < BN / 32; ++i) {
@@ -203,21 +268,27 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < KT) issue(s);
+#if !X_TMA
       cp_async_commit();
+#endif
     }
     // packed words of stage 0 (two per row: k0/32, k0/32 + 1), one stage ahead in registers
     uint32_t bl0 = p_lo[0], bh0 = p_hi[0];
     uint32_t bl1 = KW > 1 ? p_lo[1] : 0u, bh1 = KW > 1 ? p_hi[1] : 0u;
     for (int kt = 0; kt < KT; ++kt) {
+#if !X_TMA
       cp_async_wait<STAGES - 2>();
       fence_proxy_async();           // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+#endif
       const uint32_t st = consumed % STAGES, ph = (consumed / STAGES) & 1;
 #if W_BULK
       mbar_wait(bars + 8 * st, ph);
 #endif
       __syncthreads();               // every thread's copies landed; stage (kt-1) fully consumed
       if (kt + STAGES - 1 < KT) issue(kt + STAGES - 1);
+#if !X_TMA
       cp_async_commit();
+#endif
       // next stage's packed words (ld.global into registers)
       uint32_t nl0 = 0, nh0 = 0, nl1 = 0, nh1 = 0;
       if (kt + 1 < KT) {
@@ -254,7 +325,9 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
       ++consumed;
       bl0 = nl0; bh0 = nh0; bl1 = nl1; bh1 = nh1;
     }
+#if !X_TMA
     cp_async_wait<0>();
+#endif
     // epilogue: d[4i + e] = (W row 16 wi + g (+8 for e >= 2), token 8i + 2q + (e & 1))
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
