@@ -26,9 +26,8 @@ class FileProvider(Provider):
         threads: threads per CTA (overrides ``.reqntid`` and the reference).
         meta: meta-parameter overrides (names must be the kernel's meta-parameters).
         dynamic_smem: dynamic shared memory per CTA, bytes (None: the reference's).
-        global_scratch: ``(bytes per CTA, alignment in bytes)`` of Triton's global scratch buffer
-            the candidate expects (None: the reference's), e.g. for tensor maps it builds on the
-            device (``tensormap.replace``) as Triton's TMA descriptors do.
+        global_scratch: ``(bytes per CTA, alignment)`` of Triton's global scratch (None: the
+            reference's), e.g. for a candidate that builds TMA descriptors on the device.
     """
 
     name = "file"
@@ -36,9 +35,8 @@ class FileProvider(Provider):
     def __init__(self, ptx: str, origin: str, *, threads: int | None = None,
                  meta: dict[str, int] | None = None, dynamic_smem: int | None = None,
                  global_scratch: tuple[int, int] | None = None):
-        self.ptx, self.origin = ptx, origin
+        self.ptx, self.origin, self.global_scratch = ptx, origin, global_scratch
         self.threads, self.meta, self.dynamic_smem = threads, dict(meta or {}), dynamic_smem
-        self.global_scratch = global_scratch
         self._done = False
 
     def propose(self, ctx: ProposalContext, feedback: str | None, tools: ToolExecutor) -> Proposal:
@@ -60,7 +58,6 @@ class FileProvider(Provider):
             global_scratch_size=(ctx.abi.global_scratch_size if self.global_scratch is None
                                  else self.global_scratch[0]),
             global_scratch_align=(ctx.abi.global_scratch_align if self.global_scratch is None
-                                  else self.global_scratch[1]),
-            origin=self.origin)
+                                  else self.global_scratch[1]), origin=self.origin)
         return Proposal(candidate=cand, events=[{"type": "propose", "origin": self.origin,
                                                  "threads": threads, "meta": cand.meta}])

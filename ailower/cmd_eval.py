@@ -46,6 +46,26 @@ def parse_meta(items: list[str] | None) -> dict[str, int]:
     return out
 
 
+def parse_scratch(value: str | None) -> tuple[int, int] | None:
+    """``--scratch BYTES[:ALIGN]`` -> ``(bytes, align)`` (align 1 when not given), None for None.
+
+    Raises:
+        CliFailure: not two non-negative integers, or an alignment that is not a power of two.
+    """
+    if value is None:
+        return None
+    from ailower._common import CliFailure
+
+    size_s, _, align_s = value.partition(":")
+    try:
+        size, align = int(size_s), int(align_s or 1)
+    except ValueError:
+        raise CliFailure(f"--scratch {value!r}: give BYTES or BYTES:ALIGN (integers)") from None
+    if size < 0 or align < 1 or align & (align - 1):
+        raise CliFailure(f"--scratch {value!r}: BYTES must be >= 0 and ALIGN a power of two")
+    return size, align
+
+
 def eval_command(
     file: Annotated[Path, typer.Argument(metavar="CAND.ptx", help="the PTX candidate")],
     kernel: Annotated[str, typer.Option(help="suite kernel, spec file, or path.py::function "
@@ -58,13 +78,9 @@ def eval_command(
         help="meta-parameters for the grid, NAME=VALUE[,NAME=VALUE] (default: the reference config's)")] = None,
     smem: Annotated[int | None, typer.Option(
         min=0, help="dynamic shared memory per CTA in bytes (default: the reference's)")] = None,
-    global_scratch: Annotated[int | None, typer.Option(
-        "--global-scratch", min=0,
-        help="bytes of Triton's global scratch per CTA the PTX expects, e.g. for tensor maps it "
-             "builds on the device (default: the reference's)")] = None,
-    global_scratch_align: Annotated[int, typer.Option(
-        "--global-scratch-align", min=1,
-        help="alignment of that buffer in bytes (with --global-scratch)")] = 128,
+    scratch: Annotated[str | None, typer.Option(
+        help="Triton global scratch per CTA, BYTES[:ALIGN] (default: the reference's; an expert "
+             "entry's launch.yaml gives it)")] = None,
     out: Annotated[Path | None, typer.Option(
         help="write report.json, transcript.jsonl (and the PTX, cubin when valid) here")] = None,
     no_gpu: Annotated[bool, typer.Option("--no-gpu", help="static judgement only")] = False,
@@ -110,9 +126,7 @@ def eval_command(
     store = RunStore(settings.database_url)
     evaluator, gpu_note = select_evaluator(target, dev, no_gpu=no_gpu, settings=settings)
     prov = FileProvider(text, f"file:{file.name}", threads=threads, meta=meta_values,
-                        dynamic_smem=smem,
-                        global_scratch=(None if global_scratch is None
-                                        else (global_scratch, global_scratch_align)))
+                        dynamic_smem=smem, global_scratch=parse_scratch(scratch))
     opts = LoopOptions(iterations=1, gpu=evaluator is not None, ptxas=settings.ptxas,
                        cache_dir=settings.cache_dir, max_ptx_version=settings.max_ptx_version,
                        ptx_filename=str(file))  # diagnostics name the user's file

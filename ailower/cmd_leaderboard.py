@@ -60,7 +60,9 @@ def render_text(lb, con: Console) -> None:
                       "static" if static else _f(e.candidate_ms), _f(e.speedup, "{:.3f}x"),
                       e.outcome,
                       f"{_f(e.baseline_roofline, '{:.2f}')}/{_f(e.candidate_roofline, '{:.2f}')}",
-                      _vendor_text(e), e.verdict or (e.error or "-")[:60],
+                      _vendor_text(e),
+                      e.verdict or ("none" if (e.provider_note or "").startswith("none:")
+                                    else (e.error or "-")[:60]),
                       f"{e.verifier_errors}/{e.verifier_warnings}", str(e.seeds_checked),
                       _f(e.iteration, "{}"), _f(e.cost_usd, "${:.4f}"))
         con.print(t)

@@ -95,6 +95,8 @@ def _matrix_cell(e: Entry) -> tuple[str, str, Any]:
     if e.outcome == "static":
         return (f"static: verifier {e.verifier_errors} err / {e.verifier_warnings} warn",
                 "static", None)
+    if e.outcome == "invalid" and (e.provider_note or "").startswith("none:"):
+        return "none (no candidate to propose)", "invalid", None
     if e.outcome == "invalid":
         return f"no valid candidate ({e.verifier_errors_all} verifier err)", "invalid", None
     return f"failed: {(e.error or '')[:60]}", "failed", None

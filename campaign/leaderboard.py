@@ -83,6 +83,8 @@ class Entry(BaseModel):
     tokens: dict[str, int] = Field(default_factory=dict)
     outcome: Outcome
     finished_at: str | None = None
+    provider_note: str | None = None
+    """Without a candidate: why, in the provider's words (``none: no expert candidate ...``)."""
     vendor_ms: float | None = None
     """The vendor path's median time (:mod:`campaign.vendor_column`); None: see ``vendor_note``."""
     vendor_path: str = ""
@@ -192,6 +194,7 @@ def _entry(c: CellRow, campaign: str) -> Entry:
               verifier_warnings=int(ver.get("warnings") or 0),
               verifier_errors_all=int(ver.get("errors_all_iterations") or 0),
               cost_usd=s.get("cost_usd"), tokens=s.get("tokens") or {}, outcome="failed",
+              provider_note=s.get("provider_note"),
               finished_at=c.finished_at.isoformat() if c.finished_at else None)
     e.outcome = outcome(e)
     return e

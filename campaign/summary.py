@@ -55,7 +55,9 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
         a JSON-able dict: ``mode``, ``baseline`` (config, autotune median, timing in the
         evaluation job), ``candidate`` (origin, iteration, verdict, timing), ``speedup``,
         ``valid``, ``seeds_checked``, ``verifier`` (errors/warnings of the best candidate and over
-        every iteration), ``verdicts`` (count per verdict), ``tokens``, ``cost_usd``.
+        every iteration), ``verdicts`` (count per verdict), ``provider_note`` (without a candidate:
+        the provider's first error, e.g. ``none: no expert candidate ...``), ``tokens``,
+        ``cost_usd``.
     """
     ref = report.get("reference") or {}
     base_cfg = (ref.get("baseline") or {}).get("config", "")
@@ -104,6 +106,10 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
         "iterations": len(result.iterations),
         "verdicts": verdicts,
         "stop_reason": result.stop_reason,
+        # why a run without a candidate has none, in the provider's words (the expert
+        # provider's "none: no expert candidate for K on ARCH"); None when there is a candidate
+        "provider_note": None if best is not None else next(
+            (it.provider_error for it in result.iterations if it.provider_error), None),
         "tokens": tokens,
         "cost_usd": cost,
     }

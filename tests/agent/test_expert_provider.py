@@ -48,6 +48,18 @@ def test_expert_says_none_without_an_entry_and_proposes_nothing(tmp_path, ref_ca
     assert rec.verdict == "rejected-provider"
     assert rec.provider_error.startswith("none: no expert candidate for relu.fp16 on sm_90a")
     assert res.stop_reason == "exhausted"
+    # the leaderboard cell says "none", not just "no valid candidate"
+    from agent.loop import build_report
+    from campaign.html import _matrix_cell
+    from campaign.leaderboard import Entry
+    from campaign.summary import cell_summary
+
+    summ = cell_summary(res, build_report(res), mode="static", static_reason="no GPU")
+    assert summ["valid"] is False and summ["provider_note"] == rec.provider_error
+    e = Entry(kernel="relu.fp16", base="relu", family="common", arch="sm_90a", provider="expert",
+              who="expert", campaign="c", cell_id=1, status="done", outcome="invalid",
+              provider_note=summ["provider_note"])
+    assert _matrix_cell(e)[0].startswith("none")
 
 
 def test_a_malformed_entry_is_reported_not_proposed(tmp_path, ref_cache):
@@ -78,3 +90,14 @@ def test_the_real_corpus_is_proposed_byte_for_byte(kernel, ref_cache):
     second = prov.propose(ctx, "feedback", lambda n, a: "")
     assert second.candidate.ptx == art.ptx and second.candidate.origin.startswith("triton:")
     assert prov.propose(ctx, "feedback", lambda n, a: "").error_kind == "exhausted"
+
+
+def test_campaigns_and_the_rest_service_know_the_expert_provider(tmp_path):
+    from campaign.execute import CampaignOptions, known_providers, make_provider
+    from server.schemas import LoweringCreate
+
+    assert "expert" in known_providers()
+    opts = CampaignOptions(db_url="sqlite://", data_dir=tmp_path, cache_dir=tmp_path)
+    prov = make_provider("expert", "", opts)
+    assert isinstance(prov, ExpertProvider) and prov.cache_dir == tmp_path
+    assert LoweringCreate(kernel="softmax", provider="expert").provider == "expert"

@@ -1,6 +1,6 @@
 """Issue 19's acceptance of each expert entry without a GPU: ptxas for its arch, 0 verifier errors,
 emulated correctness against the float64 reference at the verify size and at a second, larger
-size, no happens-before finding. Entries the emulator cannot run yet are strict xfails."""
+size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator, bitdelta and conv2d 5-15 s: slow."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ LARGER = {"softmax": {"M": 300, "N": 4096},
           # partial row / column / channel-chunk / output-channel tiles, 8 tiles on 4 CTAs
           "conv2d.fp16": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
           "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160}}
-_TMA = ("the emulator cannot run TMA yet (cp.async.bulk.tensor, tensormap.replace; branch "
-        "emu-async adds it)")
 
 
 def _accept(kernel: str, arch: str = "sm_90a") -> None:
@@ -41,7 +39,7 @@ def _accept(kernel: str, arch: str = "sm_90a") -> None:
     for dims in (None, LARGER[kernel]):
         res = run_kernel(entry.ptx, spec, arch, dims=dims, meta={**spec.configs()[0].meta, **lc.meta},
                          threads=lc.threads, dynamic_smem=lc.dynamic_smem,
-                         global_scratch_size=lc.global_scratch_size, time_limit_s=240)
+                         global_scratch_size=lc.global_scratch_size, time_limit_s=300)
         assert res.status == "ok", res.summary()
         assert not res.findings, [f.message for f in res.findings]
 
@@ -50,27 +48,31 @@ def test_softmax_sm90a_is_accepted():
     _accept("softmax")
 
 
-@pytest.mark.xfail(strict=True, reason=_TMA)
+@pytest.mark.slow
 def test_gemm_fp8_sm90a_is_accepted():
     _accept("gemm.fp8")
 
 
-@pytest.mark.xfail(strict=True, reason=_TMA)
+@pytest.mark.slow
 def test_gemm_silu_fp8_sm90a_is_accepted():
     _accept("gemm_silu.fp8")
 
 
+@pytest.mark.slow
 def test_bitdelta_sm90a_is_accepted():
     _accept("bitdelta")
 
 
+@pytest.mark.slow
 def test_bitdelta_batched_sm90a_is_accepted():
     _accept("bitdelta_batched")
 
 
+@pytest.mark.slow
 def test_conv2d_fp16_sm90a_is_accepted():
     _accept("conv2d.fp16")
 
 
+@pytest.mark.slow
 def test_conv2d_fp8_sm90a_is_accepted():
     _accept("conv2d.fp8")

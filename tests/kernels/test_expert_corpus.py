@@ -83,3 +83,20 @@ def test_wrong_target_and_missing_notes(tmp_path):
     d2 = _entry(tmp_path, kernel="j", yaml=YAML.replace("kernel: k", "kernel: j"), notes=False)
     with pytest.raises(ExpertError, match=r"NOTES\.md: missing"):
         load(d2)
+
+
+def test_the_init_fence_follows_every_mbarrier_init():
+    from scripts.expert_gen import fence_mbarrier_inits
+
+    src = ("\t@%p3 mbarrier.init.shared::cta.b64 [%r1], 1;\n\tbar.sync 0;\n"
+           "\tmbarrier.init.shared.b64 [%r2], 128;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%r1], 0;\n")
+    out, n = fence_mbarrier_inits(src)
+    assert n == 2
+    assert out.splitlines()[1].strip().startswith("fence.mbarrier_init.release.cluster;")
+    assert out.splitlines()[4].strip().startswith("fence.mbarrier_init.release.cluster;")
+    # the generated gemm entries carry it after each of their inits
+    for e in entries():
+        lines = e.ptx.splitlines()
+        inits = [i for i, ln in enumerate(lines) if "mbarrier.init." in ln]
+        if e.launch.source == "gen.py" and inits and "fence_inits=True" in (e.folder / "gen.py").read_text():
+            assert all("fence.mbarrier_init" in lines[i + 1] for i in inits), e.folder

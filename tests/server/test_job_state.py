@@ -42,6 +42,17 @@ def test_search_provider_with_a_submitted_spec_is_refused_with_the_reason(api):
     assert body["url"].endswith("docs/rest.md#error-provider-not-allowed")
 
 
+def test_expert_provider_takes_suite_kernels_and_refuses_a_spec(api):
+    client, _, _ = api
+    r = client.post("/v1/lowerings", json={"kernel": "softmax", "provider": "expert"})
+    assert r.status_code == 202, r.text
+    assert client.get(f"/v1/lowerings/{r.json()['id']}").json()["provider"] == "expert"
+    spec = {"name": "softmax", "source": {"function": "k", "text": "import triton\n"}}
+    r = client.post("/v1/lowerings", json={"spec": spec, "provider": "expert"})
+    assert r.status_code == 422, r.text
+    assert r.json()["type"] == "provider-not-allowed" and "expert corpus" in r.json()["message"]
+
+
 def test_a_finished_job_reports_a_terminal_stage_and_cancel_changes_nothing(api):
     client, Session, Job = api
     job_id = client.post("/v1/lowerings", json={"kernel": "softmax"}).json()["id"]

@@ -1,9 +1,10 @@
-"""The expert gemm.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles with
-the tile and K loops flattened (the next tile's TMA loads are issued during this tile's
-epilogue), an mbarrier ring of TMA loads feeding fp8 wgmma, a TMA-store epilogue. Same name and
-parameters as the suite's ``gemm_kernel`` (kernels/suite/gemm.py), so it keeps the entry ABI;
-compiled by gen.py. Not warp-specialized: Triton 3.9's ``warp_specialize=True`` produced the
-same code for this loop on sm_90a (NOTES.md).
+"""The expert gemm.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles, warp
+specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a producer warpgroup
+issuing TMA loads into an mbarrier ring, two consumer warpgroups each issuing fp8 wgmma for 64 of
+the tile's 128 rows and storing their half of C through TMA). Same name and parameters as the
+suite's ``gemm_kernel`` (kernels/suite/gemm.py), so it keeps the entry ABI; compiled by gen.py
+(num_warps=4: Triton 3.9 partitions this loop on sm_90a only with 4 warps per partition,
+NOTES.md).
 """
 
 import triton
@@ -26,7 +27,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     n_n = tl.cdiv(N, BLOCK_N)
     n_k = tl.cdiv(K, BLOCK_K)
     per_group = GROUP_M * n_n
-    for tile in tl.range(pid, n_m * n_n, n_prog, flatten=True):
+    for tile in tl.range(pid, n_m * n_n, n_prog, warp_specialize=True):
         group = tile // per_group
         m0 = group * GROUP_M
         rows_in_group = min(n_m - m0, GROUP_M)

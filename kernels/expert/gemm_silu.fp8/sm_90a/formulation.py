@@ -1,7 +1,8 @@
-"""The expert gemm_silu.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles,
-an mbarrier ring of TMA loads feeding fp8 wgmma, and the bias + SiLU epilogue fused before a TMA
-store. Same name and parameters as the suite's ``gemm_silu_kernel``
-(kernels/suite/gemm_silu.py), so it keeps the entry ABI; compiled by gen.py.
+"""The expert gemm_silu.fp8 formulation (sm_90a): device-side TMA descriptors, persistent tiles, warp
+specialization (``tl.range(..., warp_specialize=True)`` on the tile loop: a TMA producer
+warpgroup, two fp8 wgmma consumer warpgroups), an mbarrier ring, and the bias + SiLU epilogue
+fused in the consumers before a TMA store. Same name and parameters as the suite's
+``gemm_silu_kernel`` (kernels/suite/gemm_silu.py), so it keeps the entry ABI; compiled by gen.py.
 """
 
 import triton
@@ -24,7 +25,7 @@ def gemm_silu_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
     n_n = tl.cdiv(N, BLOCK_N)
     n_k = tl.cdiv(K, BLOCK_K)
     per_group = GROUP_M * n_n
-    for tile in tl.range(pid, n_m * n_n, n_prog, flatten=True):
+    for tile in tl.range(pid, n_m * n_n, n_prog, warp_specialize=True):
         group = tile // per_group
         m0 = group * GROUP_M
         rows_in_group = min(n_m - m0, GROUP_M)

@@ -1,5 +1,8 @@
 """What the ``gen.py`` scripts of Triton-formulated expert entries share (kernels/expert/).
 
+It lives in ``scripts/`` (no room): it compiles through the harness, which the ``kernels`` room
+must not import (``tests/layout/test_imports.py``); the corpus itself only holds the results.
+
 :func:`generate` compiles a hand-written Triton formulation of a suite kernel with the suite
 spec's own parameters (so the ``.entry`` name and ``.param`` list are Triton's for that kernel,
 scratch pointers included) through the harness's reference compile (the same Triton options,
@@ -10,13 +13,39 @@ Run a ``gen.py`` from the repository root: ``python kernels/expert/gemm.fp8/sm_9
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+_INIT = re.compile(r"^(\s*)(@%p\d+\s+)?mbarrier\.init\.shared(::cta)?\.b64\b[^\n]*$", re.M)
+
+
+def fence_mbarrier_inits(ptx: str) -> tuple[str, int]:
+    """``ptx`` with ``fence.mbarrier_init.release.cluster`` after every ``mbarrier.init``.
+
+    An ``mbarrier.init`` is a generic-proxy write; a TMA signals the barrier through the async
+    proxy, so the initialising thread must fence after the init and before the barrier that
+    orders it with the TMA's issuer (what CUTLASS's ``fence_barrier_init`` does after every
+    pipeline's inits; the emulator's HB4 warning). Triton 3.9's warp-specialized sm_90a code
+    omits the fence; its non-specialized code has one. Executed by every thread that reaches the
+    init, once per CTA, in the prologue.
+
+    Returns:
+        (patched PTX, number of fences inserted).
+    """
+    n = 0
+
+    def add(m: re.Match) -> str:
+        nonlocal n
+        n += 1
+        return f"{m.group(0)}\n{m.group(1)}fence.mbarrier_init.release.cluster;  // expert gen.py"
+
+    return _INIT.sub(add, ptx), n
 
 
 def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: dict[str, Any],
              num_warps: int, num_stages: int, grid_meta: dict[str, Any], summary: str,
-             max_ptx_version: int = 90) -> dict[str, Any]:
+             max_ptx_version: int = 87, fence_inits: bool = False) -> dict[str, Any]:
     """Compile ``folder/formulation.py::function`` as suite kernel ``kernel`` for ``arch``.
 
     Args:
@@ -29,7 +58,11 @@ def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: di
         num_warps, num_stages: Triton compile options.
         grid_meta: the meta values ``launch.yaml`` gives the spec's grid expression.
         summary: ``launch.yaml``'s one-line summary.
-        max_ptx_version: PTX ISA cap (90 = 9.0, what the CUDA 13.0 driver takes).
+        fence_inits: apply :func:`fence_mbarrier_inits` to Triton's PTX (recorded in the
+            returned metadata as ``expert_fences``).
+        max_ptx_version: PTX ISA cap (87 = 8.7: what Triton 3.6's bundled ptxas 12.8 takes for
+            sm_90a on the device, see shared/reference/triton_toolchain.md section 5; LLVM caps
+            PTX features at 8.6 in both Triton versions, so only the ``.version`` line moves).
 
     Returns:
         Triton's metadata for the compile (``shared`` bytes, ``global_scratch_size``, ...).
@@ -49,7 +82,8 @@ def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: di
     mine = spec.model_copy(update={"source": src, "autotune": AutotuneSpace(configs=(cfg,))})
     art = compile_reference(mine, arch, cfg, max_ptx_version=max_ptx_version)
     abi = art.abi
-    (folder / "kernel.ptx").write_text(art.ptx)
+    ptx, fences = fence_mbarrier_inits(art.ptx) if fence_inits else (art.ptx, 0)
+    (folder / "kernel.ptx").write_text(ptx)
     launch = {
         "kernel": kernel, "arch": arch, "entry": abi.entry, "threads": abi.threads,
         "meta": dict(grid_meta), "dynamic_smem": abi.dynamic_smem,
@@ -59,6 +93,7 @@ def generate(folder: Path, kernel: str, arch: str, function: str, constexprs: di
         "source": "gen.py", "summary": summary,
     }
     head = (f"# written by gen.py (Triton {art.triton_version}; constexprs {dict(constexprs)}, "
-            f"num_warps={num_warps}, num_stages={num_stages}); see NOTES.md\n")
+            f"num_warps={num_warps}, num_stages={num_stages}"
+            + (f"; {fences} fence.mbarrier_init added" if fences else "") + "); see NOTES.md\n")
     (folder / "launch.yaml").write_text(head + yaml.safe_dump(launch, sort_keys=False, width=200))
-    return dict(art.metadata)
+    return {**art.metadata, "expert_fences": fences}
