@@ -8,9 +8,10 @@
 // * B = x^T, K-major: the 128 x 64 x tile arrives by TMA (cp.async.bulk.tensor.2d, 128B swizzle,
 //   zero fill past M and K) through a tensor map each CTA builds once in its 128-byte slot of
 //   Triton's global scratch (tensormap.replace + tensormap.cp_fenceproxy); -DX_TMA=0: cp.async.cg.
-// * W rows are fetched with cp.async.bulk (1-D bulk copies) into padded 144 B rows (conflict-free
-//   ldmatrix); one mbarrier per stage counts both (expect_tx = W bytes + the x box) unless
-//   -DW_BULK=0 (cp.async.cg 16 B; a debugging variant, needs -DX_TMA=0).
+// * W tiles (128 rows x 64) arrive by TMA as well (a second tensor map, 128B swizzle: ldmatrix
+//   reads the swizzled chunks, conflict-free); one mbarrier per stage counts both boxes.
+//   -DW_TMA=0: W rows by cp.async.bulk (1-D bulk copies) into padded 144 B rows; -DW_BULK=0
+//   -DX_TMA=0: everything by cp.async.cg 16 B (debugging variants).
 // CTA: 256 threads = 2 warpgroups, tile 128 W rows (64 per warpgroup) x 128 tokens, BK = 64,
 // STAGES-deep ring. Persistent over tiles (grid-stride), so any grid size is correct.
 #include <cuda_fp16.h>
@@ -25,8 +26,14 @@
 #ifndef X_TMA
 #define X_TMA 1     // x tiles by TMA (a tensor map built on the device in Triton's global scratch)
 #endif
+#ifndef W_TMA
+#define W_TMA X_TMA // W tiles by TMA too (128B-swizzled rows) instead of 1-D bulk copies per row
+#endif
 #if X_TMA && !W_BULK
 #error "X_TMA needs W_BULK (one mbarrier per stage carries both)"
+#endif
+#if W_TMA && !X_TMA
+#error "W_TMA needs X_TMA"
 #endif
 #define BN 128      // W rows (output features) per CTA tile
 #define BM 128      // tokens per CTA tile (the wgmma N)
@@ -34,8 +41,12 @@
 #define STAGES 3
 #define GROUP_M 8
 #define XS_BYTES (BM * BK * 2)          // 16384, 128B-swizzled rows
-#define WROW 144                        // padded W row, bytes
-#define WS_BYTES (BN * WROW)            // 18432
+#if W_TMA
+#define WROW 128                        // 128B-swizzled W row (TMA), bytes
+#else
+#define WROW 144                        // padded W row (bulk copies / cp.async), bytes
+#endif
+#define WS_BYTES (BN * WROW)            // 16384 or 18432
 #define STAGE_BYTES (XS_BYTES + WS_BYTES)
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -74,12 +85,12 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, int 
                " [%0], [%1, {%2, %3}], [%4];\n"
                :: "r"(dst), "l"(tmap), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
-// Build the x tensor map (rank 2: K inner, rows outer; box 64 x 128 f16, 128B swizzle, zero fill
+// Build a tensor map of a (rows x K) f16 row-major matrix (rank 2: K inner, rows outer; box 64 x 128 f16, 128B swizzle, zero fill
 // out of bounds; CUtensorMap field semantics of PTX ISA 9.1 s9.7.9.27 tensormap.replace) in the
 // 128-byte shared staging buffer `smap` (zeroed by the caller), then copy it to the global
 // scratch slot `gmap` with the tensormap proxy release and acquire it for this thread's TMAs.
 // Called by the whole warp 0 (the .sync.aligned copy); lane 0 writes the fields.
-__device__ __forceinline__ void build_x_tmap(uint32_t smap, void* gmap, const void* base, int rows,
+__device__ __forceinline__ void build_tmap(uint32_t smap, void* gmap, const void* base, int rows,
                                              int K, int lane) {
   if (lane == 0) {
     asm volatile(
@@ -180,14 +191,21 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
 #if X_TMA
-  // this CTA's x tensor map, in its 128-byte slot of Triton's global scratch
+  // this CTA's tensor maps (x, then W with -DW_TMA), in its slot of Triton's global scratch
   void* xmap = (uint8_t*)global_scratch +
-               128 * ((int64_t)blockIdx.y * gridDim.x + blockIdx.x);
+               (W_TMA ? 256 : 128) * ((int64_t)blockIdx.y * gridDim.x + blockIdx.x);
+  void* wmap = (uint8_t*)xmap + 128;
   if (warp == 0) {
     const uint32_t smap = bars + 128;
     asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(smap + 4 * lane), "r"(0) : "memory");
+#if W_TMA
+    asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(smap + 128 + 4 * lane), "r"(0) : "memory");
+#endif
     __syncwarp();
-    build_x_tmap(smap, xmap, x, M, K, lane);
+    build_tmap(smap, xmap, x, M, K, lane);
+#if W_TMA
+    build_tmap(smap + 128, wmap, w, N, K, lane);
+#endif
   }
 #endif
   __syncthreads();
@@ -232,7 +250,15 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
 #if W_BULK
       if (warp == 0) {
         const uint32_t bar = bars + 8 * st;
-#if X_TMA
+#if W_TMA
+        // both boxes are always 128 x 64 f16 (rows past M / N and columns past K zero-filled,
+        // and counted)
+        if (lane == 0) {
+          mbar_expect_tx(bar, XS_BYTES + WS_BYTES);
+          tma_load_2d(xs, xmap, k0, m0, bar);
+          tma_load_2d(ws, wmap, k0, n0, bar);
+        }
+#elif X_TMA
         // the x box is always 128 x 64 f16 (rows past M and columns past K zero-filled: counted)
         if (lane == 0) {
           mbar_expect_tx(bar, BN * kvalid * 2 + XS_BYTES);
@@ -241,12 +267,14 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
 #else
         if (lane == 0) mbar_expect_tx(bar, BN * kvalid * 2);
 #endif
+#if !W_TMA
         __syncwarp();
 #pragma unroll
         for (int i = 0; i < BN / 32; ++i) {
           const int row = lane + 32 * i, n = min(n0 + row, N - 1);
           bulk_g2s(ws + row * WROW, w + (int64_t)n * K + k0, kvalid * 2, bar);
         }
+#endif
       }
 #else
 #pragma unroll
@@ -300,7 +328,8 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
       const int steps = min(BK, K - kt * BK) / 16;
       // A fragments of every k16 step: W from smem (ldmatrix), +-alpha from the bits, f16x2 add
       uint32_t a[4][4];
-      const uint32_t wrow = ws + (64 * wg + 16 * wi + (lane & 15)) * WROW + (lane >> 4) * 16;
+      const int arow = 64 * wg + 16 * wi + (lane & 15);   // this lane's ldmatrix row of W
+      const uint32_t wrow = ws + arow * WROW;
       // per k16 step: decode its A fragment, fence, issue its MMA; the decode of step j + 1
       // runs while the MMA of step j is in flight (distinct A registers per step; the fence
       // orders only this step's fresh registers, it does not wait for earlier MMAs)
@@ -310,7 +339,9 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
         // zero-filled, so the 4 MMAs run unconditionally (no branch between fence and MMA)
         const uint32_t keep = (j < steps) ? 0xFFFFFFFFu : 0u;
         uint32_t w0, w1, w2, w3;
-        ldmatrix_x4(wrow + j * 32, w0, w1, w2, w3);
+        // 16-byte chunk 2j + lane/16 of the row (128B swizzle: chunk ^ row % 8 under W_TMA)
+        const int ch = 2 * j + (lane >> 4);
+        ldmatrix_x4(wrow + ((W_TMA ? (ch ^ (arow & 7)) : ch) << 4), w0, w1, w2, w3);
         const uint32_t blo = (j < 2) ? bl0 : bl1, bhi = (j < 2) ? bh0 : bh1;
         const int p = 16 * (j & 1) + 2 * q;
         a[j][0] = hadd2_u32(w0, signed_alpha(blo, p, ah_lo)) & keep;
