@@ -217,8 +217,9 @@ def _cvta(m, ins, pc, exe, active):
     v = m.read(ins.operands[1], t, pc).astype(np.uint64)
     if "shared" in mods or "shared::cta" in mods:
         v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
-    elif "param" in mods:
-        pass  # kernel parameters live in the emulator's parameter window (async_copy)
+    elif "param" in mods:  # the .param state space <-> its generic window (async_copy)
+        w = np.uint64(_async_copy.PARAM_WINDOW)
+        v = v - w if "to" in mods else v + w
     elif not ({"global", "to"} & set(mods)):
         raise m.prog.unsupported(pc)
     m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
