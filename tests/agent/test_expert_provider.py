@@ -101,3 +101,15 @@ def test_campaigns_and_the_rest_service_know_the_expert_provider(tmp_path):
     prov = make_provider("expert", "", opts)
     assert isinstance(prov, ExpertProvider) and prov.cache_dir == tmp_path
     assert LoweringCreate(kernel="softmax", provider="expert").provider == "expert"
+
+
+@pytest.mark.slow
+def test_the_loop_emulates_a_candidate_with_its_own_global_scratch(ref_cache):
+    """The expert gemm builds its TMA descriptors in 512 B of global scratch per CTA while
+    Triton's baseline needs none: emulated with the baseline's size (0, a NULL pointer) it
+    faults at its first tensormap write; the loop must pass the candidate's own size."""
+    res = lower(kernels.get("gemm.fp8"), "sm_90a", ExpertProvider(),
+                LoopOptions(iterations=1, cache_dir=ref_cache))
+    rec = res.iterations[0]
+    assert rec.origin == "expert:gemm.fp8/sm_90a" and res.best_candidate.global_scratch_size == 512
+    assert rec.emulation["status"] == "ok", rec.emulation
