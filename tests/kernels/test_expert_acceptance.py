@@ -1,6 +1,6 @@
 """Issue 19's acceptance of each expert entry without a GPU: ptxas for its arch, 0 verifier errors,
 emulated correctness against the float64 reference at the verify size and at a second, larger
-size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator: slow."""
+size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator, bitdelta and conv2d 5-15 s: slow."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ from kernels.expert import find
 # entry -> the second, larger size (the PTX's constexprs bound it: softmax's BLOCK_N = 4096)
 LARGER = {"softmax": {"M": 300, "N": 4096},
           "gemm.fp8": {"M": 600, "N": 528, "K": 400},
-          "gemm_silu.fp8": {"M": 600, "N": 528, "K": 400}}
+          "gemm_silu.fp8": {"M": 600, "N": 528, "K": 400},
+          # two token tiles, four W-row tiles (the last partial), K of 5.5 stages
+          "bitdelta": {"M": 200, "N": 400, "K": 352},
+          "bitdelta_batched": {"B": 2, "MB": 150, "N": 304, "K": 416},
+          # partial row / column / channel-chunk / output-channel tiles, 8 tiles on 4 CTAs
+          "conv2d.fp16": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
+          "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160}}
 
 
 def _accept(kernel: str, arch: str = "sm_90a") -> None:
@@ -50,3 +56,23 @@ def test_gemm_fp8_sm90a_is_accepted():
 @pytest.mark.slow
 def test_gemm_silu_fp8_sm90a_is_accepted():
     _accept("gemm_silu.fp8")
+
+
+@pytest.mark.slow
+def test_bitdelta_sm90a_is_accepted():
+    _accept("bitdelta")
+
+
+@pytest.mark.slow
+def test_bitdelta_batched_sm90a_is_accepted():
+    _accept("bitdelta_batched")
+
+
+@pytest.mark.slow
+def test_conv2d_fp16_sm90a_is_accepted():
+    _accept("conv2d.fp16")
+
+
+@pytest.mark.slow
+def test_conv2d_fp8_sm90a_is_accepted():
+    _accept("conv2d.fp8")

@@ -7,6 +7,7 @@ feeding async-proxy readers) is covered by W5/TM8/AP1 for the proxy part; its WA
 from __future__ import annotations
 
 from verifier.analysis import Property
+from verifier.analysis.values import defs_uses
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import each_function, event_findings, is_cta_barrier, is_smem_read
@@ -80,17 +81,54 @@ class CpAsync(Property):
     def relevant(self, ins):
         return _cp_any(ins) or is_cta_barrier(ins) or is_smem_read(ins)
 
+    def relevant_index(self, i):
+        return self.relevant(self.cfg.instrs[i]) or bool(self._redefs(i))
+
+    def _redefs(self, i) -> frozenset:
+        """Register keys of cp.async destination bases that instruction ``i`` (re)defines.
+
+        A destination known only as "register + offset" names a new address once its register
+        is written again (the next trip of a loop computing ``dst = base + f(i)``): keys of that
+        register are dropped there, so two trips are not taken for the same destination."""
+        bases = self.__dict__.get("_bases")
+        if bases is None:
+            bases = set()
+            for k, ins in enumerate(self.cfg.instrs):
+                if _cp(ins) and ins.operands and ins.operands[0].kind == "address":
+                    b = ins.operands[0].base
+                    if b is not None and b.name:
+                        bases.add(self.cfg.reg_key(b.name, k))
+            self._bases = bases
+        if not bases:
+            return frozenset()
+        ins = self.cfg.instrs[i]
+        if _cp_any(ins):
+            return frozenset()
+        defs, _ = defs_uses(ins)
+        return frozenset(k for k in (self.cfg.reg_key(r.name, i) for d in defs
+                                     for r in d.registers()) if k in bases)
+
     def _key(self, d, i):
         if d is None or d.kind != "address":
             return None
         v = self.values.op_val(d, i)
         if v is not None:
             return v
-        return (self.cfg.reg_key(d.base.name, i) if d.base is not None and d.base.name else None,
-                d.value)
+        if d.base is None or not d.base.name:
+            return (None, d.value)
+        return ("reg", self.cfg.reg_key(d.base.name, i), d.value)
 
     def transfer(self, i, ins, fact, report):
         unc, landed, dsts, unwaited = fact
+        red = self._redefs(i)
+        if red:
+            def live(k):
+                return not (isinstance(k, tuple) and len(k) == 3 and k[0] == "reg" and k[1] in red)
+            dsts = frozenset(k for k in dsts if live(k))
+            unwaited = frozenset(k for k in unwaited if live(k))
+            fact = (unc, landed, dsts, unwaited)
+            if not (_cp_any(ins) or is_cta_barrier(ins) or is_smem_read(ins)):
+                return fact
         p = ins.parts
         if _cp(ins):
             key = self._key(ins.operands[0] if ins.operands else None, i)
