@@ -52,9 +52,10 @@ from verifier.findings import Finding, Note
 __all__ = ["PARAM_WINDOW", "TMAP_LAYOUT", "TensorMap", "bulk", "check_inval",
            "decode_tensor_map", "encode_tensor_map", "param_address", "triton_box"]
 
-#: generic addresses of kernel parameters (``mov.b64 %rd, param`` / ``cvta.param``): parameter
-#: ``i`` lives at ``PARAM_WINDOW + offset`` (64-byte aligned, declaration order); only TMA
-#: tensor-map operands read through it
+#: kernel parameters in the ``.param`` state space (``mov.b32 %r, param`` / ``mov.b64``) start at
+#: :data:`PARAM_BASE` (64-byte aligned, declaration order); ``cvta.param`` maps them to the
+#: generic window ``PARAM_WINDOW + param address``; only TMA tensor-map operands read through it
+PARAM_BASE = 0x1000
 PARAM_WINDOW = 0x7E00_0000_0000
 
 #: the emulator's CUtensorMap layout: field -> (byte offset, bytes per entry, entries)
@@ -235,21 +236,26 @@ def _param_offsets(launch) -> dict[str, int]:
 
 
 def param_address(launch, name: str) -> int:
-    """Generic address of kernel parameter ``name`` in the parameter window."""
-    return PARAM_WINDOW + _param_offsets(launch)[name]
+    """``.param`` state-space address of kernel parameter ``name``."""
+    return PARAM_BASE + _param_offsets(launch)[name]
 
 
 def _read_generic(m, addr: int, nbytes: int, pc: int) -> bytes:
     """``nbytes`` at a generic address: the parameter window or global memory."""
     if PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32):
-        off = addr - PARAM_WINDOW
-        for name, o in _param_offsets(m.launch).items():
-            raw = m.launch.params[name]
-            if o <= off and off + nbytes <= o + len(raw):
-                return raw[off - o:off - o + nbytes]
-        raise _Fault("fault", f"parameter-space read of {nbytes} B at +0x{off:x} outside every "
-                              f"parameter ({m.prog.where(pc)})")
+        return _read_param(m, addr - PARAM_WINDOW, nbytes, pc)
     return m.gmem.read(np.array([addr], np.uint64), nbytes).tobytes()
+
+
+def _read_param(m, paddr: int, nbytes: int, pc: int) -> bytes:
+    """``nbytes`` at ``.param`` state-space address ``paddr``."""
+    off = paddr - PARAM_BASE
+    for name, o in _param_offsets(m.launch).items():
+        raw = m.launch.params[name]
+        if o <= off and off + nbytes <= o + len(raw):
+            return raw[off - o:off - o + nbytes]
+    raise _Fault("fault", f"parameter-space read of {nbytes} B at 0x{paddr:x} outside every "
+                              f"parameter ({m.prog.where(pc)})")
 
 
 # ----------------------------------------------------------------------------- state
@@ -454,7 +460,12 @@ def _load_box(m, tm: TensorMap, coords: list[int], pc: int) -> np.ndarray:
 def _tmap_operand(m, op, ln: int, pc: int) -> tuple[TensorMap, list[int]]:
     """(tensor map, coordinates) of a ``[tmap, {c0, ...}]`` operand for lane ``ln``."""
     addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
-    tm = decode_tensor_map(_read_generic(m, addr, 128, pc), m.prog.where(pc))
+    if op.base is not None and op.base.kind == "symbol" and (
+            op.base.name or op.base.text) in m.launch.params:
+        raw = _read_param(m, addr, 128, pc)  # [param, {..}]: a .param state-space address
+    else:
+        raw = _read_generic(m, addr, 128, pc)
+    tm = decode_tensor_map(raw, m.prog.where(pc))
     vec = op.elems[0] if op.elems else None
     if vec is None:
         raise m.prog.unsupported(pc, "tensor copy without coordinates")

@@ -114,37 +114,3 @@ def _clc(m, ins, pc, exe, active):
             return None
     raise m.prog.unsupported(pc)
 
-
-@handler("bra", "brx")
-def _brx(m, ins, pc, exe, active):
-    """``brx.idx{.uni} index, tlist`` (PTX ISA 9.1 ``brx.idx``): each lane branches to entry
-    ``index`` of the ``tlist: .branchtargets L0, L1, ...;`` list; an index outside the list is
-    undefined behaviour in the ISA: a ``fault``. ``bra`` goes to :mod:`emulator.ops`."""
-    if ins.base == "bra":
-        return _ops._bra(m, ins, pc, exe, active)
-    mods = m._types[pc][0]
-    ops = ins.operands
-    if "idx" not in mods or len(ops) < 2:
-        raise m.prog.unsupported(pc)
-    tl = ops[1].name or ops[1].text
-    targets = m.prog.branchtargets.get(tl)
-    if targets is None:
-        raise m.prog.unsupported(pc, f"'{ins.opcode}' to '{tl}', which is not a "
-                                     f".branchtargets list of this function")
-    env = m.prog.envs[pc]
-    dests = []
-    for t in targets:
-        d = env.label(t)
-        if d is None:
-            raise m.prog.unsupported(pc, f"branch target '{t}' of '{tl}' is not a label")
-        dests.append(d)
-    idx = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
-    lanes = np.flatnonzero(exe)
-    if lanes.size and (idx[lanes] >= len(dests)).any():
-        bad = int(idx[lanes][idx[lanes] >= len(dests)][0])
-        raise _Fault("fault", f"'{ins.opcode}' index {bad} outside the {len(dests)} targets of "
-                              f"'{tl}' (undefined in the ISA) ({m.prog.where(pc)})")
-    table = np.array(dests, np.int64)
-    m.pc[lanes] = table[idx[lanes]]
-    m.pc[active & ~exe] = pc + 1
-    return True

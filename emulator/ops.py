@@ -217,13 +217,9 @@ def _cvta(m, ins, pc, exe, active):
     v = m.read(ins.operands[1], t, pc).astype(np.uint64)
     if "shared" in mods or "shared::cta" in mods:
         v = v - np.uint64(0x7F00_0000_0000) if "to" in mods else v + np.uint64(0x7F00_0000_0000)
-    elif "param" in mods:
-        # kernel parameters live in the emulator's parameter window (async_copy); a param-space
-        # address taken with a 32-bit 'mov.b32 %r, param' keeps only the offset (the window's
-        # low 32 bits are 0), which cvta.param turns back into the generic address
-        if "to" not in mods:
-            win = np.uint64(_async_copy.PARAM_WINDOW)
-            v = np.where(v < np.uint64(1 << 32), v + win, v)
+    elif "param" in mods:  # the .param state space <-> its generic window (async_copy)
+        w = np.uint64(_async_copy.PARAM_WINDOW)
+        v = v - w if "to" in mods else v + w
     elif not ({"global", "to"} & set(mods)):
         raise m.prog.unsupported(pc)
     m.write(ins.operands[0], v.astype(NP[t]), exe, pc)
@@ -782,12 +778,41 @@ def _cvt(m, ins, pc, exe, active):
 @handler("bra", "brx")
 def _bra(m, ins, pc, exe, active):
     tgt = ins.operands[0]
-    if ins.base == "brx" or tgt.kind != "label":
+    if ins.base == "brx":
+        return _brx(m, ins, pc, exe, active)
+    if tgt.kind != "label":
         raise m.prog.unsupported(pc)
     dest = m.prog.envs[pc].label(tgt.name or tgt.text)
     if dest is None:
         raise m.prog.unsupported(pc, f"branch to unknown label '{tgt.text}'")
     m.pc[exe] = dest
+    m.pc[active & ~exe] = pc + 1
+    return True
+
+
+def _brx(m, ins, pc, exe, active):
+    """``brx.idx{.uni} index, tlist``: each lane jumps to entry ``index`` of the
+    ``.branchtargets`` list ``tlist`` (PTX ISA 9.1 §9.7.12.3; an index outside the list is
+    undefined behaviour: a fault here)."""
+    if len(ins.operands) < 2 or ins.operands[1].kind != "label":
+        raise m.prog.unsupported(pc)
+    name = ins.operands[1].name or ins.operands[1].text
+    labels = m.prog.branch_targets.get(name)
+    if labels is None:
+        raise m.prog.unsupported(pc, f"brx.idx to '{name}', which is no .branchtargets list")
+    dests = []
+    for lb in labels:
+        d = m.prog.envs[pc].label(lb)
+        if d is None:
+            raise m.prog.unsupported(pc, f"branch target '{lb}' is no label")
+        dests.append(d)
+    idx = np.broadcast_to(m.read(ins.operands[0], "u32", pc), (m.N,)).astype(np.int64)
+    bad = exe & (idx >= len(dests))
+    if bad.any():
+        raise _Fault("fault", f"brx.idx index {int(idx[bad][0])} outside the {len(dests)} "
+                              f"targets of '{name}' ({m.prog.where(pc)})")
+    table = np.array(dests, np.int64)
+    m.pc[exe] = table[idx[exe]]
     m.pc[active & ~exe] = pc + 1
     return True
 

@@ -164,8 +164,6 @@ class Program:
         static_shared: bytes of sized shared variables.
         local_vars: ``.local`` variable name -> (offset, size) in per-thread local memory.
         local_bytes: per-thread local memory size.
-        branchtargets: ``lbl: .branchtargets L0, L1, ...;`` label -> its target labels (for
-            ``brx.idx``).
     """
 
     module: Module
@@ -174,11 +172,12 @@ class Program:
     insts: list[Instruction] = field(default_factory=list)
     envs: list[_Env] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)
+    #: ``lbl: .branchtargets L0, L1, ...`` -> the target labels (``brx.idx`` tables)
+    branch_targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shared_vars: dict[str, tuple[int, int | None]] = field(default_factory=dict)
     static_shared: int = 0
     local_vars: dict[str, tuple[int, int]] = field(default_factory=dict)
     local_bytes: int = 0
-    branchtargets: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def where(self, pc: int) -> str:
         """``file:line:col`` of instruction ``pc``."""
@@ -280,13 +279,13 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 else:
                     raise EmulationUnsupported(f"'.{st.space}' variable in a function body",
                                                fname, st.line, st.col)
+            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
+                prog.branch_targets[st.label] = tuple(st.args)
             elif isinstance(st, Label):
                 env.labels[st.name] = len(prog.insts)
                 prog.labels.setdefault(st.name, len(prog.insts))
             elif isinstance(st, Scope):
                 walk(st, env)
-            elif isinstance(st, Directive) and st.name == "branchtargets" and st.label:
-                prog.branchtargets[st.label] = tuple(st.args)
             elif isinstance(st, Instruction):
                 ins = _rewrite(st, env.alias, prog.local_vars)
                 if ins.base == "call":

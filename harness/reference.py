@@ -210,7 +210,7 @@ def compile_reference(spec: KernelSpec, arch: str, config: Config, *,
     fn = spec.source.load(cache_dir)
     spec.check_function(fn)
     constexprs = spec.constexprs(config, "bench")
-    src = ASTSource(fn=fn, signature=spec.signature(), constexprs=constexprs, attrs=spec.attrs())
+    src = ASTSource(fn=fn, signature=spec.signature(config, "bench"), constexprs=constexprs, attrs=spec.attrs())
     t0 = time.perf_counter()
     try:
         ck = triton.compile(src, target=GPUTarget("cuda", cap, 32), options=options)

@@ -222,3 +222,59 @@ def test_fast_entry_emulates_ok_on_the_36_fixture(name):
     res = run_kernel(text, spec, "sm_90a", global_scratch_size=4096, time_limit_s=60)
     assert res.status == "ok" and res.ok, (res.message, res.findings)
     assert not [f for f in res.findings if f.severity == "error"]
+
+
+def test_descriptor_address_taken_as_a_32_bit_param_address():
+    # Triton 3.9: mov.b32 of the parameter, cvt to 64 bits, cvta.param to a generic address
+    text = LOAD.replace("mov.b64 %rd5, tmap;", "mov.b32 %r21, tmap;\ncvt.u64.u32 %rd5, %r21;")
+    assert text != LOAD
+    gmem = GlobalMemory()
+    a = np.arange(ROWS * COLS, dtype=np.uint32) + 1000
+    src = gmem.add("a", a)
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(src), "out": out.to_bytes(8, "little")})
+    res = run_launch(text.format(tx=1024, wait=WAIT, extra="",
+                                 init_fence="fence.proxy.async.shared::cta;"),
+                     launch, gmem, filename="tma.ptx")
+    assert res.status == "ok" and res.findings == []
+    box = np.zeros((BOX_ROWS, COLS), np.uint32)
+    box[:ROWS] = a.reshape(ROWS, COLS)
+    assert np.array_equal(gmem.buffer("out"), _swizzle128(box.view(np.uint8).reshape(-1)))
+
+
+BRX = """.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.reqntid 64
+{
+.reg .pred %p<2>;
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+shr.u32 %r2, %r1, 5;
+$L_tab: .branchtargets $L_a, $L_b;
+brx.idx %r2, $L_tab;
+$L_a:
+mov.u32 %r3, 10;
+bra.uni $L_end;
+$L_b:
+mov.u32 %r3, 20;
+$L_end:
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r3;
+ret;
+}
+"""
+
+
+def test_brx_idx_jumps_through_its_branchtargets_per_warp():
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(64, np.uint32))
+    res = run_launch(BRX, Launch(grid=(1, 1, 1), threads=64,
+                                 params={"out": out.to_bytes(8, "little")}), gmem)
+    assert res.status == "ok"
+    assert gmem.buffer("out").view(np.uint32).tolist() == [10] * 32 + [20] * 32
