@@ -436,7 +436,7 @@ def _fence(m, ins, pc, exe, active):
     parts = ins.parts[1:]
     if "mbarrier_init" in parts:
         release_fence(m, exe, init_only=True)
-        return None
+        return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
     if ("acq_rel" in parts or "sc" in parts) and any(
             s in parts for s in ("cluster", "gpu", "sys")):
         release_fence(m, exe, init_only=False)

@@ -25,8 +25,10 @@ of lane ``32 p + r % 32``, in every partition ``p``; copies that differ between 
 MMA is reported unsupported). UE8M0 ``0xFF`` and UE4M3 NaN scales give NaN.
 
 ``tcgen05.cp.cta_group::1.<shape>`` [taddr], sdesc (PTX ISA 9.1, 'tcgen05.cp'): the source is a
-K-major, non-swizzled shared-memory matrix described like an MMA operand (core matrices of 8 rows
-x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups); each row of the
+K-major shared-memory matrix described like an MMA operand (no swizzle: core matrices of 8 rows
+x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups; 32/64/128-byte
+swizzle: rows of the swizzle width with its 16-byte chunk XOR, SBO between 8-row groups, a
+descriptor advanced by bytes along K as for the MMA); each row of the
 shape's ``rows x bits`` block is written to one TMEM lane as consecutive 32-bit columns. Shapes:
 ``.128x256b``, ``.128x128b`` (lanes ``l0 .. l0+127``), ``.4x256b`` (4 lanes), ``.64x128b`` with
 ``.warpx2::02_13`` (rows to lanes 0-31 of partitions 0 and 2, duplicated into 1 and 3) or
@@ -242,13 +244,10 @@ def _tc_cp(m, ins, pc, exe, mods):
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
     for ln in np.flatnonzero(exe):
-        d = int(sdesc[ln])
-        if (d >> 61) & 7:
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a swizzled source")
-        start, lbo, sbo, _ = _ops._desc_fields(_ops._desc100(d))
-        r = np.arange(rows)[:, None]
-        kb = np.arange(rb)[None, :]
-        idx = start + (r // 8) * sbo + (r % 8) * 16 + (kb // 16) * lbo + kb % 16
+        try:  # the source is laid out like a K-major MMA operand (any swizzle)
+            idx = _ops._kmajor_bytes(_ops._desc100(int(sdesc[ln])), rows, rb)
+        except ValueError as e:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
         if (idx < 0).any() or (idx >= m.smem_bytes).any():
             raise _Fault("fault", f"tcgen05.cp source outside shared memory "
                                   f"({m.prog.where(pc)})")
