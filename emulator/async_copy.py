@@ -465,6 +465,14 @@ def _tmap_operand(m, op, ln: int, pc: int) -> tuple[TensorMap, list[int]]:
         raw = _read_param(m, addr, 128, pc)  # [param, {..}]: a .param state-space address
     else:
         raw = _read_generic(m, addr, 128, pc)
+        if not PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32) and m.ntr and ln < m.ntr \
+                and m._gshadow is not None:
+            # a descriptor in global memory (tensormap.cp_fenceproxy, or a generic store) read
+            # by the copy: ordered after its writer only by a barrier or a release/acquire
+            a = np.array([addr], np.uint64)
+            reg, off = m.gmem.translate(a, 128)
+            gidx = (m._gstarts[reg] + off)[:, None] + np.arange(128)
+            m._hb_check(m._gshadow, "global", np.array([ln]), gidx, pc, None, "plain")
     tm = decode_tensor_map(raw, m.prog.where(pc))
     vec = op.elems[0] if op.elems else None
     if vec is None:
