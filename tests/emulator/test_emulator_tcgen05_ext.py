@@ -163,7 +163,7 @@ def _sval(raw: np.ndarray, ue8m0: bool) -> np.ndarray:
 
 
 def _run(kind: str, ue8m0: bool = True, seed: int = 0, vec: str | None = None,
-         break_dup: bool = False):
+         break_dup: bool = False, no_wait_st: bool = False):
     sv, R, n_mma, kper, fp4 = _KINDS[kind]
     rng = np.random.default_rng(seed)
     if fp4:
@@ -187,6 +187,8 @@ def _run(kind: str, ue8m0: bool = True, seed: int = 0, vec: str | None = None,
     addrs = [gmem.add("img", img), gmem.add("sa", sa_thr.reshape(-1)), gmem.add("sb", sb_thr),
              gmem.add("out", np.zeros(128 * N, np.float32))]
     ptx = _ptx(kind, vec or sv, R, n_mma, [_idesc(kind, i, ue8m0) for i in range(n_mma)])
+    if no_wait_st:
+        ptx = ptx.replace("tcgen05.wait::st.sync.aligned;", "", 1)
     launch = Launch(grid=(1, 1, 1), threads=128, arch="sm_100a",
                     params={n: a.to_bytes(8, "little") for n, a in
                             zip(("img", "sa", "sb", "out"), addrs)})
@@ -214,6 +216,14 @@ def test_block_scaled_mma_matches_numpy(kind, ue8m0):
 def test_scales_not_duplicated_to_every_lane_partition_is_a_fault():
     res, _, _ = _run("mxf8f6f4", break_dup=True)
     assert res.status == "fault" and "duplicated" in res.message
+
+
+def test_scales_read_before_their_tcgen05_wait_st_is_a_tmem_race():
+    # the values still match (stores complete at issue here): only the ordering is wrong
+    res, got, want = _run("mxf8f6f4", no_wait_st=True)
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert races and "tensor memory" in races[0].message
+    assert "tcgen05.wait::st" in races[0].message
 
 
 def test_invalid_scale_vec_for_the_kind_is_a_fault():
