@@ -606,8 +606,8 @@ def bulk(m, ins, pc, exe, active):
         from emulator import cluster as _cluster  # TMA multicast into the cluster's CTAs
         _cluster.tma_multicast(m, ins, pc, exe)
         return None
-    if "multicast::cluster" in mods or "im2col" in mods or any(
-            x.startswith("im2col") or x.startswith("cta_group") for x in mods):
+    if "multicast::cluster" in mods or "cta_group::2" in mods or any(
+            x.startswith("im2col") for x in mods):
         raise m.prog.unsupported(pc)
     spaces = [x for x in mods if x in ("global", "shared::cluster", "shared::cta", "shared")]
     if len(spaces) < 2:

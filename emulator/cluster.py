@@ -518,9 +518,8 @@ def tma_multicast(m, ins, pc, exe) -> None:
     from emulator import async_copy as _ac
 
     mods = m._types[pc][0]
-    if "mbarrier::complete_tx::bytes" not in mods or any(x.startswith("im2col") or
-                                                         x.startswith("cta_group")
-                                                         for x in mods):
+    if "mbarrier::complete_tx::bytes" not in mods or "cta_group::2" in mods or any(
+            x.startswith("im2col") for x in mods):
         raise m.prog.unsupported(pc)
     ops = ins.operands
     if len(ops) < 4:

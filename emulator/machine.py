@@ -783,7 +783,8 @@ class Machine:
         # without the fence (PTX ISA 9.1 §8.6); a warning for cp.async-fed operands, which
         # Triton 3.6 emits without it (the verifier keeps the same policy warning)
         self.findings[key] = Finding(
-            rule="HB4", severity="warning" if i1.base == "cp" else "error", file=self.prog.filename, line=i2.line, col=i2.col,
+            rule="HB4", severity="warning" if i1.base == "cp" else "error",
+            file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
                      f"{self._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
                      f"without a 'fence.proxy.async' after the write"),
