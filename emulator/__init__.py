@@ -77,12 +77,13 @@ with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register 
 TMA tile loads/stores/reductions (1-5D, swizzle none/32/64/128 B, OOB fill), bulk copies and
 reductions, bulk groups, ``tensormap.replace``/``cp_fenceproxy`` and host tensor-descriptor
 parameters (:mod:`emulator.async_copy`; kernel parameters have ``.param`` addresses and a
-generic window for ``cvta.param``); TMA ``.multicast::cluster`` loads, clusters
+generic window for ``cvta.param``), ``brx.idx`` through ``.branchtargets``; TMA
+``.multicast::cluster`` loads, clusters
 (:mod:`emulator.cluster`); block-scaled ``tcgen05.mma`` (``kind::mxf8f6f4`` E4M3/E5M2,
 ``kind::mxf4``, ``kind::mxf4nvf4``; UE8M0/UE4M3 scales from TMEM), ``tcgen05.cp`` (no
 decompression), ``tcgen05.shift``, multicast ``tcgen05.commit`` (:mod:`emulator.tcgen05_ext`);
 ``setmaxnreg`` count rules, ``griddepcontrol``, ``clusterlaunchcontrol`` (a cancel that never
-succeeds), ``brx.idx`` (:mod:`emulator.ops`); ``call`` of a ``.func`` with ``.param``
+succeeds) (:mod:`emulator.misc_ext`); ``call`` of a ``.func`` with ``.param``
 arguments, inlined per call site (recursion refused) (:mod:`emulator.program`). Not yet
 modelled (reported as unsupported): TMA im2col, ``cta_group::2``, ``.b128`` registers, the
 sub-byte operand types of ``kind::mxf8f6f4``, an MN-major (transposed) smem A of wgmma.

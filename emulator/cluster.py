@@ -436,7 +436,7 @@ def _fence(m, ins, pc, exe, active):
     parts = ins.parts[1:]
     if "mbarrier_init" in parts:
         release_fence(m, exe, init_only=True)
-        return None
+        return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
     if ("acq_rel" in parts or "sc" in parts) and any(
             s in parts for s in ("cluster", "gpu", "sys")):
         release_fence(m, exe, init_only=False)
@@ -518,9 +518,8 @@ def tma_multicast(m, ins, pc, exe) -> None:
     from emulator import async_copy as _ac
 
     mods = m._types[pc][0]
-    if "mbarrier::complete_tx::bytes" not in mods or any(x.startswith("im2col") or
-                                                         x.startswith("cta_group")
-                                                         for x in mods):
+    if "mbarrier::complete_tx::bytes" not in mods or "cta_group::2" in mods or any(
+            x.startswith("im2col") for x in mods):
         raise m.prog.unsupported(pc)
     ops = ins.operands
     if len(ops) < 4:

@@ -113,3 +113,4 @@ def _clc(m, ins, pc, exe, active):
                                       f"try_cancel never succeeds) ({m.prog.where(pc)})")
             return None
     raise m.prog.unsupported(pc)
+

@@ -25,8 +25,10 @@ of lane ``32 p + r % 32``, in every partition ``p``; copies that differ between 
 MMA is reported unsupported). UE8M0 ``0xFF`` and UE4M3 NaN scales give NaN.
 
 ``tcgen05.cp.cta_group::1.<shape>`` [taddr], sdesc (PTX ISA 9.1, 'tcgen05.cp'): the source is a
-K-major, non-swizzled shared-memory matrix described like an MMA operand (core matrices of 8 rows
-x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups); each row of the
+K-major shared-memory matrix described like an MMA operand (no swizzle: core matrices of 8 rows
+x 16 bytes, LBO between the 16-byte column chunks, SBO between 8-row groups; 32/64/128-byte
+swizzle: rows of the swizzle width with its 16-byte chunk XOR, SBO between 8-row groups, a
+descriptor advanced by bytes along K as for the MMA); each row of the
 shape's ``rows x bits`` block is written to one TMEM lane as consecutive 32-bit columns. Shapes:
 ``.128x256b``, ``.128x128b`` (lanes ``l0 .. l0+127``), ``.4x256b`` (4 lanes), ``.64x128b`` with
 ``.warpx2::02_13`` (rows to lanes 0-31 of partitions 0 and 2, duplicated into 1 and 3) or
@@ -188,6 +190,8 @@ def _mx_mma(m, ins, pc, exe, mods):
         B = decode_e2m1(rb) if dec_b == "e2m1" else (_E4M3 if dec_b == "e4m3" else _E5M2)[rb]
         _ops._async_read(m, int(ln), c * S + aidx, pc)
         _ops._async_read(m, int(ln), c * S + bidx, pc)
+        _scale_read_check(m, int(ln), c, int(sfa[ln]), Mv, pc)
+        _scale_read_check(m, int(ln), c, int(sfb[ln]), Nv, pc)
         sa = scale_values(_scale_block(m, c, int(sfa[ln]), Mv, sfa_id, nblk, pc, "A"), ue8m0)
         sb = scale_values(_scale_block(m, c, int(sfb[ln]), Nv, sfb_id, nblk, pc, "B"), ue8m0)
         A = A * np.repeat(sa, blk, axis=1) * (-1.0 if neg_a else 1.0)
@@ -242,13 +246,10 @@ def _tc_cp(m, ins, pc, exe, mods):
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
     for ln in np.flatnonzero(exe):
-        d = int(sdesc[ln])
-        if (d >> 61) & 7:
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a swizzled source")
-        start, lbo, sbo, _ = _ops._desc_fields(_ops._desc100(d))
-        r = np.arange(rows)[:, None]
-        kb = np.arange(rb)[None, :]
-        idx = start + (r // 8) * sbo + (r % 8) * 16 + (kb // 16) * lbo + kb % 16
+        try:  # the source is laid out like a K-major MMA operand (any swizzle)
+            idx = _ops._kmajor_bytes(_ops._desc100(int(sdesc[ln])), rows, rb)
+        except ValueError as e:
+            raise m.prog.unsupported(pc, f"'{ins.opcode}' descriptor ({e})") from None
         if (idx < 0).any() or (idx >= m.smem_bytes).any():
             raise _Fault("fault", f"tcgen05.cp source outside shared memory "
                                   f"({m.prog.where(pc)})")
@@ -316,12 +317,165 @@ def _tcgen05(m, ins, pc, exe, active):
     op = mods[0]
     if "cta_group::2" in mods:
         raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
-    if op == "mma" and "block_scale" in mods:
-        return _mx_mma(m, ins, pc, exe, mods)
+    if op == "mma":
+        out = (_mx_mma(m, ins, pc, exe, mods) if "block_scale" in mods else
+               _ops._tcgen05(m, ins, pc, exe, active))
+        _tmem_mma_overwrites(m, ins, pc, exe)
+        return out
     if op == "cp":
         return _tc_cp(m, ins, pc, exe, mods)
     if op == "shift":
         return _tc_shift(m, ins, pc, exe, mods)
     if op == "commit" and "multicast::cluster" in mods:
         return _tc_commit_multicast(m, ins, pc, exe, mods)
-    return _ops._tcgen05(m, ins, pc, exe, active)
+    if op == "ld" and m.ntr:
+        _tmem_track(m, ins, pc, exe, mods, "ld")  # check before the values are read
+    out = _ops._tcgen05(m, ins, pc, exe, active)
+    if op in ("st", "wait::st") and m.ntr:
+        _tmem_track(m, ins, pc, exe, mods, op)
+    return out
+
+
+# ------------------------------------------------------------------ TMEM: tcgen05.st -> readers
+class _TmemShadow:
+    """Happens-before records of TMEM cells written by ``tcgen05.st`` (shape ``32x32b``): the
+    writing thread, whether its ``tcgen05.wait::st`` has completed the store yet, and the
+    writer's clock at that wait (PTX ISA 9.1 ``tcgen05.wait``: a ``tcgen05.st`` is asynchronous;
+    only after ``tcgen05.wait::st`` may other threads, ordered after the waiter, use the data).
+    Readers checked: the scale factors of a block-scaled MMA and ``tcgen05.ld`` (``32x32b``).
+    An MMA's accumulator write clears the records of its columns; its own ordering, and that of
+    ``tcgen05.cp``, are not tracked here."""
+
+    def __init__(self, ncta: int):
+        self.w_lane = np.full((ncta, 128, 512), -1, np.int64)
+        self.w_clk = np.zeros((ncta, 128, 512), np.int32)
+        self.pending = np.zeros((ncta, 128, 512), np.bool_)
+
+
+def _tsh(m) -> _TmemShadow | None:
+    if not m.ntr:
+        return None
+    sh = getattr(m, "_tmem_sh", None)
+    if sh is None or m._tmem_sh_batch is not m.batch_ids:
+        sh = _TmemShadow(m.shared.shape[0])
+        m._tmem_sh, m._tmem_sh_batch = sh, m.batch_ids
+    return sh
+
+
+def _ldst_cells(m, ins, pc, exe, mods):
+    """(lanes, cta, rows (k,), cols (k, n)) of a ``32x32b`` tcgen05.ld/st, or None."""
+    if "32x32b" not in mods:
+        return None
+    num = next((int(x[1:]) for x in mods if x.startswith("x") and x[1:].isdigit()), None)
+    aop = next((o for o in ins.operands if o.kind == "address"), None)
+    if num is None or aop is None:
+        return None
+    taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
+                            aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
+        np.int64) + int(aop.value or 0)
+    lanes = np.flatnonzero(exe)
+    lanes = lanes[lanes < m.ntr]
+    if not lanes.size:
+        return None
+    rows = ((taddr[lanes] >> 16) & 0xFFFF) + m.laneid[lanes]
+    cols = (taddr[lanes] & 0xFFFF)[:, None] + np.arange(num)[None, :]
+    if (rows > 127).any() or (cols > 511).any():
+        return None  # the access itself faults in ops
+    return lanes, m.cta_local[lanes], rows, cols
+
+
+def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
+    """HB1 on tensor memory: ``lanes`` read cells (cta, rows, cols) written by a tcgen05.st that
+    is not complete (no ``tcgen05.wait::st`` yet) or not ordered before the read."""
+    T = m.T
+    for i, ln in enumerate(lanes):
+        c, r = int(cta[i]), rows[i]
+        cc = cols[i]
+        wl = sh.w_lane[c, r, cc]
+        g = int(m.glane[ln])
+        other = (wl >= 0) & (wl != g)
+        if not other.any():
+            continue
+        wl_o = wl[other]
+        pend = sh.pending[c, r, cc][other]
+        wcta = wl_o // T
+        col = m.rk_of[wcta] * (T + 3) + wl_o % T
+        late = pend | (sh.w_clk[c, r, cc][other] > m.vc[ln, col])
+        if late.any():
+            j = int(np.flatnonzero(late)[0])
+            w = int(wl_o[j])
+            key = ("HB1", "tmem", pc)
+            if key in m.findings:
+                return
+            from verifier.findings import Finding, Note
+            ins = m.prog.insts[pc]
+            why = ("its 'tcgen05.wait::st' has not completed the store" if pend[j] else
+                   "the writer's 'tcgen05.wait::st' is not ordered before this read")
+            m.findings[key] = Finding(
+                rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+                message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} reads "
+                         f"TMEM written by 'tcgen05.st' of {m._who(w)}: {why}"),
+                notes=[Note(message="missing synchronisation: 'tcgen05.wait::st' by the writer "
+                                    "after its tcgen05.st, then tcgen05.fence::before_thread_sync"
+                                    " + a barrier + tcgen05.fence::after_thread_sync")])
+            return
+
+
+def _tmem_track(m, ins, pc, exe, mods, op) -> None:
+    """Record tcgen05.st cells / complete them at wait::st / check tcgen05.ld reads."""
+    sh = _tsh(m)
+    if sh is None:
+        return
+    if op == "wait::st":
+        lanes = np.flatnonzero(exe)
+        lanes = lanes[lanes < m.ntr]
+        for ln in lanes:
+            c = int(m.cta_local[ln])
+            mine = sh.pending[c] & (sh.w_lane[c] == int(m.glane[ln]))
+            if mine.any():
+                sh.pending[c][mine] = False
+                sh.w_clk[c][mine] = m.vc[ln, m.vcol[ln]]
+        if lanes.size:
+            m._tick(lanes)
+        return
+    cells = _ldst_cells(m, ins, pc, exe, mods)
+    if cells is None:
+        return
+    lanes, cta, rows, cols = cells
+    if op == "st":
+        R = np.broadcast_to(rows[:, None], cols.shape)
+        C3 = np.broadcast_to(cta[:, None], cols.shape)
+        sh.w_lane[C3, R, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
+        sh.pending[C3, R, cols] = True
+    else:
+        _tmem_read_check(m, sh, lanes, cta, rows, cols, pc)
+
+
+def _scale_read_check(m, ln: int, c: int, taddr: int, rows: int, pc: int) -> None:
+    """The block-scaled MMA issuer ``ln`` reads the scale cells of ``rows`` rows at ``taddr``
+    (all four lane partitions, the columns of :func:`_scale_block`)."""
+    sh = _tsh(m)
+    if sh is None or ln >= m.ntr:
+        return
+    col0 = taddr & 0xFFFF
+    ncols = -(-rows // 32)
+    r = np.arange(128)
+    cols = col0 + np.arange(ncols)
+    _tmem_read_check(m, sh, np.full(128, ln), np.full(128, c), r,
+                     np.broadcast_to(cols[None, :], (128, ncols)), pc)
+
+
+def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
+    """An MMA overwrites its accumulator columns: earlier tcgen05.st records there no longer
+    describe the data (the MMA's own ordering is its commit's)."""
+    sh = getattr(m, "_tmem_sh", None)
+    if sh is None or m._tmem_sh_batch is not m.batch_ids:
+        return
+    d = np.broadcast_to(m.address(ins.operands[0], pc), (m.N,))
+    idv = np.broadcast_to(m.read(ins.operands[3], "u32", pc), (m.N,))
+    for ln in np.flatnonzero(exe):
+        c = int(m.cta_local[ln])
+        col0 = int(d[ln]) & 0xFFFF
+        n = ((int(idv[ln]) >> 17) & 0x3F) << 3
+        sh.w_lane[c, :, col0:col0 + n] = -1
+        sh.pending[c, :, col0:col0 + n] = False

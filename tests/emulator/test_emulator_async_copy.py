@@ -283,12 +283,8 @@ def test_brx_idx_jumps_through_its_branchtargets_per_warp():
 
 
 #: fast fixtures the emulator cannot run yet, and why (strict: they flip when the feature lands)
-_NOT_YET = {
-    "fast.gemm_cluster_sm_90a": "num_ctas=2 clusters (emu-cluster): wrong output without them",
-    "fast.gemm_cluster_sm_100a": "num_ctas=2 clusters (emu-cluster): wrong output without them",
-    "fast.gemm_mxfp8_sm_100a": "tcgen05.mma block_scale kinds are not modelled",
-    "fast.gemm_mxfp4_sm_100a": "tcgen05.mma block_scale kinds are not modelled",
-}
+_NOT_YET: dict[str, str] = {}  # clusters and block_scale MMA landed (emulator/cluster.py,
+#                                 emulator/tcgen05_ext.py): every fixture runs
 
 
 def _fixture_params():

@@ -163,7 +163,7 @@ def _sval(raw: np.ndarray, ue8m0: bool) -> np.ndarray:
 
 
 def _run(kind: str, ue8m0: bool = True, seed: int = 0, vec: str | None = None,
-         break_dup: bool = False):
+         break_dup: bool = False, no_wait_st: bool = False):
     sv, R, n_mma, kper, fp4 = _KINDS[kind]
     rng = np.random.default_rng(seed)
     if fp4:
@@ -187,6 +187,8 @@ def _run(kind: str, ue8m0: bool = True, seed: int = 0, vec: str | None = None,
     addrs = [gmem.add("img", img), gmem.add("sa", sa_thr.reshape(-1)), gmem.add("sb", sb_thr),
              gmem.add("out", np.zeros(128 * N, np.float32))]
     ptx = _ptx(kind, vec or sv, R, n_mma, [_idesc(kind, i, ue8m0) for i in range(n_mma)])
+    if no_wait_st:
+        ptx = ptx.replace("tcgen05.wait::st.sync.aligned;", "", 1)
     launch = Launch(grid=(1, 1, 1), threads=128, arch="sm_100a",
                     params={n: a.to_bytes(8, "little") for n, a in
                             zip(("img", "sa", "sb", "out"), addrs)})
@@ -216,6 +218,14 @@ def test_scales_not_duplicated_to_every_lane_partition_is_a_fault():
     assert res.status == "fault" and "duplicated" in res.message
 
 
+def test_scales_read_before_their_tcgen05_wait_st_is_a_tmem_race():
+    # the values still match (stores complete at issue here): only the ordering is wrong
+    res, got, want = _run("mxf8f6f4", no_wait_st=True)
+    races = [f for f in res.findings if f.rule == "HB1"]
+    assert races and "tensor memory" in races[0].message
+    assert "tcgen05.wait::st" in races[0].message
+
+
 def test_invalid_scale_vec_for_the_kind_is_a_fault():
     res, _, _ = _run("mxf8f6f4", vec="2X")
     assert res.status == "fault" and "scale_vec" in res.message
@@ -230,7 +240,7 @@ CP = """.version 8.7
 .reg .pred %p<8>;
 .reg .b32 %r<80>;
 .reg .b64 %rd<24>;
-.shared .align 1024 .b8 smem[4096];
+.shared .align 1024 .b8 smem[{smem}];
 .shared .align 8 .b64 bar;
 .shared .align 4 .b32 tslot;
 ld.param.u64 %rd1, [src];
@@ -247,7 +257,7 @@ mov.u32 %r5, smem;
 mov.u32 %r6, 0;
 $L_copy:
 mad.lo.u32 %r7, %r6, 128, %r1;
-setp.ge.u32 %p3, %r7, 256;
+setp.ge.u32 %p3, %r7, {nchunk};
 @%p3 bra $L_copied;
 mul.wide.u32 %rd5, %r7, 16;
 add.s64 %rd6, %rd1, %rd5;
@@ -289,21 +299,30 @@ ret;
 """
 
 
-def _cp(shape: str, rows: int, rbytes: int, shift: str = ""):
+def _cp(shape: str, rows: int, rbytes: int, shift: str = "", swizzle128: int | None = None):
+    """Copy ``rows`` x ``rbytes`` random words through tcgen05.cp. ``swizzle128``: the source is
+    128-byte swizzled rows (SBO 1024) and the copy takes the 32 bytes at that byte offset of
+    each row (a K-advanced descriptor), else non-swizzled core matrices."""
     rng = np.random.default_rng(7)
     raw = rng.integers(0, 2**32, (rows, rbytes // 4), dtype=np.uint32)
-    img = np.zeros(4096, np.uint8)
-    sbo = 8 * rbytes  # 8 rows x 16 B core matrices, LBO 128 between K chunks
     r = np.arange(rows)[:, None]
     kb = np.arange(rbytes)[None, :]
-    img[(r // 8) * sbo + (r % 8) * 16 + (kb // 16) * 128 + kb % 16] = raw.view(np.uint8)
-    desc = ((128 >> 4) << 16) | ((sbo >> 4) << 32) | (1 << 46)
+    if swizzle128 is None:
+        img = np.zeros(4096, np.uint8)
+        sbo = 8 * rbytes  # 8 rows x 16 B core matrices, LBO 128 between K chunks
+        img[(r // 8) * sbo + (r % 8) * 16 + (kb // 16) * 128 + kb % 16] = raw.view(np.uint8)
+        desc = ((128 >> 4) << 16) | ((sbo >> 4) << 32) | (1 << 46)
+    else:
+        img = np.zeros(rows // 8 * 1024, np.uint8)
+        a = (r // 8) * 1024 + (r % 8) * 128 + swizzle128 + kb
+        img[a ^ (((a >> 7) & 7) << 4)] = raw.view(np.uint8)
+        desc = (swizzle128 >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 46) | (2 << 61)
     gmem = GlobalMemory()
     a = [gmem.add("src", img), gmem.add("out", np.zeros(128 * 8, np.uint32))]
     launch = Launch(grid=(1, 1, 1), threads=128, arch="sm_100a",
                     params={"src": a[0].to_bytes(8, "little"), "out": a[1].to_bytes(8, "little")})
-    res = run_launch(CP.format(desc=desc, shape=shape, shift=shift), launch, gmem,
-                     filename="cp.ptx")
+    res = run_launch(CP.format(desc=desc, shape=shape, shift=shift, smem=img.size,
+                               nchunk=img.size // 16), launch, gmem, filename="cp.ptx")
     return res, gmem.buffer("out").view(np.uint32).reshape(128, 8), raw
 
 
@@ -339,3 +358,9 @@ def test_tcgen05_shift_down_moves_lanes_of_a_partition():
     assert res.status == "ok", res.message
     assert (out[1:32] == raw[0:31]).all() and (out[0] == raw[0]).all()
     assert (out[32:] == raw[32:]).all()
+
+
+def test_tcgen05_cp_from_a_128b_swizzled_source_at_a_k_offset():
+    res, out, raw = _cp("128x256b", 128, 32, swizzle128=64)
+    assert res.status == "ok", res.message
+    assert (out == raw).all()
