@@ -81,3 +81,20 @@ def test_emulates_ok_against_the_float64_reference(name):
                      cta_subset=False, filename=h.file)
     assert res.ok, res.summary()
     assert not res.findings, [f"{f.rule} {f.severity}: {f.message}" for f in res.findings]
+
+
+@pytest.mark.slow
+def test_cli_verify_takes_the_entrys_launch_threads(tmp_path):
+    """``ailower verify FILE --kernel fast.ptx_X`` checks E3 against the entry's own threads
+    (384), not the Triton baseline's (256): exit 0, no finding above a note."""
+    import os
+    import subprocess
+    import sys
+
+    h = HAND_PTX["fast.ptx_softmax_ws_sm90"]
+    env = {**os.environ, "AILOWER_DATA_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "ailower", "verify", str(h.path), "--kernel", h.name,
+                        "--output-format", "concise"], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "error[" not in r.stdout and "warning[" not in r.stdout, r.stdout

@@ -105,3 +105,74 @@ def test_generic_write_of_warp_0_does_not_reach_the_wgmma_of_warpgroup_1():
 def test_generic_write_of_warp_4_reaches_the_wgmma_of_its_warpgroup():
     # warp 4 is in warpgroup 1: the write is handed to its own wgmma by a barrier, no fence
     assert _rules(_WG.format(writer=4), "sm_90a").get("W5") == "warning"
+
+
+# ---- a hand-written ring's slot and phase: sequential guarded updates of reused registers --
+
+_RING = """
+.version 8.7
+.target sm_90a
+.address_size 64
+.extern .shared .align 128 .b8 smem[];
+.visible .entry k(.param .u64 p, .param .u32 n)
+.reqntid 128, 1, 1
+{{
+	.reg .pred %p0;
+	.reg .b32 %r<8>;
+	.reg .b32 %r_s, %r_ph, %r_kt, %r_n, %r_full, %r_fb;
+	.reg .b64 %rd<4>;
+	ld.param.u32 %r_n, [n];
+	ld.param.u64 %rd1, [p];
+	mov.u32 %r_full, smem;
+	mov.u32 %r0, %tid.x;
+	setp.ne.u32 %p0, %r0, 0;
+	@%p0 bra $L_sync;
+	mbarrier.init.shared::cta.b64 [%r_full], 1;
+	mbarrier.init.shared::cta.b64 [%r_full+8], 1;
+	fence.mbarrier_init.release.cluster;
+$L_sync:
+	bar.sync 0;
+	mov.u32 %r_s, 0;
+	mov.u32 %r_ph, 0;
+	mov.u32 %r_kt, 0;
+$L_k:
+	shl.b32 %r0, %r_s, 3;
+	add.u32 %r_fb, %r_full, %r0;
+	mov.u32 %r1, 0;
+	@%p0 bra $L_wait;
+	mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r_fb], 64;
+	cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r_fb+64], [%rd1], 64, [%r_fb];
+$L_wait:
+	{wait}
+	@!%p0 bra $L_wait;
+	ld.shared.b32 %r2, [%r_fb+64];
+	add.u32 %r_s, %r_s, 1;
+	setp.eq.u32 %p0, %r_s, 2;
+	@%p0 mov.u32 %r_s, 0;
+	@%p0 xor.b32 %r_ph, %r_ph, 1;
+	add.u32 %r_kt, %r_kt, 1;
+	setp.lt.u32 %p0, %r_kt, %r_n;
+	@%p0 bra $L_k;
+	exit;
+}}
+"""
+_OK_WAIT = "mbarrier.try_wait.parity.shared::cta.b64 %p0, [%r_fb], %r_ph;"
+_BAD_WAIT = "xor.b32 %r3, %r_ph, 1;\n\tmbarrier.try_wait.parity.shared::cta.b64 %p0, [%r_fb], %r3;"
+
+
+def _mb5(ptx: str) -> list[str]:
+    rep = verifier.verify(ptx, arch="sm_90a", select={"MB5"})
+    return [f.message for f in rep.findings if f.severity == "error"]
+
+
+def test_ring_phase_flipped_under_a_guard_is_followed():
+    """Slot ``s`` wraps at 2 and the phase flips under the same guard (``@%p0``, a reused
+    predicate): the consumer's parities 0, 0, 1, 1, 0, ... per slot alternate -- clean."""
+    assert _mb5(_RING.format(wait=_OK_WAIT)) == []
+
+
+def test_ring_phase_inverted_is_an_error():
+    """The consumer's first wait on each slot uses parity 1 (``phase ^ 1``): it passes on the
+    fresh barrier before the bulk copy lands."""
+    msgs = _mb5(_RING.format(wait=_BAD_WAIT))
+    assert msgs and "parity 1" in msgs[0], msgs

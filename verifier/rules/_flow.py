@@ -16,6 +16,7 @@ from verifier.findings import Finding, Note
 from verifier.ptx.ast import Instruction
 
 __all__ = [
+    "local_def",
     "addr_val",
     "call_contexts",
     "called_single_lane",
@@ -126,7 +127,7 @@ def induction(fa, key):
     return init, step, inc
 
 
-def eval_concrete(fa, o, i, env, syms, depth=0, entry=False):
+def eval_concrete(fa, o, i, env, syms, depth=0, entry=False, local=False):
     """Concrete value of operand ``o`` at instruction ``i`` for one thread.
 
     Args:
@@ -148,7 +149,7 @@ def eval_concrete(fa, o, i, env, syms, depth=0, entry=False):
     if o.kind == "address":
         if o.base is None:
             return None
-        b = eval_concrete(fa, o.base, i, env, syms, depth + 1)
+        b = eval_concrete(fa, o.base, i, env, syms, depth + 1, local=local)
         return None if b is None else b + (o.value or 0)
     if o.kind != "reg" or not o.name:
         return None
@@ -159,11 +160,33 @@ def eval_concrete(fa, o, i, env, syms, depth=0, entry=False):
     if key in env:
         return env[key]
     sites = v.def_sites.get(key, ())
+    if len(sites) != 1 and local:
+        loc = local_def(fa, key, i)
+        if loc is not None:   # a reused temporary: the one definition this use reads
+            return eval_instr(fa, loc, env, syms, depth, entry, local=True)
     if len(sites) != 1 and entry:
         sites = tuple(j for j in v.reaching(key, i) if cfg.block_of[j] not in cfg.in_cycle)
     if len(sites) != 1:
         return None
-    return eval_instr(fa, sites[0], env, syms, depth, entry)
+    return eval_instr(fa, sites[0], env, syms, depth, entry, local=local)
+
+
+def local_def(fa, key: str, i: int) -> int | None:
+    """The definition of register ``key`` that a use at instruction ``i`` reads when it is the
+    only one reaching ``i``, unguarded, and executes before ``i`` whenever ``i`` runs (its block
+    dominates ``i``'s; earlier in the block when the same): a scratch register reused all over
+    a hand-written kernel is then as good as a single definition there (inside a loop it is
+    the value computed in the same iteration). Else None."""
+    cfg, v = fa.cfg, fa.values
+    r = v.reaching(key, i)
+    if len(r) != 1:
+        return None
+    j = r[0]
+    bj, bi = cfg.block_of[j], cfg.block_of[i]
+    if cfg.instrs[j].predicate is not None or (bj == bi and not j < i) or \
+            (bj != bi and not cfg.dominates(bj, bi)):
+        return None
+    return j
 
 
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
@@ -172,19 +195,22 @@ _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b:
         "hs": lambda a, b: a >= b}
 
 
-def eval_instr(fa, j, env, syms, depth=0, entry=False):
+def eval_instr(fa, j, env, syms, depth=0, entry=False, guarded=False, local=False):
     """Concrete value instruction ``j`` defines, its operands evaluated as in
     :func:`eval_concrete` (None outside the integer subset or under a guard). Besides the
     arithmetic subset: ``setp`` (1 / 0, integer compares), ``selp`` and ``not`` (PTX ISA 9.1
-    §9.7.3.1, §9.7.3.3, §9.7.8.1), so phases written ``p ^= (idx == S - 1)`` evaluate."""
+    §9.7.3.1, §9.7.3.3, §9.7.8.1), so phases written ``p ^= (idx == S - 1)`` evaluate.
+    ``guarded``: the caller has decided the instruction's guard holds (evaluate it anyway).
+    ``local``: a register defined several times is evaluated through :func:`local_def` (the
+    one definition reaching the use), for callers that model hand-written loops."""
     cfg = fa.cfg
     d = cfg.instrs[j]
-    if d.predicate is not None or depth > 32:
+    if (d.predicate is not None and not guarded) or depth > 32:
         return None
     b, ops = d.parts[0], d.operands
     if b == "setp" and len(ops) >= 3 and len(d.parts) > 2 and d.parts[1] in _CMP:
-        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
-        y = eval_concrete(fa, ops[2], j, env, syms, depth + 1, entry)
+        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry, local)
+        y = eval_concrete(fa, ops[2], j, env, syms, depth + 1, entry, local)
         if x is None or y is None or len(ops) > 3:
             return None
         w = next((int(t[1:]) for t in d.parts[2:] if t[1:].isdigit()), 32)
@@ -194,18 +220,18 @@ def eval_instr(fa, j, env, syms, depth=0, entry=False):
             x, y = x & ((1 << w) - 1), y & ((1 << w) - 1)
         return int(_CMP[d.parts[1]](x, y))
     if b == "selp" and len(ops) == 4:
-        c = eval_concrete(fa, ops[3], j, env, syms, depth + 1, entry)
+        c = eval_concrete(fa, ops[3], j, env, syms, depth + 1, entry, local)
         if c is None:
             return None
-        return eval_concrete(fa, ops[1] if c else ops[2], j, env, syms, depth + 1, entry)
+        return eval_concrete(fa, ops[1] if c else ops[2], j, env, syms, depth + 1, entry, local)
     if b == "not" and len(ops) == 2:
-        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
+        x = eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry, local)
         if x is None:
             return None
         return 1 - (x & 1) if "pred" in d.parts else ~x & 0xFFFFFFFFFFFFFFFF
     if b in ("mov", "cvt", "cvta") and len(ops) == 2:
-        return eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry)
-    vals = [eval_concrete(fa, x, j, env, syms, depth + 1, entry) for x in ops[1:]]
+        return eval_concrete(fa, ops[1], j, env, syms, depth + 1, entry, local)
+    vals = [eval_concrete(fa, x, j, env, syms, depth + 1, entry, local) for x in ops[1:]]
     if not vals or any(x is None for x in vals):
         return None
     a = vals[0]

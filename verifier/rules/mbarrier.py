@@ -15,6 +15,7 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    local_def,
     eval_instr,
     unmodelled_guard,
     eval_concrete,
@@ -627,11 +628,16 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
             sites = v.def_sites.get(k, ())
             ins_in = [j for j in sites if cfg.block_of[j] in loop]
             ins_out = [j for j in sites if cfg.block_of[j] not in loop]
-            if len(ins_in) != 1 or not ins_out or cfg.instrs[ins_in[0]].predicate is not None:
-                ok = False
+            guarded = any(cfg.instrs[j].predicate is not None for j in ins_in)
+            if not ins_in or not ins_out or (
+                    (len(ins_in) > 1 or guarded) and not _update_block(fa, ins_in)):
+                ok = False     # updates spread over several blocks, or guards not local
                 break
-            u = ins_in[0]
+            u = ins_in[-1]
             ub = cfg.block_of[u]
+            if ub == b and ins_in[0] < i < u:
+                ok = False     # the wait sits between the updates of its block
+                break
             if cfg.dominates(ub, b) and (ub != b or u < i):
                 before[k] = True       # updated before the wait in each iteration
             elif cfg.dominates(b, ub) and (ub != b or u > i):
@@ -640,17 +646,18 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
                 ok = False
                 break
             # the value entering the loop: the definition outside it that reaches the loop
-            entry = [j for j in v.reaching(k, u) if cfg.block_of[j] not in loop] or ins_out
+            entry = [j for j in v.reaching(k, ins_in[0]) if cfg.block_of[j] not in loop] \
+                or ins_out
             if len(entry) != 1:
                 ok = False
                 break
-            init[k], update[k] = entry[0], u
+            init[k], update[k] = entry[0], tuple(ins_in)
         if not ok:
             continue
         syms: dict = {}
         env = {}
         for k, j in init.items():
-            x = eval_instr(fa, j, {}, syms, entry=True)
+            x = eval_instr(fa, j, {}, syms, entry=True, local=True)
             if x is None:
                 ok = False
                 break
@@ -663,21 +670,30 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
             """Loop-carried values after the updates of one iteration (``first``: only the
             updates that precede the wait, for the values the wait sees)."""
             nxt = dict(env)
-            for k, j in update.items():
+            blocks: dict = {}
+            for k, js in update.items():
                 if first and not before[k]:
                     continue
-                x = eval_instr(fa, j, env, syms)
-                if x is None:
+                if len(js) == 1 and cfg.instrs[js[0]].predicate is None:
+                    x = eval_instr(fa, js[0], env, syms, local=True)
+                    if x is None:
+                        return None
+                    nxt[k] = x
+                    continue
+                blocks.setdefault(cfg.block_of[js[0]], []).extend((j, k) for j in js)
+            for seq_ in blocks.values():
+                got = _run_updates(fa, sorted(seq_), env, syms)
+                if got is None:
                     return None
-                nxt[k] = x
+                nxt.update(got)
             return nxt
 
         for _t in range(_LOOP_TRIPS):
             seen = step(env, True)          # values at the wait in this iteration
             if seen is None:
                 break
-            a = eval_concrete(fa, bar_o, i, seen, syms)
-            par = eval_concrete(fa, par_o, i, seen, syms)
+            a = eval_concrete(fa, bar_o, i, seen, syms, local=True)
+            par = eval_concrete(fa, par_o, i, seen, syms, local=True)
             if a is None or par is None:
                 break
             seq.append((a, par & 1, seen))
@@ -710,6 +726,64 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
                 break
             last[a] = par
     return out
+
+
+def _update_block(fa, js: list[int]) -> bool:
+    """Several in-loop definitions of one loop-carried register can be executed as one update
+    when they all lie in one basic block and each guard is a predicate set earlier in that
+    block (``add %s, %s, 1; setp.eq %p, %s, S; @%p mov %s, 0; @%p xor %ph, %ph, 1``: the ring
+    slot and phase updates of hand-written pipelines)."""
+    cfg = fa.cfg
+    b = cfg.block_of[js[0]]
+    if any(cfg.block_of[j] != b for j in js):
+        return False
+    for j in js:
+        g = cfg.instrs[j].predicate
+        if g is not None and local_def(fa, cfg.reg_key(g, j), j) is None:
+            return False
+    return True
+
+
+def _run_updates(fa, seq: list[tuple[int, str]], env: dict, syms: dict) -> dict | None:
+    """Execute the definitions ``seq`` ((instruction, register), in program order, one block:
+    :func:`_update_block`) of loop-carried registers from the values ``env`` holds at the
+    block's entry, each reading the values the earlier ones wrote (sequential, as hand-written
+    code is: ``add %s, %s, 1; setp.eq %p, %s, 4; @%p mov %s, 0; @%p xor %ph, %ph, 1``); a
+    guarded one applies when its guard (a compare earlier in the block) holds. Returns the
+    registers' values after the block, or None when a value cannot be evaluated."""
+    cfg = fa.cfg
+    local = dict(env)
+    regs = {k for _, k in seq}
+    # the guards' compares run where they stand: a guard reads the values of its own moment
+    # (``@%p mov %s, 0`` must not change what ``@%p xor %ph, %ph, 1`` sees)
+    guards = {}
+    for j, _k in seq:
+        g = cfg.instrs[j].predicate
+        if g is not None:
+            gk = cfg.reg_key(g, j)
+            guards[gk] = local_def(fa, gk, j)
+    order = sorted(seq + [(gj, gk) for gk, gj in guards.items()])
+    for j, key in order:
+        ins = cfg.instrs[j]
+        if key in guards and guards[key] == j and key not in regs:
+            x = eval_instr(fa, j, local, syms, local=True)
+            if x is None:
+                return None
+            local[key] = x
+            continue
+        if ins.predicate is not None:
+            g = local.get(cfg.reg_key(ins.predicate, j))
+            if g is None:
+                return None
+            if bool(g) == bool(ins.negated):
+                continue
+            x = eval_instr(fa, j, local, syms, guarded=True, local=True)
+        else:
+            x = eval_instr(fa, j, local, syms, local=True)
+        if x is None:
+            return None
+        local[key] = x
+    return {k: local[k] for k in regs}
 
 
 def _as_addr(a: int, syms: dict):
@@ -799,7 +873,12 @@ def _counters(fa, o, i, depth=0, acc=None):
     key = cfg.reg_key(o.name, i)
     sites = v.def_sites.get(key, ())
     if len(sites) != 1:
-        acc.add(key)
+        j = local_def(fa, key, i)   # a reused temporary defined earlier in this block
+        if j is None:
+            acc.add(key)
+            return acc
+        for x in cfg.instrs[j].operands[1:]:
+            _counters(fa, x, j, depth + 1, acc)
         return acc
     j = sites[0]
     for x in cfg.instrs[j].operands[1:]:
