@@ -25,55 +25,56 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
           unord_w, unord_r, my_clk):
     """Pass 1: flag bytes unordered with the recorded writer (``unord_w``) and, for writes,
     with the recorded reader (``unord_r``); fill ``my_clk`` (each byte's accessor clock)."""
-    n = I.size
-    for e in range(n):
-        a = e // nb
+    k = I.size // nb
+    for a in range(k):
+        # per access (lane): its identity and clock, hoisted out of the byte loop
         ln = lanes[a]
         g = glane[a]
-        s = I[e]
         me = vc[ln, tid[ln]]
-        my_clk[e] = me
         my_cta = g // T
-        wl = w_lane[s]
-        if wl >= 0:
-            wa = w_async[s]
-            other = (wl != g) or wa
-            if other:
-                if wl >= NT:
-                    w_cta = wl - NT
-                    w_col = T
-                else:
-                    w_cta = wl // T
-                    w_col = wl % T
-                same_cta = w_cta == my_cta
-                if strong:
-                    wat = w_atomic[s]
-                    if wat > 0 and (same_cta or (wat == 2 and level == 2)):
-                        other = False
+        for e in range(a * nb, (a + 1) * nb):
+            s = I[e]
+            my_clk[e] = me
+            wl = w_lane[s]
+            if wl >= 0:
+                wa = w_async[s]
+                other = (wl != g) or wa
                 if other:
-                    known = vc[ln, w_col] if same_cta else 0
-                    uo = (not same_cta) or (w_clk[s] > known) or wa
-                    if uo and write and w_pc[s] == pc and w_val[s] == vals[e]:
-                        uo = False  # replicated store: same instruction, same value
-                    unord_w[e] = uo
-        if write:
-            rl = r_lane[s]
-            if rl >= 0 and rl != g:
-                if rl >= NT:
-                    r_cta = rl - NT
-                    r_col = T
-                else:
-                    r_cta = rl // T
-                    r_col = rl % T
-                same_cta = r_cta == my_cta
-                ok = True
-                if strong:
-                    rat = r_atomic[s]
-                    if rat > 0 and (same_cta or (rat == 2 and level == 2)):
-                        ok = False
-                if ok:
-                    known = vc[ln, r_col] if same_cta else 0
-                    unord_r[e] = (not same_cta) or (r_clk[s] > known)
+                    if wl >= NT:
+                        w_cta = wl - NT
+                        w_col = T
+                    else:
+                        w_cta = wl // T
+                        w_col = wl % T
+                    same_cta = w_cta == my_cta
+                    if strong:
+                        wat = w_atomic[s]
+                        if wat > 0 and (same_cta or (wat == 2 and level == 2)):
+                            other = False
+                    if other:
+                        known = vc[ln, w_col] if same_cta else 0
+                        uo = (not same_cta) or (w_clk[s] > known) or wa
+                        if uo and write and w_pc[s] == pc and w_val[s] == vals[e]:
+                            uo = False  # replicated store: same instruction, same value
+                        unord_w[e] = uo
+            if write:
+                rl = r_lane[s]
+                if rl >= 0 and rl != g:
+                    if rl >= NT:
+                        r_cta = rl - NT
+                        r_col = T
+                    else:
+                        r_cta = rl // T
+                        r_col = rl % T
+                    same_cta = r_cta == my_cta
+                    ok = True
+                    if strong:
+                        rat = r_atomic[s]
+                        if rat > 0 and (same_cta or (rat == 2 and level == 2)):
+                            ok = False
+                    if ok:
+                        known = vc[ln, r_col] if same_cta else 0
+                        unord_r[e] = (not same_cta) or (r_clk[s] > known)
 
 
 @numba.njit(cache=True, nogil=True)
