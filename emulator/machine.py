@@ -1040,26 +1040,41 @@ class Machine:
         self._release_barriers(pc, np.unique(ctas))
 
     def _release_barriers(self, pc: int, ctas: np.ndarray) -> None:
+        """Complete every barrier of ``ctas`` (batch-local CTA ids) whose arrivals reached its
+        count (its thread count, or every non-exited thread of the CTA): release its blocked
+        lanes past the barrier and give them the joined clocks of the arrivals. Vectorised over
+        the CTAs (they are independent; the HB5 checks run in CTA, then barrier order)."""
         T = self.T
-        for c in ctas:
-            c = int(c)
-            alive = int((~self.done[c * T:(c + 1) * T]).sum())
-            for b in np.flatnonzero(self.bar_count[c]):
-                exp = self.bar_expect[c, b]
-                if exp >= 0 and self.bar_count[c, b] > exp:
-                    self._overshoot(pc, c, int(b), int(self.bar_count[c, b]), int(exp))
-                exp = alive if exp < 0 else exp
-                if self.bar_count[c, b] >= exp:
-                    sl = slice(c * T, (c + 1) * T)
-                    rel = np.flatnonzero(self.blocked[sl] & (self.block_kind[sl] == 1) &
-                                         (self.block_id[sl] == b)) + c * T
-                    self.blocked[rel] = False
-                    self.block_kind[rel] = 0
-                    self.pc[rel] += 1
-                    if self.ntr and c * T < self.ntr:
-                        self._hb_join(rel[rel < self.ntr], self.bar_vc[c, b])
-                        self.bar_vc[c, b] = 0
-                    self.bar_count[c, b] = 0
+        ctas = np.asarray(ctas, dtype=np.int64).reshape(-1)
+        if not ctas.size:
+            return
+        cnt = self.bar_count[ctas]  # (k, 16)
+        if not cnt.any():
+            return
+        exp = self.bar_expect[ctas]
+        over = (exp >= 0) & (cnt > exp)
+        for i, b in np.argwhere(over):
+            self._overshoot(pc, int(ctas[i]), int(b), int(cnt[i, b]), int(exp[i, b]))
+        alive = (~self.done).reshape(-1, T)[ctas].sum(axis=1)
+        need = np.where(exp < 0, alive[:, None], exp)
+        fire = (cnt > 0) & (cnt >= need)
+        if not fire.any():
+            return
+        for b in np.flatnonzero(fire.any(axis=0)):
+            cs = ctas[fire[:, b]]
+            in_cs = np.zeros(self.bar_count.shape[0], np.bool_)
+            in_cs[cs] = True
+            rel = np.flatnonzero(self.blocked & (self.block_kind == 1) &
+                                 (self.block_id == b) & in_cs[self.cta_local])
+            self.blocked[rel] = False
+            self.block_kind[rel] = 0
+            self.pc[rel] += 1
+            if self.ntr:
+                tr = rel[rel < self.ntr]
+                if tr.size:
+                    self.vc[tr] = np.maximum(self.vc[tr], self.bar_vc[self.cta_local[tr], b])
+                self.bar_vc[cs, b] = 0
+            self.bar_count[cs, b] = 0
 
     def _overshoot(self, pc: int, c: int, b: int, arrived: int, expected: int) -> None:
         """HB5: more threads arrived at barrier ``b`` than its thread count before it completed.

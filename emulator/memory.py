@@ -241,7 +241,9 @@ class Shadow:
         n = cap * self.PAGE
         for name, (dt, init) in _FIELDS.items():
             old = getattr(self, name)
-            arr = np.full(n, init, dtype=dt)
+            # zero-initialised fields come from calloc (the OS zero-fills pages on first
+            # touch): only the -1 fields are written at allocation
+            arr = np.zeros(n, dtype=dt) if init == 0 else np.full(n, init, dtype=dt)
             arr[:old.size] = old
             setattr(self, name, arr)
         self._cap = cap
