@@ -626,14 +626,27 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    refs, failures = compile_space(spec, arch, cache_dir=options.cache_dir,
-                                   max_ptx_version=options.max_ptx_version)
+    gpu = evaluator is not None and options.gpu is not False
+    if gpu:  # the GPU autotunes every config of the space
+        refs, failures = compile_space(spec, arch, cache_dir=options.cache_dir,
+                                       max_ptx_version=options.max_ptx_version)
+    else:
+        # nothing is autotuned without a GPU: the baseline is the first config that compiles (as
+        # before), and a provider compiles the others when it wants them; a widened space
+        # (issue 22: up to 224 configs) would otherwise cost minutes of CPU per static lowering
+        refs, failures = [], []
+        for cfg in spec.configs():
+            ok, bad = compile_space(spec, arch, cache_dir=options.cache_dir, configs=[cfg],
+                                    max_ptx_version=options.max_ptx_version)
+            failures += bad
+            if ok:
+                refs = ok
+                break
     event("reference_compiled", configs=len(refs), failures=[str(f) for f in failures],
           seconds=time.perf_counter() - t0)
     if not refs:
         raise ReferenceCompileError(f"Triton compiled none of the {len(failures)} configs of "
                                     f"{spec.name} for {arch}: {failures[0] if failures else ''}")
-    gpu = evaluator is not None and options.gpu is not False
     baseline: Baseline | None = None
     reference: dict[str, Any] = {
         "triton_version": refs[0].triton_version,

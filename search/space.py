@@ -39,8 +39,10 @@ SMEM_OPTIN_SM90 = 232448
 read on the H200: ``../shared/reference/triton_toolchain.md`` section 0)."""
 MIN_BLOCK = 16
 """Smallest block size proposed (a wgmma/mma tile edge is at least 16 for 16-bit inputs)."""
-MAX_BLOCK = 16384
-"""Largest block size proposed (1-D elementwise blocks; ``tl.arange`` allows up to 2^17)."""
+MAX_BLOCK = 65536
+"""Largest block size proposed (1-D elementwise blocks; ``tl.arange`` allows up to 2^17). Above the
+widened elementwise autotune grid's 2^14 (``kernels/suite/_spaces.py``), so the search still has
+block-size arms beyond it."""
 MAX_DOT_TILE = 256
 """Largest block edge proposed for kernels with tensor-core dots (wgmma's N is at most 256)."""
 MAX_DOT_TILE_M = 512

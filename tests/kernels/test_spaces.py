@@ -150,3 +150,14 @@ def test_kernels_command_shows_both_spaces():
     assert r.exit_code == 0 and "narrow autotune spaces" in r.output and "wide" in r.output
     r = CliRunner().invoke(app, ["kernels", "--space", "tiny"])
     assert r.exit_code != 0 and "tiny" in r.output
+
+
+@pytest.mark.parametrize("name", ("vector_add", "relu.fp16", "lion", "gemm.fp16", "bitdelta",
+                                  "flash_attention.causal", "mamba2_chunk_scan", "gemv"))
+def test_search_keeps_config_arms_beyond_the_wide_space(name):
+    from search.space import expand_space
+
+    spec = kernels.get(name, "wide")
+    inside = {c.key() for c in spec.configs()}
+    arms = expand_space(spec, limit=8)
+    assert len(arms) == 8 and not any(c.key() in inside for c, _ in arms)
