@@ -15,7 +15,7 @@ from kernels.fast.hand_ptx import hand_ptx
 from kernels.registry import get, names
 from verifier import parse_ptx, verify
 
-#: the Triton entries (the hand-written PTX ones are checked by tests/kernels/test_fast_ptx.py)
+#: the Triton entries (the hand-written PTX ones are checked by tests/kernels/test_fast_hand_ptx.py)
 FAST = [n for n in names("fast") if hand_ptx(n) is None]
 FAST36 = sorted((FIXTURES / "fast36").glob("*.ptx"))
 #: warnings that are documented policy on correct Triton code (docs/verifier-fast.md)
