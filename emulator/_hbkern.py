@@ -30,12 +30,14 @@ def check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_a
           unord_w, unord_r, my_clk, cl_of, rk_of):
     """Pass 1: flag bytes unordered with the recorded writer (``unord_w``) and, for writes,
     with the recorded reader (``unord_r``); fill ``my_clk`` (each byte's accessor clock)."""
-    k = I.size // nb
-    for a in range(k):
-        # per access (lane): its identity and clock, hoisted out of the byte loop
+    n = I.size
+    for e in range(n):
+        a = e // nb
         ln = lanes[a]
         g = glane[a]
+        s = I[e]
         me = vc[ln, tid[ln]]
+        my_clk[e] = me
         my_cta = g // T
         wl = w_lane[s]
         if wl >= 0:

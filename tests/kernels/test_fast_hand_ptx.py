@@ -58,11 +58,7 @@ def test_assembles_and_verifies_clean_with_the_reference_abi(name, tmp_path):
 
 
 #: entries the emulator cannot run yet, and why (strict xfails: they flip when support lands)
-EMU_XFAIL = {
-    "fast.ptx_gemm_cluster_sm90": "needs emulator TMA multicast "
-                                  "(cp.async.bulk.tensor ... .multicast::cluster: emu-cluster)",
-    "fast.ptx_gemm_tc_sm100": "needs emulator tcgen05.cp from a 128B-swizzled shared source",
-}
+EMU_XFAIL: dict[str, str] = {}  # every hand-written entry emulates (TMA multicast, tcgen05.cp)
 
 
 @pytest.mark.slow
