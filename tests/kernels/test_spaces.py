@@ -49,7 +49,7 @@ def test_gemm_like_spaces_hold_the_usual_grid(name):
     assert _values(spec, "BLOCK_M") >= {64, 128, 256}
     assert _values(spec, "BLOCK_N") >= {64, 128, 256}
     assert _values(spec, "BLOCK_K") >= {32, 64, 128}
-    assert _values(spec, "GROUP_M") == {8}
+    assert 8 in _values(spec, "GROUP_M")
     assert {c.num_warps for c in spec.configs()} >= {4, 8}
     assert {c.num_stages for c in spec.configs()} >= {2, 3, 4, 5}
     # every (BM, BN, BK) tile with a legal accumulator appears at 2 stages with 8 warps

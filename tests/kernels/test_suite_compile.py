@@ -72,12 +72,14 @@ def test_whole_narrow_autotune_space_compiles_for_sm90a(name, ref_cache):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_widened_space_fails_only_for_shared_memory_on_sm90a(name, ref_cache):
+def test_widened_space_fails_only_for_resources_on_sm90a(name, ref_cache):
     """A widened config (issue 22) either compiles or needs more shared memory than sm_90a gives
-    a CTA (pruned per arch by compile_space, with the bytes): no other failure, and the narrow
-    configs all survive (``bench/compile_spaces.py`` measures the counts)."""
+    a CTA (pruned per arch by compile_space, with the bytes) or more registers than its warps may
+    have (ptxas C7602): no other failure, and the narrow configs all survive
+    (``bench/compile_spaces.py`` measures the counts)."""
     spec = kernels.get(name, "wide")
     ok, bad = compile_space(spec, "sm_90a", cache_dir=ref_cache)
-    assert all("shared memory per CTA" in str(b) for b in bad), [str(b)[:300] for b in bad]
+    assert all("shared memory per CTA" in str(b) or "Insufficient registers" in str(b)
+               for b in bad), [str(b)[:300] for b in bad]
     kept = {a.config.key() for a in ok}
     assert all(c.key() in kept for c in kernels.get(name, "narrow").configs())
