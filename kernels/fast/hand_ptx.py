@@ -13,8 +13,8 @@ cannot pass a host ``CUtensorMap`` (``harness.evaluate.kernel_under_test`` raise
 ``tensordesc`` parameters). So the TMA kernels take plain pointers (the ABI of
 ``fast.gemm_device_desc``'s Triton kernel) and build their tensor maps on the device: the
 128-byte object is written in shared memory with ``tensormap.replace`` and copied to the CTA's
-global scratch with ``tensormap.cp_fenceproxy`` (PTX ISA 9.1 §9.7.9.28-29), as Triton's own
-device-side descriptors do.
+global scratch with ``tensormap.cp_fenceproxy`` (PTX ISA 9.1, the ``tensormap.replace`` and
+``tensormap.cp_fenceproxy`` instructions), as Triton's own device-side descriptors do.
 """
 
 from __future__ import annotations
