@@ -254,7 +254,9 @@ def test_cache_info_and_clear(world, tmp_path):
     root, env = world
     info = json.loads(ailower("cache", "info", "--json", env_extra=env).stdout)
     parts = {p["part"]: p for p in info["parts"]}
-    assert parts["reference"]["entries"] >= 3 and parts["reference"]["bytes"] > 10_000
+    # a lowering without a GPU compiles only the configs it uses (the first compilable one for
+    # one search iteration), not the whole autotune space
+    assert parts["reference"]["entries"] >= 1 and parts["reference"]["bytes"] > 10_000
     r = ailower("cache", "clear", env_extra=env)  # not a terminal and no --yes
     assert r.returncode == 2 and "--yes" in r.stderr
     assert (Path(env["AILOWER_DATA_DIR"]) / "cache" / "reference").is_dir()
