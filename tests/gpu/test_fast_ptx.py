@@ -34,8 +34,9 @@ def evaluator():
         yield ev
 
 
-@pytest.mark.parametrize("name", sorted(HAND_PTX))
-def test_hand_written_ptx_matches_float64_reference(name, ref_cache, evaluator):
+def _prepared(name, ref_cache):
+    """(spec, Triton reference, candidate, cubin) of hand-written entry ``name`` on this device;
+    skips an entry written for another arch."""
     h = HAND_PTX[name]
     arch = device_arch()
     if arch != h.arch:
@@ -45,7 +46,13 @@ def test_hand_written_ptx_matches_float64_reference(name, ref_cache, evaluator):
     cand = _candidate(h)
     asm = assemble(cand.ptx, arch)
     assert asm.ok and asm.cubin, asm.render()
-    res = evaluate_candidate(spec, ref, cand, asm.cubin, evaluator)
+    return spec, ref, cand, asm.cubin
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PTX))
+def test_hand_written_ptx_matches_float64_reference(name, ref_cache, evaluator):
+    spec, ref, cand, cubin = _prepared(name, ref_cache)
+    res = evaluate_candidate(spec, ref, cand, cubin, evaluator)
     run = next(k for k in res.kernels if k.role == "candidate")
     refrun = next(k for k in res.kernels if k.role == "reference")
     ms = (lambda k: f"{k.timing.median_ms:.4f}" if k.timing else "-")
@@ -58,16 +65,8 @@ def test_hand_written_ptx_matches_float64_reference(name, ref_cache, evaluator):
 
 @pytest.mark.parametrize("name", sorted(HAND_PTX))
 def test_hand_written_ptx_passes_racecheck_and_synccheck(name, ref_cache, evaluator):
-    h = HAND_PTX[name]
-    arch = device_arch()
-    if arch != h.arch:
-        pytest.skip(f"{name} is written for {h.arch}; the device is {arch}")
-    spec = kernels.get(name)
-    ref = compile_reference(spec, arch, spec.configs()[0], cache_dir=ref_cache)
-    cand = _candidate(h)
-    asm = assemble(cand.ptx, arch)
-    assert asm.ok and asm.cubin, asm.render()
-    gate = race_gate(spec, ref, cand, asm.cubin, evaluator)
+    spec, ref, cand, cubin = _prepared(name, ref_cache)
+    gate = race_gate(spec, ref, cand, cubin, evaluator)
     print(f"\nfast-ptx-sanitizer {name}: ran={gate.ran} ok={gate.ok} {gate.seconds:.1f} s "
           f"{gate.message[:400]}")
     if not gate.ran:
