@@ -70,6 +70,10 @@ class LoopOptions(BaseModel):
         pipeline: once the loop is done, evaluate the best accepted candidate again with the
             pipeline-context timing (a producer writes its inputs, a consumer reads its outputs;
             :class:`harness.PipelineTiming`) into the result's ``pipeline`` (GPU runs only).
+        max_configs: with a GPU, autotune at most this many configs of the spec's space (the
+            narrow space's configs first, then every k-th of the rest:
+            :func:`harness.suite_baseline.capped_configs`); None: all. The report's
+            ``reference.autotune_space`` gives ``configs`` tuned and ``space_configs``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -87,6 +91,7 @@ class LoopOptions(BaseModel):
     profile: bool = True
     knowledge_tokens: int = Field(default=2500, ge=0, le=20000)
     pipeline: bool = False
+    max_configs: int | None = Field(default=None, ge=1)
 
 
 class IterationRecord(BaseModel):
@@ -211,6 +216,18 @@ class Transcript:
         row = {"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **event}
         with self.path.open("a") as f:
             f.write(json.dumps(row, default=str) + "\n")
+
+
+def _capped(spec: KernelSpec, max_configs: int | None) -> list:
+    """The configs a GPU lowering autotunes: all of ``spec``'s, or at most ``max_configs`` (a
+    suite entry's narrow-space configs first, :func:`harness.suite_baseline.capped_configs`)."""
+    from harness.suite_baseline import capped_configs
+    from kernels.registry import get, space_of
+
+    narrow: set[str] = set()
+    if max_configs is not None and space_of(spec) is not None:
+        narrow = {c.key() for c in get(spec.name, "narrow").configs()}
+    return capped_configs(spec, narrow, max_configs)
 
 
 def _assembly_dict(a: AssemblyResult) -> dict[str, Any]:
@@ -627,8 +644,10 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     gpu = evaluator is not None and options.gpu is not False
-    if gpu:  # the GPU autotunes every config of the space
-        refs, failures = compile_space(spec, arch, cache_dir=options.cache_dir,
+    tuned = spec.configs()
+    if gpu:  # the GPU autotunes every config of the space (at most ``max_configs`` of them)
+        tuned = _capped(spec, options.max_configs)
+        refs, failures = compile_space(spec, arch, cache_dir=options.cache_dir, configs=tuned,
                                        max_ptx_version=options.max_ptx_version)
     else:
         # nothing is autotuned without a GPU: the baseline is the first config that compiles (as
@@ -672,7 +691,7 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     # the autotune space the baseline was tuned over: ``wide`` (the suite default, at least the
     # usual Triton grid per kind), ``narrow`` (the spaces before issue 22) or ``custom``
     reference["autotune_space"] = {"space": space_of(spec) or "custom",
-                                   "configs": len(spec.configs())}
+                                   "configs": len(tuned), "space_configs": len(spec.configs())}
     reference["baseline"] = {"config": art.config.key(), "abi": art.abi.model_dump(),
                              "autotuned": baseline is not None}
     result = LoweringResult(kernel=spec.name, spec_id=spec.identity(), arch=arch,

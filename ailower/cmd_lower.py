@@ -52,7 +52,8 @@ def lower(
     out_dir = out or Path("ailower-out") / f"{ks.name}-{target}"
     opts = LoopOptions(iterations=iterations or settings.iterations, gpu=evaluator is not None,
                        ptxas=settings.ptxas, cache_dir=settings.cache_dir,
-                       max_ptx_version=settings.max_ptx_version, pipeline=pipeline)
+                       max_ptx_version=settings.max_ptx_version, pipeline=pipeline,
+                       max_configs=settings.autotune_max_configs)
     console.print(f"[bold]ailower lower[/] {escape(ks.name)} -> {target} with provider "
                   f"[cyan]{escape(prov_name)}[/] (up to {opts.iterations} iterations)")
     if gpu_note and evaluator is None:

@@ -147,7 +147,8 @@ def suite_run(
                            max_ptx_version=settings.max_ptx_version,
                            hang_timeout_s=settings.hang_timeout_s,
                            job_timeout_s=settings.job_timeout_s, base_url=base_url,
-                           price_per_mtok=_parse_prices(price), lease_s=lease_s)
+                           price_per_mtok=_parse_prices(price), lease_s=lease_s,
+                           autotune_max_configs=settings.autotune_max_configs)
     store = CampaignStore(opts.db_url, lease_s=lease_s, max_attempts=opts.max_attempts)
     plan = {"kernels": kernels, "archs": archs, "providers": [f"{p}:{m}" if m else p
                                                               for p, m in provs]}

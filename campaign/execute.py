@@ -42,6 +42,8 @@ class CampaignOptions(BaseModel):
         base_url: API base URL for OpenAI-compatible servers.
         price_per_mtok: model -> (input, output) USD per million tokens (cost column).
         lease_s: claim lease, seconds; ``max_attempts``: claims before ``worker-lost``.
+        autotune_max_configs: ``AILOWER_AUTOTUNE_MAX_CONFIGS``; a GPU cell autotunes at most
+            this many configs (:attr:`agent.loop.LoopOptions.max_configs`); None: all.
     """
 
     db_url: str
@@ -55,6 +57,7 @@ class CampaignOptions(BaseModel):
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
     lease_s: float = Field(default=60.0, gt=0)
     max_attempts: int = Field(default=3, ge=1)
+    autotune_max_configs: int | None = Field(default=None, ge=1)
 
 
 def make_provider(name: str, model: str, opts: CampaignOptions) -> Any:
@@ -207,7 +210,8 @@ def run_cell(store: CampaignStore, cell: CellRow, owner: str, opts: CampaignOpti
                                       job_timeout_s=opts.job_timeout_s,
                                       input_cache=opts.cache_dir) if gpu else None)
             lo = LoopOptions(iterations=iterations, gpu=gpu, ptxas=opts.ptxas,
-                             cache_dir=opts.cache_dir, max_ptx_version=opts.max_ptx_version)
+                             cache_dir=opts.cache_dir, max_ptx_version=opts.max_ptx_version,
+                             max_configs=opts.autotune_max_configs)
             partial = folder / "transcript.jsonl.partial"
             partial.unlink(missing_ok=True)
             result = lower(spec, cell.arch, prov, lo, evaluator=evaluator,

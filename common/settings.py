@@ -41,6 +41,10 @@ class Settings(BaseSettings):
             ``wide`` (at least the usual Triton grid per kind, the default: speedups are against
             that baseline) or ``narrow`` (the spaces before issue 22's widening); see
             ``kernels.registry.SPACES``.
+        autotune_max_configs: ``AILOWER_AUTOTUNE_MAX_CONFIGS``; with a GPU, autotune at most
+            this many configs of the space (the narrow space's first, then every k-th of the
+            rest, :func:`harness.suite_baseline.capped_configs`, as ``ailower baseline
+            --max-configs`` does); None: every config. The report says when it was capped.
     """
 
     model_config = SettingsConfigDict(env_prefix="AILOWER_", env_file=".env", extra="ignore")
@@ -58,6 +62,7 @@ class Settings(BaseSettings):
     max_cost_usd: float | None = Field(default=None, gt=0)
     price_per_mtok: dict[str, tuple[float, float]] = Field(default_factory=dict)
     autotune_space: str = "wide"
+    autotune_max_configs: int | None = Field(default=None, ge=1)
 
     @field_validator("data_dir")
     @classmethod

@@ -62,7 +62,7 @@ PY
 
 echo "== 3. ncu feedback excerpts"
 for K in softmax gemm.fp16 flash_attention.noncausal; do
-  timeout "${LOWER_S:-150}" python3 -m ailower lower "$K" --provider search --iterations 2 \
+  AILOWER_AUTOTUNE_SPACE="${NCU_SPACE:-wide}" timeout "${LOWER_S:-150}" python3 -m ailower lower "$K" --provider search --iterations 2 \
     --out "$OUTDIR/lower_$K" > "$OUTDIR/lower_$K.txt" 2>&1 || echo "lower $K exit $?"
   python3 - "$OUTDIR/lower_$K/transcript.jsonl" "$K" <<'PY' | tee "$OUTDIR/feedback_$K.txt" | head -40
 import json, sys

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 22 on the H200 in as few device calls as possible: each STEP has its own time limit so one
+# slow part cannot eat the others; every step's output lands under $OUT/<step>/; a table last.
+#   here:   ./scripts/device_wheels.sh                       (once; fills .whl/, git-ignored)
+#   there:  STEPS="gpu_tests racecheck vendor" ./scripts/device_issue22.sh   (.whl carried)
+# Steps: gpu_tests (pytest -m gpu), racecheck (scripts/device_racecheck.py on the attention
+# baselines), vendor (python -m harness.vendor on the entries of the acceptance), fast
+# (scripts/device_fast_family.sh: fast-family campaign, sanitizer on every fast baseline, ncu
+# feedback with the narrow spaces), baselines (scripts/device_baselines.sh narrow + wide),
+# pipeline (its search step: pipeline-context timing), expert (scripts/device_expert.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. scripts/_device_site.sh
+export PYTHONUNBUFFERED=1
+# every step writes under WORK; one tarball (and the step table) comes back in $OUT (the device
+# tool returns at most 8 files)
+FINAL=${OUT:-/tmp/issue22-out}
+ROOTOUT=/tmp/issue22
+mkdir -p "$FINAL" "$ROOTOUT"
+STEPS=${STEPS:-gpu_tests racecheck vendor}
+declare -A RC SECS
+date -u +"start %F %T UTC"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+for step in $STEPS; do
+  d="$ROOTOUT/$step"; mkdir -p "$d"; t0=$(date +%s)
+  echo "== $step ($(date -u +%T))"
+  case "$step" in
+    gpu_tests) OUT="$d" timeout "${GPU_TESTS_S:-360}" ./scripts/device_gpu_tests.sh \
+                 --ignore=tests/emulator -q -rs ${GPU_TEST_ARGS:-} > "$d/pytest.txt" 2>&1; RC[$step]=$?
+               tail -n 15 "$d/pytest.txt" ;;
+    racecheck) OUT="$ROOTOUT" timeout "${RACE_S:-150}" python3 scripts/device_racecheck.py \
+                 ${RACE_KERNELS:-fast.attention_ws fast.attention_tma} > "$d/out.txt" 2>&1; RC[$step]=$?
+               tail -n 8 "$d/out.txt" ;;
+    vendor) timeout "${VENDOR_S:-150}" python3 -m harness.vendor --reps 50 \
+              ${VENDOR_KERNELS:-gemm.fp16 gemm.fp8 gemm_silu.fp8 conv2d.fp16 conv2d.fp8 flash_attention.noncausal flash_attention.causal bitdelta bitdelta_batched softmax} \
+              > "$d/vendor.json" 2> "$d/vendor.err"; RC[$step]=$?
+            python3 - "$d/vendor.json" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    print(f"vendor: no result ({exc})"); sys.exit(0)
+for r in rows if isinstance(rows, list) else rows.values():
+    print(f"vendor {r.get('kernel'):26} {r.get('median_ms')} ms  {r.get('path')}  correct={r.get('correct')} {r.get('reason','')[:80]}")
+PY
+            ;;
+    fast) OUT="$d" CAMPAIGN_S=${CAMPAIGN_S:-240} LOWER_S=${LOWER_S:-90} NCU_SPACE=narrow \
+            timeout "${FAST_S:-480}" ./scripts/device_fast_family.sh > "$d/out.txt" 2>&1; RC[$step]=$?
+          sed -n '/== table/,$p' "$d/out.txt" ;;
+    baselines) OUT="$d" STEPS="narrow wide" timeout "${BASELINES_S:-540}" ./scripts/device_baselines.sh \
+                 > "$d/out.txt" 2>&1; RC[$step]=$?; tail -n 45 "$d/out.txt" ;;
+    pipeline) OUT="$d" STEPS=search SEARCH_BUDGET=${SEARCH_BUDGET:-150} timeout "${PIPE_S:-300}" \
+                ./scripts/device_baselines.sh > "$d/out.txt" 2>&1; RC[$step]=$?; tail -n 20 "$d/out.txt" ;;
+    expert)  # the expert row as a campaign (leaderboard cells), the baseline autotuned over at
+             # most MAX_CONFIGS configs of the widened space, vendor times for the ratio column
+      EK=${EXPERT_KERNELS:-softmax gemm.fp8 gemm_silu.fp8 bitdelta bitdelta_batched conv2d.fp16 conv2d.fp8}
+      export AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${MAX_CONFIGS:-40}
+      timeout 90 python3 -m harness.vendor --reps 50 $EK > "$d/vendor.json" 2> "$d/vendor.err"
+      timeout "${EXPERT_S:-420}" python3 -m ailower suite run $EK --arch sm_90a --provider expert \
+        --iterations 1 --precompile-workers 0 --json > "$d/cells.jsonl" 2> "$d/suite.err"; RC[$step]=$?
+      python3 -m ailower leaderboard --arch sm_90a --vendor "$d/vendor.json" --html "$d/leaderboard.html" \
+        > "$d/leaderboard.txt" 2>&1
+      COLUMNS=200 python3 -m ailower leaderboard --arch sm_90a --vendor "$d/vendor.json" --json > "$d/leaderboard.json" 2>&1
+      cat "$d/leaderboard.txt"; unset AILOWER_DATA_DIR AILOWER_AUTOTUNE_MAX_CONFIGS ;;
+    *) echo "unknown step $step"; RC[$step]=2 ;;
+  esac
+  SECS[$step]=$(( $(date +%s) - t0 ))
+done
+date -u +"end %F %T UTC"
+echo "== steps"
+for step in $STEPS; do printf "%-10s rc=%-4s %5s s\n" "$step" "${RC[$step]}" "${SECS[$step]}"; done | tee "$FINAL/steps.txt"
+find "$ROOTOUT" -name '*.cubin' -delete
+tar czf "$FINAL/issue22.tgz" -C "$ROOTOUT" . && ls -la "$FINAL"
