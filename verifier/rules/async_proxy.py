@@ -106,6 +106,46 @@ def _overlap(a, asz, b, bsz) -> bool | None:
     return lo1 < hi2 and lo2 < hi1
 
 
+def _param_addr(fa, o, i: int, depth: int = 6):
+    """``("p", param name, byte offset)`` when the address operand ``o`` of instruction ``i`` is
+    a kernel parameter's pointer plus a constant: every definition of its base register (all of
+    them, so the value is the same in every iteration) is ``ld.param`` of that parameter, or a
+    ``mov`` / ``cvta.to.global`` / ``add`` of a constant over such a register. None otherwise."""
+    if o is None or o.kind != "address" or o.base is None or o.base.kind != "reg":
+        return None
+    v, cfg = fa.values, fa.cfg
+    key, off = cfg.reg_key(o.base.name, i), o.value or 0
+    for _ in range(depth):
+        sites = v.def_sites.get(key, ())
+        if not sites:
+            return None
+        found = None
+        for j in sites:
+            d = cfg.instrs[j]
+            ops = d.operands
+            if d.predicate is not None or len(ops) < 2:
+                return None
+            if d.parts[0] == "ld" and len(d.parts) > 1 and d.parts[1] == "param" \
+                    and ops[1].kind == "address" and ops[1].base is not None \
+                    and ops[1].base.kind == "symbol":
+                nxt = ("p", ops[1].base.name, ops[1].value or 0)
+            elif d.parts[0] in ("mov", "cvta") and ops[1].kind == "reg" and (
+                    d.parts[0] == "mov" or "to" in d.parts):
+                nxt = ("r", cfg.reg_key(ops[1].name, j), 0)
+            elif d.parts[0] == "add" and len(ops) == 3 and ops[1].kind == "reg" \
+                    and v.const(ops[2], j) is not None:
+                nxt = ("r", cfg.reg_key(ops[1].name, j), v.const(ops[2], j))
+            else:
+                return None
+            if found is not None and found != nxt:
+                return None
+            found = nxt
+        if found[0] == "p":
+            return ("p", found[1], off) if found[2] == 0 else None
+        key, off = found[1], off + found[2]
+    return None
+
+
 _SYNCED = "@synced"
 """Tag of a generic shared read that a CTA barrier or an mbarrier wait has since ordered."""
 
@@ -117,12 +157,13 @@ def _ordered(gr: frozenset) -> frozenset:
 
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
-    generic global writes unfenced, pending bulk-load destinations, cp.async issued)."""
+    generic global writes unfenced (``((param, offset), span)`` items or ``("?",)``), pending
+    bulk-load destinations, cp.async issued)."""
 
     RULES = ("AP1", "W5", "TM8", "AP2", "AP3", "AP4")
 
     def initial(self):
-        return (0, frozenset(), False, frozenset(), False)
+        return (0, frozenset(), frozenset(), frozenset(), False)
 
     def relevant(self, ins):
         p = ins.parts
@@ -140,7 +181,7 @@ class Proxy(Property):
         if p[0] == "fence":
             if "proxy" in p and any(x.startswith("async") for x in p):
                 glob = "async" in p or "async::global" in ins.opcode or "global" in p
-                return (0, frozenset(), gg and not glob, pend, cpa)
+                return (0, frozenset(), frozenset() if glob else gg, pend, cpa)
             return fact
         if is_mbar_wait(ins):
             return (gw, _ordered(gr), gg, frozenset(), cpa)
@@ -153,7 +194,10 @@ class Proxy(Property):
         if is_smem_write(ins):
             return (2, gr, gg, pend, cpa)
         if p[0] in ("st", "red", "atom") and len(p) > 1 and p[1] == "global":
-            return (gw, gr, True, pend, cpa)
+            a = _param_addr(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
+            item = (a, _span(ins)) if a is not None else ("?",)
+            gg = gg | {item} if len(gg) < 8 else gg | {("?",)}
+            return (gw, gr, gg, pend, cpa)
         if is_smem_read(ins):
             a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             sz = _span(ins)
@@ -210,8 +254,24 @@ class Proxy(Property):
                               "proxy before a barrier, with no 'fence.proxy.async': ordered by "
                               "the barrier as far as the static rule can tell", severity="note")
             if gg:
-                report("AP4", "bulk copy reads global memory written through the generic proxy "
-                              "without 'fence.proxy.async.global'", severity="warning")
+                # sure only when a written range and the copy's source are the same parameter's
+                # pointer plus overlapping constants (PTX ISA 9.1 §8.6, §9.7.13.4: generic
+                # writes read by the async proxy need fence.proxy.async); a tensor copy's source
+                # is in its tensor map, other pointers may or may not alias: a note, emulation
+                # decides (its HB analysis sees the concrete addresses)
+                src = _param_addr(fa, addrs[1], i) if len(addrs) > 1 and "tensor" not in p \
+                    else None
+                sure = src is not None and any(
+                    x[0] != "?" and x[0][1] == src[1] and _overlap(
+                        ("s", "g", x[0][2]), x[1], ("s", "g", src[2]), size) for x in gg)
+                if sure:
+                    report("AP4", "bulk copy reads global memory written through the generic "
+                                  "proxy without 'fence.proxy.async.global'", severity="warning")
+                else:
+                    report("AP4", "bulk copy after generic global writes with no "
+                                  "'fence.proxy.async.global' in between; the static rule cannot "
+                                  "tell whether they overlap (a tensor copy's source is in its "
+                                  "tensor map)", severity="note")
             if dst is not None and len(pend) < 8:
                 pend = pend | {(dst, size)}
             return (gw, gr, gg, pend, cpa)
@@ -371,8 +431,11 @@ def global_write_tma_read(ctx: Context) -> list[Finding]:
 
     What it checks:
         ``st.global``/``red.global``/``atom.global`` followed on some path by a bulk/tensor load
-        with no ``fence.proxy.async`` (global or full) between. A warning: the written and the
-        loaded buffers are not compared.
+        with no ``fence.proxy.async`` (global or full) between. A warning when the static rule
+        is sure the copy reads what was written: the written address and the (non-tensor) bulk
+        copy's source are the same kernel parameter's pointer plus constants, and the ranges
+        overlap. Otherwise a note (a tensor copy's source is in its tensor map; two different
+        pointers may or may not alias): emulation sees the concrete addresses.
 
     Why it is bad:
         The TMA may read stale global data (DeepEP#621).
