@@ -550,8 +550,8 @@ def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> Non
     st = m.mbar_get(ln, mbar, pc)
     one = np.zeros(m.N, np.bool_)
     one[ln] = True
-    # the complete-tx accesses the mbarrier through the generic proxy (PTX ISA 9.1 §9.7.9.25.4.1
-    # cp.async.bulk, §9.7.9.27.1.2 cp.async.bulk.tensor: "accesses its mbarrier operand using
+    # the complete-tx accesses the mbarrier through the generic proxy (PTX ISA 9.1, the cp.async.bulk
+    # (§9.7.9.25.4.1) and cp.async.bulk.tensor descriptions: "accesses its mbarrier operand using
     # generic-proxy"), like mbarrier.init: the init needs no proxy fence, only to happen before
     # the copy (mbar_access: a use not ordered after the init is a race)
     mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)

@@ -138,7 +138,7 @@ def test_tma_load_zero_fills_oob_rows_and_swizzles():
 
 
 def test_mbarrier_init_needs_no_proxy_fence_before_a_tma_complete_tx():
-    # PTX ISA 9.1 §9.7.9.27.1.2 (cp.async.bulk.tensor): the copy "accesses its mbarrier operand
+    # PTX ISA 9.1, cp.async.bulk.tensor: the copy "accesses its mbarrier operand
     # using generic-proxy", the proxy of mbarrier.init: a CTA barrier after the init orders it
     # (Triton's TMA kernels have no fence there); the init-before-use race is still checked
     # (test_mbarrier_used_before_its_init_is_ordered_is_a_race)
