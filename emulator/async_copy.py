@@ -538,35 +538,11 @@ class _cluster_init_knowledge:
 
 
 def note_init(m, ln: int, addr: int, pc: int) -> None:
-    """Remember who initialised the mbarrier at ``addr`` and its proxy-fence count then."""
+    """Remember who initialised the mbarrier at ``addr`` (the cluster checks read it) and its
+    proxy-fence count then."""
     st = m.mbar.get(m.mbar_key(ln, addr))
     if st is not None:
         st["init_lane"], st["init_pf"], st["init_pc"] = ln, int(m.pfence[ln]), pc
-
-
-def _init_fence_check(m, st: dict, mbar: int, pc: int) -> None:
-    """HB4 (a warning): the async proxy (a copy's complete_tx) signals an mbarrier whose
-    initialising thread executed no ``fence.proxy.async`` / ``fence.mbarrier_init`` after
-    ``mbarrier.init`` (a generic-proxy write of the object, PTX ISA 9.1 §9.7.13.15.2, §8.6).
-    A warning, not an error: Triton 3.6's TMA GEMMs omit that fence and run correctly, so the
-    emulator cannot say the result is wrong."""
-    ln = st.get("init_lane")
-    if ln is None or int(m.pfence[ln]) > st["init_pf"]:
-        return
-    key = ("HB4", st["init_pc"])
-    if key in m.findings:
-        return
-    i1, i2 = m.prog.insts[st["init_pc"]], m.prog.insts[pc]
-    m.findings[key] = Finding(
-        rule="HB4", severity="warning", file=m.prog.filename, line=i2.line, col=i2.col,
-        message=(f"'{i2.opcode}' signals the mbarrier at shared 0x{mbar:x} through the async "
-                 f"proxy, but {m._who(int(m.glane[ln]))} initialised it with '{i1.opcode}' "
-                 f"(generic proxy) and executed no proxy fence after the init"),
-        notes=[Note(message=f"generic-proxy '{i1.opcode}'", line=i1.line, col=i1.col),
-               Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' (or "
-                            "'fence.mbarrier_init.release.cluster') by the initialising thread "
-                            "after the init, before the barrier that orders it with the "
-                            "issuer")])
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -574,8 +550,11 @@ def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> Non
     st = m.mbar_get(ln, mbar, pc)
     one = np.zeros(m.N, np.bool_)
     one[ln] = True
+    # the complete-tx accesses the mbarrier through the generic proxy (PTX ISA 9.1, the cp.async.bulk
+    # (§9.7.9.25.4.1) and cp.async.bulk.tensor descriptions: "accesses its mbarrier operand using
+    # generic-proxy"), like mbarrier.init: the init needs no proxy fence, only to happen before
+    # the copy (mbar_access: a use not ordered after the init is a race)
     mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)
-    _init_fence_check(m, st, mbar, pc)
     col = int(m.acol[m.cta_local[ln]]) + 1  # the issuing CTA's block (emulator.cluster)
     st["vc"][col] = max(int(st["vc"][col]), epoch)  # the copy's release (async unit 1)
     m.mbar_complete_tx(ln, mbar, nbytes, pc)

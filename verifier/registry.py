@@ -212,8 +212,10 @@ RULES: dict[str, RuleInfo] = dict([
     _r("TF3", "TcFenceBeforeSignal", "warning",
        "TMEM results signalled without tcgen05.fence::before_thread_sync",
        tc.tc_fence_before_signal),
-    _r("TF4", "TcAllocFenceSandwich", "warning",
-       "TMEM address published without the tcgen05.fence pair", tc.tc_alloc_fence_sandwich),
+    _r("TF4", "TcAllocPublication", "note",
+       "guarantee: the TMEM address tcgen05.alloc writes is published by a CTA barrier like a "
+       "shared store (alloc is synchronous, PTX ISA 9.1 §9.7.16.6.1)",
+       tc.tc_alloc_fence_sandwich, status="semantics"),
     _r("TF5", "TcWaitWithoutFenceAfter", "warning",
        "tcgen05 op after an mbarrier wait without fence::after_thread_sync (error if relaxed)",
        tc.tc_wait_without_fence_after),

@@ -137,11 +137,15 @@ def test_tma_load_zero_fills_oob_rows_and_swizzles():
     assert np.array_equal(out, want)
 
 
-def test_mbarrier_init_without_proxy_fence_is_an_hb4_warning():
-    res, _, _ = _load(init_fence="")
-    assert res.status == "ok"
-    assert [(f.rule, f.severity) for f in res.findings] == [("HB4", "warning")]
-    assert "mbarrier.init" in res.findings[0].message
+def test_mbarrier_init_needs_no_proxy_fence_before_a_tma_complete_tx():
+    # PTX ISA 9.1, cp.async.bulk.tensor: the copy "accesses its mbarrier operand
+    # using generic-proxy", the proxy of mbarrier.init: a CTA barrier after the init orders it
+    # (Triton's TMA kernels have no fence there); the init-before-use race is still checked
+    # (test_mbarrier_used_before_its_init_is_ordered_is_a_race)
+    res, _, out = _load(init_fence="")
+    assert res.status == "ok" and res.findings == [], res.findings
+    fenced, _, out_fenced = _load()
+    assert np.array_equal(out, out_fenced)
 
 
 def test_mbarrier_used_before_its_init_is_ordered_is_a_race():

@@ -182,8 +182,9 @@ MUTANTS: list[Mutant] = [
     _m("TF3", T, "relaxed arrive after wait::ld without fence::before",
        (r"(\ttcgen05\.wait::ld\.sync\.aligned;\n)",
         "\\1\t@%p2 mbarrier.arrive.relaxed.cta.shared::cta.b64 \t%rd9, [%r5];\n")),
-    _m("TF4", T, "fence::after_thread_sync before the TMEM address load deleted",
-       (r"\ttcgen05\.fence::after_thread_sync;\n(\tld\.shared\.b32 \t%r6)", r"\1")),
+    # TF4 is a semantics row (no defect): the TMEM address alloc writes is published by the
+    # barrier alone, PTX ISA 9.1 §9.7.16.6.1 (its former mutant, the fence::after_thread_sync
+    # before the address load deleted, is correct code)
     _m("TF5", T, "relaxed wait without fence::after before tcgen05.ld",
        (r"try_wait\.parity\.shared::cta\.b64 %p6", "try_wait.parity.relaxed.cta.shared::cta.b64 %p6"),
        (r"(@!%p6 bra \t\$L_wait1;\n)\ttcgen05\.fence::after_thread_sync;\n", r"\1")),

@@ -18,13 +18,19 @@ from verifier import parse_ptx, verify
 #: the Triton entries (the hand-written PTX ones are checked by tests/kernels/test_fast_hand_ptx.py)
 FAST = [n for n in names("fast") if hand_ptx(n) is None]
 FAST36 = sorted((FIXTURES / "fast36").glob("*.ptx"))
-#: warnings that are documented policy on correct Triton code (docs/verifier-fast.md)
-POLICY_WARNINGS = {"TF3", "TF4", "TF5", "TM8", "W5", "AP1", "MB3"}
+#: the warnings each (Triton, arch) may still carry, the real divergences from the PTX ISA
+#: (docs/verifier-fast.md, "Warnings on correct code"): TF3 / TF5 (tcgen05 fences around thread
+#: synchronization, PTX ISA 9.1 §9.7.16.6.3-4), TM8 on sm_100a (generic writes read by
+#: tcgen05.mma with no proxy fence, or, for Triton 3.9's block-scaled GEMMs, not yet decided by
+#: address), W5 (Triton 3.6's cp.async data read by wgmma) and MB3 (Triton 3.6 re-initialises a
+#: live mbarrier, undefined per §9.7.13.15.9); a warning of any other rule fails
+ALLOWED = {("installed", "sm_90a"): set(), ("installed", "sm_100a"): {"TF3", "TF5", "TM8"},
+           ("3.6", "sm_90a"): {"W5", "MB3"}, ("3.6", "sm_100a"): {"TF3", "TF5", "TM8"}}
 
 
-def _check(report):
+def _check(report, triton: str, arch: str):
     assert report.ok, report.render()
-    bad = [f for f in report.warnings if f.rule not in POLICY_WARNINGS]
+    bad = [f for f in report.warnings if f.rule not in ALLOWED[(triton, arch)]]
     assert not bad, report.render()
 
 
@@ -36,7 +42,8 @@ def test_fast36_fixtures_cover_the_family():
 @pytest.mark.parametrize("path", FAST36, ids=lambda p: p.stem)
 def test_fast36_ptx_has_no_false_alarm(path: Path):
     text = path.read_text()
-    _check(verify(text, arch=parse_ptx(text).arch, filename=path.name))
+    arch = parse_ptx(text).arch
+    _check(verify(text, arch=arch, filename=path.name), "3.6", arch)
 
 
 @pytest.mark.parametrize("arch", sorted(ARCH_CC))
@@ -44,7 +51,8 @@ def test_fast36_ptx_has_no_false_alarm(path: Path):
 def test_fast_ptx_of_installed_triton_has_no_false_alarm(name, arch):
     pytest.importorskip("triton")
     ptx, threads = compile_fast(get(name), arch)
-    _check(verify(ptx, arch=arch, threads=threads, filename=f"{name}_{arch}.ptx"))
+    _check(verify(ptx, arch=arch, threads=threads, filename=f"{name}_{arch}.ptx"),
+           "installed", arch)
 
 
 # ---- the mechanisms, on small programs -------------------------------------------------------

@@ -1,7 +1,11 @@
 """No false alarms on real compiler output: every suite kernel (``kernels.all_specs()``, whatever
-exists when the test runs) compiled by the installed Triton for sm_80, sm_90a and sm_100a, and the
-checked-in Triton 3.6 PTX (``fixtures/triton36/``, the device's Triton), verify without errors.
-Warnings are limited to the documented real-code divergences (TF4/TF5, TM8/W5/AP1 policy)."""
+exists when the test runs) compiled by the installed Triton for sm_80, sm_89, sm_90a and sm_100a,
+and the checked-in Triton 3.6 PTX (``fixtures/triton36/``, the device's Triton), verify without
+errors. Warnings are pinned per arch and Triton version to the divergences from the PTX ISA that
+remain (docs/verifier-fast.md, "Warnings on correct code"): none at all on sm_80 / sm_89 /
+sm_90a with the installed Triton, only TF5 on its sm_100a code; W5 (Triton 3.6 feeds cp.async
+data to wgmma with no proxy fence) and TF5 / TM8 on the Triton 3.6 fixtures. A warning of any
+other rule coming back fails."""
 
 from __future__ import annotations
 
@@ -14,14 +18,22 @@ from verifier_testlib import FIXTURES, abi_from_ptx
 import kernels
 from verifier import parse_ptx, verify
 
-ARCHS = {80: "sm_80", 90: "sm_90a", 100: "sm_100a"}
-POLICY_WARNINGS = {"TF4", "TF5", "TM8", "W5", "AP1"}
+ARCHS = {80: "sm_80", 89: "sm_89", 90: "sm_90a", 100: "sm_100a"}
+#: the warnings each (Triton, arch) may still carry: real divergences from the PTX ISA
+#: (TF5: no tcgen05.fence::after_thread_sync after an mbarrier wait, PTX ISA 9.1 §9.7.16.6.3,
+#: §9.7.16.6.4.2; W5 / TM8: cp.async (generic proxy, §9.7.9.25.3) data read by wgmma /
+#: tcgen05.mma (async proxy, §9.7.15, §9.7.16.6.5) with no fence.proxy.async)
+ALLOWED = {
+    ("installed", "sm_80"): set(), ("installed", "sm_89"): set(),
+    ("installed", "sm_90a"): set(), ("installed", "sm_100a"): {"TF5"},
+    ("3.6", "sm_80"): set(), ("3.6", "sm_90a"): {"W5"}, ("3.6", "sm_100a"): {"TF5", "TM8"},
+}
 SPECS = kernels.names()
 
 
-def _check(report):
+def _check(report, triton: str, arch: str):
     assert report.ok, report.render()
-    bad = [f for f in report.warnings if f.rule not in POLICY_WARNINGS]
+    bad = [f for f in report.warnings if f.rule not in ALLOWED[(triton, arch)]]
     assert not bad, report.render()
 
 
@@ -64,7 +76,7 @@ def test_suite_ptx_has_no_false_alarm(compiled, name, cc):
     arch = ARCHS[cc]
     report = verify(ptx, arch=arch, abi=abi_from_ptx(ptx, arch, 32 * warps),
                     filename=f"{name}.ptx")
-    _check(report)
+    _check(report, "installed", arch)
 
 
 TRITON36 = sorted((FIXTURES / "triton36").glob("*.ptx"))
@@ -81,4 +93,4 @@ def test_triton36_ptx_has_no_false_alarm(path: Path):
     text = path.read_text()
     arch = parse_ptx(text).arch
     assert "Triton" not in arch
-    _check(verify(text, arch=arch, filename=path.name))
+    _check(verify(text, arch=arch, filename=path.name), "3.6", arch)

@@ -47,10 +47,10 @@ def check(ptx: str, abi, arch: str = "sm_90a"):
     return verify(ptx, arch=arch, abi=abi, filename="matmul.ptx")
 
 
-#: Non-error findings real Triton output may carry, by documented policy: TF4/TF5 (no tcgen05
+#: Non-error findings real Triton output may carry, by documented policy: TF5 (no tcgen05
 #: fences in Triton's sm_100a code, docs/ptx_rules.md TF5), TM8/W5/AP1 warnings (no proxy fence
 #: after cp.async / behind a barrier in Triton 3.6), and notes where a rule cannot decide.
-POLICY_WARNINGS = {"TF4", "TF5", "TM8", "W5", "AP1"}
+POLICY_WARNINGS = {"TF5", "TM8", "W5", "AP1"}
 
 
 def assert_no_false_alarm(report):

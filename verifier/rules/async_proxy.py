@@ -106,6 +106,180 @@ def _overlap(a, asz, b, bsz) -> bool | None:
     return lo1 < hi2 and lo2 < hi1
 
 
+def _param_addr(fa, o, i: int, depth: int = 6):
+    """``("p", param name, byte offset)`` when the address operand ``o`` of instruction ``i`` is
+    a kernel parameter's pointer plus a constant: every definition of its base register (all of
+    them, so the value is the same in every iteration) is ``ld.param`` of that parameter, or a
+    ``mov`` / ``cvta.to.global`` / ``add`` of a constant over such a register. None otherwise."""
+    if o is None or o.kind != "address" or o.base is None or o.base.kind != "reg":
+        return None
+    v, cfg = fa.values, fa.cfg
+    key, off = cfg.reg_key(o.base.name, i), o.value or 0
+    for _ in range(depth):
+        sites = v.def_sites.get(key, ())
+        if not sites:
+            return None
+        found = None
+        for j in sites:
+            d = cfg.instrs[j]
+            ops = d.operands
+            if d.predicate is not None or len(ops) < 2:
+                return None
+            if d.parts[0] == "ld" and len(d.parts) > 1 and d.parts[1] == "param" \
+                    and ops[1].kind == "address" and ops[1].base is not None \
+                    and ops[1].base.kind == "symbol":
+                nxt = ("p", ops[1].base.name, ops[1].value or 0)
+            elif d.parts[0] in ("mov", "cvta") and ops[1].kind == "reg" and (
+                    d.parts[0] == "mov" or "to" in d.parts):
+                nxt = ("r", cfg.reg_key(ops[1].name, j), 0)
+            elif d.parts[0] == "add" and len(ops) == 3 and ops[1].kind == "reg" \
+                    and v.const(ops[2], j) is not None:
+                nxt = ("r", cfg.reg_key(ops[1].name, j), v.const(ops[2], j))
+            else:
+                return None
+            if found is not None and found != nxt:
+                return None
+            found = nxt
+        if found[0] == "p":
+            return ("p", found[1], off) if found[2] == 0 else None
+        key, off = found[1], off + found[2]
+    return None
+
+
+_M32 = (1 << 32) - 1
+
+
+def _bits_bound(v) -> tuple[int, int] | None:
+    """``(lo, hi)`` of a 32-bit known-bits value whose unknown bits are all below bit 16."""
+    if v is None or v[0] != "k":
+        return None
+    unknown = ~v[1] & _M32
+    if unknown >> 16:
+        return None
+    return v[2] & v[1] & _M32, (v[2] & v[1] & _M32) | unknown
+
+
+def _lin(fa, key: str, guards: dict, depth: int = 12):
+    """``(root, lo, hi)``: register ``key`` is ``root + k`` for some ``lo <= k <= hi``.
+
+    ``root`` is ``("s", symbol)`` (a shared symbol the value analysis resolved), ``("r", key)``
+    (a register with several or opaque definitions) or None (a bounded value with no root:
+    ``(%tid.x & 31) << 2``). Follows single definitions through ``add`` (constants, or a root
+    plus a bounded term), ``cvt`` / ``mov`` / ``cvta`` and ``shl`` / ``mul`` by a constant; a
+    register in ``guards`` (``{key: hi}``, from the instruction's guard ``setp.lt x, C``) is at
+    most ``hi``. None when nothing is known."""
+    v, cfg = fa.values, fa.cfg
+    val = v.val(key)
+    if val is not None and val[0] == "s":
+        return ("s", val[1]), val[2], val[2]
+    b = _bits_bound(val)
+    if key in guards:
+        g = guards[key]
+        b = (b[0] if b else 0, min(b[1], g) if b else g)
+    if b is not None and val is not None and val[1] == _M32:
+        return None, b[0], b[1]
+    sites = v.def_sites.get(key, ())
+    if depth <= 0 or len(sites) != 1 or cfg.instrs[sites[0]].predicate is not None:
+        return (None, b[0], b[1]) if b else (("r", key), 0, 0)
+    j = sites[0]
+    d = cfg.instrs[j]
+    ops, op = d.operands, d.parts[0]
+
+    def sub(o):
+        return _lin(fa, cfg.reg_key(o.name, j), guards, depth - 1) if o.kind == "reg" else None
+
+    if op == "add" and len(ops) == 3:
+        c = v.const(ops[2], j)
+        a = sub(ops[1])
+        if a is not None and c is not None:
+            return a[0], a[1] + c, a[2] + c
+        other = sub(ops[2])
+        if a is not None and other is not None and (a[0] is None or other[0] is None):
+            return (a[0] or other[0]), a[1] + other[1], a[2] + other[2]
+    elif (op in ("cvt", "mov") or (op == "cvta" and "to" in d.parts)) and len(ops) == 2 \
+            and ops[1].kind == "reg":
+        a = sub(ops[1])
+        if a is not None:
+            return a
+    elif op in ("shl", "mul") and len(ops) == 3:
+        c = v.const(ops[2], j)
+        a = sub(ops[1])
+        if a is not None and a[0] is None and c is not None and 0 <= c < 32:
+            f = (1 << c) if op == "shl" else c
+            return None, a[1] * f, a[2] * f
+    if b is not None:
+        return None, b[0], b[1]
+    return ("r", key), 0, 0
+
+
+def _addr_lin(fa, o, i: int, guards: dict | None = None):
+    """:func:`_lin` of an address operand ``[reg + imm]`` / ``[symbol + imm]`` (None if not)."""
+    if o is None or o.kind != "address" or o.base is None:
+        return None
+    off = o.value or 0
+    if o.base.kind == "symbol":
+        return ("s", o.base.name), off, off
+    if o.base.kind != "reg":
+        return None
+    r = _lin(fa, fa.cfg.reg_key(o.base.name, i), guards or {})
+    if r is None or r[0] is None:
+        return None
+    return r[0], r[1] + off, r[2] + off
+
+
+def _guard_bounds(fa, ins, i: int) -> dict:
+    """``{register: hi}`` from the instruction's guard when it is ``setp.lt(.u32) p, x, C``
+    (``x <= C - 1`` wherever the instruction executes) or ``setp.le``."""
+    if ins.predicate is None or ins.predicate.startswith("!"):
+        return {}
+    v, cfg = fa.values, fa.cfg
+    sites = v.reaching(cfg.reg_key(ins.predicate, i), i)
+    if len(sites) != 1:
+        return {}
+    d = cfg.instrs[sites[0]]
+    if d.parts[0] != "setp" or len(d.parts) < 2 or d.parts[1] not in ("lt", "le") \
+            or not any(t in d.parts for t in ("u32", "u64")) or len(d.operands) < 3 \
+            or d.operands[1].kind != "reg":
+        return {}
+    c = v.const(d.operands[2], sites[0])
+    if c is None:
+        return {}
+    return {cfg.reg_key(d.operands[1].name, sites[0]): c - 1 if d.parts[1] == "lt" else c}
+
+
+def _tensormap_buffers(fa) -> frozenset:
+    """Shared-memory ranges ``(root, lo, hi)`` that hold a tensor map being built: the shared
+    operand of ``tensormap.replace`` and the source of ``tensormap.cp_fenceproxy`` (128 bytes,
+    PTX ISA 9.1 §9.7.9.28 tensormap.replace, §9.7.9.29 tensormap.cp_fenceproxy)."""
+    out = set()
+    for i, ins in enumerate(fa.cfg.instrs):
+        if ins.parts[0] != "tensormap":
+            continue
+        addrs = [o for o in ins.operands if o.kind == "address"]
+        if ins.parts[1] == "replace" and any(x.startswith("shared") for x in ins.parts):
+            o = addrs[0] if addrs else None
+        elif ins.parts[1] == "cp_fenceproxy" and len(addrs) > 1:
+            o = addrs[1]
+        else:
+            continue
+        r = _addr_lin(fa, o, i)
+        if r is not None and r[1] == r[2]:
+            out.add((r[0], r[1], r[1] + 128))
+    return frozenset(out)
+
+
+def _in_tensormap(fa, ins, i: int, bufs: frozenset) -> bool:
+    """Does the generic shared write ``ins`` provably land inside one tensor-map buffer?"""
+    if not bufs:
+        return False
+    o = next((x for x in ins.operands if x.kind == "address"), None)
+    r = _addr_lin(fa, o, i, _guard_bounds(fa, ins, i))
+    sz = _span(ins)
+    if r is None or sz is None:
+        return False
+    return any(r[0] == root and lo <= r[1] and r[2] + sz <= hi for root, lo, hi in bufs)
+
+
 _SYNCED = "@synced"
 """Tag of a generic shared read that a CTA barrier or an mbarrier wait has since ordered."""
 
@@ -117,12 +291,21 @@ def _ordered(gr: frozenset) -> frozenset:
 
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
-    generic global writes unfenced, pending bulk-load destinations, cp.async issued)."""
+    generic global writes unfenced (``((param, offset), span)`` items or ``("?",)``), pending
+    bulk-load destinations, cp.async issued)."""
 
     RULES = ("AP1", "W5", "TM8", "AP2", "AP3", "AP4")
 
+    @property
+    def tmaps(self) -> frozenset:
+        """The function's tensor-map staging buffers (:func:`_tensormap_buffers`), cached."""
+        t = getattr(self, "_tmaps", None)
+        if t is None:
+            t = self._tmaps = _tensormap_buffers(self.fa)
+        return t
+
     def initial(self):
-        return (0, frozenset(), False, frozenset(), False)
+        return (0, frozenset(), frozenset(), frozenset(), False)
 
     def relevant(self, ins):
         p = ins.parts
@@ -140,7 +323,7 @@ class Proxy(Property):
         if p[0] == "fence":
             if "proxy" in p and any(x.startswith("async") for x in p):
                 glob = "async" in p or "async::global" in ins.opcode or "global" in p
-                return (0, frozenset(), gg and not glob, pend, cpa)
+                return (0, frozenset(), frozenset() if glob else gg, pend, cpa)
             return fact
         if is_mbar_wait(ins):
             return (gw, _ordered(gr), gg, frozenset(), cpa)
@@ -151,9 +334,16 @@ class Proxy(Property):
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("ca", "cg"):
             return (gw, gr, gg, pend, True)
         if is_smem_write(ins):
+            if _in_tensormap(fa, ins, i, self.tmaps):
+                # the bytes of a tensor map being built: read by the tensormap proxy after
+                # tensormap.cp_fenceproxy (which fences for it), not by the async proxy
+                return fact
             return (2, gr, gg, pend, cpa)
         if p[0] in ("st", "red", "atom") and len(p) > 1 and p[1] == "global":
-            return (gw, gr, True, pend, cpa)
+            a = _param_addr(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
+            item = (a, _span(ins)) if a is not None else ("?",)
+            gg = gg | {item} if len(gg) < 8 else gg | {("?",)}
+            return (gw, gr, gg, pend, cpa)
         if is_smem_read(ins):
             a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             sz = _span(ins)
@@ -210,8 +400,24 @@ class Proxy(Property):
                               "proxy before a barrier, with no 'fence.proxy.async': ordered by "
                               "the barrier as far as the static rule can tell", severity="note")
             if gg:
-                report("AP4", "bulk copy reads global memory written through the generic proxy "
-                              "without 'fence.proxy.async.global'", severity="warning")
+                # sure only when a written range and the copy's source are the same parameter's
+                # pointer plus overlapping constants (PTX ISA 9.1 §8.6, §9.7.13.4: generic
+                # writes read by the async proxy need fence.proxy.async); a tensor copy's source
+                # is in its tensor map, other pointers may or may not alias: a note, emulation
+                # decides (its HB analysis sees the concrete addresses)
+                src = _param_addr(fa, addrs[1], i) if len(addrs) > 1 and "tensor" not in p \
+                    else None
+                sure = src is not None and any(
+                    x[0] != "?" and x[0][1] == src[1] and _overlap(
+                        ("s", "g", x[0][2]), x[1], ("s", "g", src[2]), size) for x in gg)
+                if sure:
+                    report("AP4", "bulk copy reads global memory written through the generic "
+                                  "proxy without 'fence.proxy.async.global'", severity="warning")
+                else:
+                    report("AP4", "bulk copy after generic global writes with no "
+                                  "'fence.proxy.async.global' in between; the static rule cannot "
+                                  "tell whether they overlap (a tensor copy's source is in its "
+                                  "tensor map)", severity="note")
             if dst is not None and len(pend) < 8:
                 pend = pend | {(dst, size)}
             return (gw, gr, gg, pend, cpa)
@@ -371,8 +577,11 @@ def global_write_tma_read(ctx: Context) -> list[Finding]:
 
     What it checks:
         ``st.global``/``red.global``/``atom.global`` followed on some path by a bulk/tensor load
-        with no ``fence.proxy.async`` (global or full) between. A warning: the written and the
-        loaded buffers are not compared.
+        with no ``fence.proxy.async`` (global or full) between. A warning when the static rule
+        is sure the copy reads what was written: the written address and the (non-tensor) bulk
+        copy's source are the same kernel parameter's pointer plus constants, and the ranges
+        overlap. Otherwise a note (a tensor copy's source is in its tensor map; two different
+        pointers may or may not alias): emulation sees the concrete addresses.
 
     Why it is bad:
         The TMA may read stale global data (DeepEP#621).

@@ -493,18 +493,21 @@ def tmem_pair_alloc_without_cluster_sync(ctx: Context) -> list[Finding]:
 
 
 class TmemSlot(Property):
-    """Fact: frozenset of (slot, stage) for alloc slots not yet safely published.
+    """Fact: frozenset of alloc slots whose TMEM address no CTA barrier has published yet.
 
-    stage: 1 written (no fence yet), 2 fence::before done, 3 barrier passed without
-    fence::before, 4 barrier passed after fence::before (needs fence::after)."""
+    ``tcgen05.alloc`` is a *synchronous* tcgen05 instruction whose shared-memory write of the
+    address keeps same-address ordering with non-tcgen05 instructions (PTX ISA 9.1
+    §9.7.16.6.1): a CTA barrier publishes it like any shared store (TA3), and no
+    ``tcgen05.fence`` is needed around that barrier (the fences order *asynchronous* tcgen05
+    operations, §9.7.16.6.3; TF4 states that guarantee)."""
 
-    RULES = ("TA3", "TF4")
+    RULES = ("TA3",)
 
     def initial(self):
         return frozenset()
 
     def relevant(self, ins):
-        return is_tc(ins, "alloc", "fence") or is_cta_barrier(ins) or (
+        return is_tc(ins, "alloc") or is_cta_barrier(ins) or (
             ins.parts[0] == "ld" and len(ins.parts) > 1 and ins.parts[1].startswith("shared"))
 
     def transfer(self, i, ins, fact, report):
@@ -513,30 +516,16 @@ class TmemSlot(Property):
             s = addr_val(fa, ins.operands[0], i) if ins.operands else None
             if s is None:
                 return fact
-            return frozenset({x for x in fact if x[0] != s} | {(s, 1)})
+            return fact | {s}
         if not fact:
             return fact
-        if is_tc(ins, "fence"):
-            if "before_thread_sync" in ins.opcode:
-                return frozenset((s, 2 if st == 1 else st) for s, st in fact)
-            return frozenset((s, st) for s, st in fact if st != 4)
         if is_cta_barrier(ins):
-            return frozenset((s, {1: 3, 2: 4}.get(st, st)) for s, st in fact)
+            return frozenset()
         s = addr_val(fa, ins.operands[1], i) if len(ins.operands) > 1 else None
-        for slot, st in fact:
-            if slot != s:
-                continue
-            if st in (1, 2):
-                report("TA3", "the TMEM address written by 'tcgen05.alloc' is read before a "
-                              "barrier makes it visible")
-            elif st == 3:
-                report("TF4", "tensor memory address published through a barrier without "
-                              "'tcgen05.fence::before_thread_sync' / 'after_thread_sync' around it",
-                       severity="warning")
-            elif st == 4:
-                report("TF4", "tensor memory address read after the barrier without "
-                              "'tcgen05.fence::after_thread_sync'", severity="warning")
-        return frozenset(x for x in fact if x[0] != s)
+        if s in fact:
+            report("TA3", "the TMEM address written by 'tcgen05.alloc' is read before a "
+                          "barrier makes it visible")
+        return fact - {s}
 
     def describe(self, i, ins, old, new):
         if is_tc(ins, "alloc"):
@@ -560,14 +549,14 @@ def tmem_addr_unpublished(ctx: Context) -> list[Finding]:
         ``tcgen05.alloc ... [global_smem], 128;`` then ``ld.shared.b32 %r2, [global_smem];``
 
     Use instead:
-        alloc; ``tcgen05.fence::before_thread_sync``; ``bar.sync 0``;
-        ``tcgen05.fence::after_thread_sync``; ``ld.shared``.
+        alloc; ``bar.sync 0``; ``ld.shared`` (the alloc is synchronous, so the barrier alone
+        publishes the address: PTX ISA 9.1 §9.7.16.6.1; TF4).
 
     ptxas:
         no.
 
     References:
-        PTX ISA 9.1 §9.7.16.7.1; cutlass#2835; docs/ptx_rules.md TA3.
+        PTX ISA 9.1 §9.7.16.6.1, §9.7.16.7.1; cutlass#2835; docs/ptx_rules.md TA3.
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
@@ -577,33 +566,36 @@ def tmem_addr_unpublished(ctx: Context) -> list[Finding]:
 
 
 def tc_alloc_fence_sandwich(ctx: Context) -> list[Finding]:
-    """Missing ``tcgen05.fence`` pair around the barrier publishing the TMEM address (TF4).
+    """Guarantee modeled by the analysis, not a defect check: TMEM address publication (TF4).
 
     What it checks:
-        Between ``tcgen05.alloc`` and the ``ld.shared`` of its address: ``fence::before_thread_
-        sync`` → barrier → ``fence::after_thread_sync``. Reported as a warning (the barrier is an
-        acquire-release ``bar.sync``; Triton 3.6-3.9 emits no fence here, see TF5).
+        Nothing by itself (it reports no finding). ``tcgen05.alloc`` is a synchronous tcgen05
+        instruction, and the allocation instructions that access shared memory keep
+        same-address ordering with non-tcgen05 instructions (PTX ISA 9.1 §9.7.16.6.1). Its
+        write of the TMEM address is therefore ordered by a CTA barrier (or any release /
+        acquire pair) like an ``st.shared``: alloc, ``bar.sync``, ``ld.shared`` of the address
+        is correct without ``tcgen05.fence::before_thread_sync`` / ``after_thread_sync`` (those
+        order the *asynchronous* tcgen05 operations, §9.7.16.6.3, §9.7.16.11.1: TF3, TF5).
+        Before 2026-12 this row warned on that pattern (Triton's sm_100a code); the rule that
+        enforces the consequence is TA3 (no barrier at all between the alloc and the load).
 
     Why it is bad:
-        Per the PTX memory model the tcgen05 alloc is not ordered by the barrier alone.
+        Not applicable: this row states a guarantee.
 
     Example:
-        alloc; ``bar.sync 0``; ``ld.shared`` (Triton's sm_100a matmul).
+        ``@%p1 tcgen05.alloc...shared::cta.b32 [global_smem], 256; bar.sync 0;
+        ld.shared.b32 %r2, [global_smem];`` (Triton 3.6 / 3.9 sm_100a)
 
     Use instead:
-        alloc; ``tcgen05.fence::before_thread_sync``; ``bar.sync 0``;
-        ``tcgen05.fence::after_thread_sync``; ``ld.shared``.
+        nothing to change.
 
     ptxas:
-        no (the fences lower to scheduling constraints only).
+        not applicable.
 
     References:
-        PTX ISA 9.1 §9.7.16.5, §9.7.16.6.4; docs/ptx_rules.md TF4, TF5.
+        PTX ISA 9.1 §9.7.16.6.1, §9.7.16.6.3, §9.7.16.7.1; docs/verifier-fast.md.
     """
-    out: list[Finding] = []
-    for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
-        out += event_findings(ctx, fi, fa, TmemSlot, "TF4")
-    return out
+    return []
 
 
 # ====================================================================== TL4/TL5/TF2/TA10/TF5/TF3
