@@ -23,8 +23,9 @@ LARGER = {"softmax": {"M": 300, "N": 4096},
           "conv2d.fp16": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
           "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
           # 4 heads, 5 query and 5 key tiles of 128 (the last of each partial: 600 = 4 x 128 + 88),
-          # so the 2-stage K/V ring wraps twice and a head's last key tile reads the next head's
-          # rows (masked) or past the tensor (zero-filled)
+          # so the 2-stage K/V ring (and on sm_100a the two S buffers in tensor memory) wraps
+          # twice and a head's last key tile reads the next head's rows (masked) or past the
+          # tensor (zero-filled); the same size for both archs
           "flash_attention.noncausal": {"B": 2, "H": 2, "S": 600, "D": 128}}
 
 
@@ -86,3 +87,8 @@ def test_conv2d_fp8_sm90a_is_accepted():
 @pytest.mark.slow
 def test_flash_attention_noncausal_sm90a_is_accepted():
     _accept("flash_attention.noncausal")
+
+
+@pytest.mark.slow
+def test_flash_attention_noncausal_sm100a_is_accepted():
+    _accept("flash_attention.noncausal", "sm_100a")

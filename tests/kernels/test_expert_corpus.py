@@ -100,3 +100,34 @@ def test_the_init_fence_follows_every_mbarrier_init():
         inits = [i for i, ln in enumerate(lines) if "mbarrier.init." in ln]
         if e.launch.source == "gen.py" and inits and "fence_inits=True" in (e.folder / "gen.py").read_text():
             assert all("fence.mbarrier_init" in lines[i + 1] for i in inits), e.folder
+
+
+def test_the_tcgen05_fences_bracket_every_thread_sync():
+    from scripts.expert_gen import fence_tcgen05_syncs
+
+    src = ("\tbar.sync \t0;\n\tld.shared.b32 \t%r2, [global_smem];\n"
+           "\t@%p3 mbarrier.arrive.shared::cta.b64 _, [%r1];\n\tbar.arrive 2, 128;\n"
+           "\tbar.warp.sync \t-1;\n{\n\t.reg .pred complete;\n\twaitLoop:\n"
+           "\tmbarrier.try_wait.parity.shared::cta.b64 complete, [%r1], %r4;\n"
+           "\t@!complete bra.uni waitLoop;\n}\n\ttcgen05.ld.sync.aligned.32x32b.x32.b32 {%r5}, [%r2];\n")
+    out, n = fence_tcgen05_syncs(src)
+    got = [ln.split("//")[0].strip() for ln in out.splitlines()]
+    before, after = "tcgen05.fence::before_thread_sync;", "tcgen05.fence::after_thread_sync;"
+    assert got[:3] == [before, "bar.sync \t0;", after]
+    assert got[4:6] == [before, "@%p3 mbarrier.arrive.shared::cta.b64 _, [%r1];"]
+    assert got[6:8] == [before, "bar.arrive 2, 128;"]  # an arrive releases only: no after-fence
+    assert got[8] == "bar.warp.sync \t-1;"  # not a CTA barrier: untouched
+    assert got[13:15] == ["@!complete bra.uni waitLoop;", after]
+    assert n == 5
+    with pytest.raises(ValueError, match=r"line 1: 'mbarrier.try_wait' not followed"):
+        fence_tcgen05_syncs("\tmbarrier.try_wait.parity.shared::cta.b64 p, [%r1], 0;\n\tret;\n")
+    # the generated entries that ask for them carry them at every sync
+    for e in entries():
+        if e.launch.source != "gen.py" or "fence_tcgen05=True" not in (e.folder / "gen.py").read_text():
+            continue
+        lines = e.ptx.splitlines()
+        for i, ln in enumerate(lines):
+            if "mbarrier.arrive" in ln or ln.strip().startswith(("bar.sync", "barrier.sync")):
+                assert "before_thread_sync" in lines[i - 1], (e.folder, i + 1)
+            if ln.strip().startswith("@!complete bra.uni waitLoop"):
+                assert "after_thread_sync" in lines[i + 1], (e.folder, i + 1)

@@ -1,7 +1,9 @@
 """The expert flash_attention.noncausal formulation (sm_90a): device-side TMA descriptors over
-(B*H, S, D) views (rank 3, so a tile past S is zero-filled on load and clipped on store, never
-another head's rows), a warp-specialized key loop (``tl.range(..., warp_specialize=True)``) and
-wgmma for both products. Same name and parameters as the suite's ``flash_attention_kernel``
+the (B*H*S, D) row-major view of Q, K and V, a warp-specialized key loop
+(``tl.range(..., warp_specialize=True)``: a TMA producer warpgroup and two consumer warpgroups of
+64 query rows each) and wgmma for both products. A key tile that runs past S reads the next
+head's rows (masked to -inf) or, past the tensor, zeros; O is stored with a masked pointer store.
+Same name and parameters as the suite's ``flash_attention_kernel``
 (kernels/suite/flash_attention.py), so it keeps the entry ABI; compiled by gen.py (NOTES.md).
 """
 
