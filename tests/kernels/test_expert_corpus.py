@@ -109,7 +109,8 @@ def test_the_tcgen05_fences_bracket_every_thread_sync():
            "\t@%p3 mbarrier.arrive.shared::cta.b64 _, [%r1];\n\tbar.arrive 2, 128;\n"
            "\tbar.warp.sync \t-1;\n{\n\t.reg .pred complete;\n\twaitLoop:\n"
            "\tmbarrier.try_wait.parity.shared::cta.b64 complete, [%r1], %r4;\n"
-           "\t@!complete bra.uni waitLoop;\n}\n\ttcgen05.ld.sync.aligned.32x32b.x32.b32 {%r5}, [%r2];\n")
+           "\t@!complete bra.uni waitLoop;\n}\n"
+           "\ttcgen05.ld.sync.aligned.32x32b.x32.b32 {%r5}, [%r2];\n")
     out, n = fence_tcgen05_syncs(src)
     got = [ln.split("//")[0].strip() for ln in out.splitlines()]
     before, after = "tcgen05.fence::before_thread_sync;", "tcgen05.fence::after_thread_sync;"
@@ -123,7 +124,8 @@ def test_the_tcgen05_fences_bracket_every_thread_sync():
         fence_tcgen05_syncs("\tmbarrier.try_wait.parity.shared::cta.b64 p, [%r1], 0;\n\tret;\n")
     # the generated entries that ask for them carry them at every sync
     for e in entries():
-        if e.launch.source != "gen.py" or "fence_tcgen05=True" not in (e.folder / "gen.py").read_text():
+        gen = e.folder / "gen.py"
+        if e.launch.source != "gen.py" or "fence_tcgen05=True" not in gen.read_text():
             continue
         lines = e.ptx.splitlines()
         for i, ln in enumerate(lines):

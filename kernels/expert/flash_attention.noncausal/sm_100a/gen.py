@@ -29,10 +29,10 @@ if __name__ == "__main__":
         # memory between its partitions (PTX ISA 9.0 section 9.7.16.6.4): add them (NOTES.md)
         fence_tcgen05=True,
         grid_meta={"BLOCK_M": 128, "BLOCK_N": 128},  # grid (cdiv(S, 128), B * H)
-        summary="warp-specialized for tcgen05 (TMA load warp, single-thread tcgen05.mma issue with "
-                "tcgen05.commit to mbarriers, S and O accumulators in tensor memory, a 4-warp softmax "
-                "partition reading one S row per thread with tcgen05.ld and writing P back to tensor "
-                "memory with tcgen05.st, a 4-warp correction partition rescaling O in tensor memory), "
-                "128x128 tiles (Triton formulation)")
+        summary=("warp-specialized for tcgen05 (TMA load warp, single-thread tcgen05.mma issue "
+                 "with tcgen05.commit to mbarriers, S and O accumulators in tensor memory, a "
+                 "4-warp softmax partition reading one S row per thread with tcgen05.ld and "
+                 "writing P back to tensor memory with tcgen05.st, a 4-warp correction partition "
+                 "rescaling O in tensor memory), 128x128 tiles (Triton formulation)"))
     print({k: meta.get(k) for k in ("shared", "num_warps", "global_scratch_size", "expert_fences",
                                   "expert_tcgen05_fences")})

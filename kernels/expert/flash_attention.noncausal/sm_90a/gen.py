@@ -23,8 +23,8 @@ if __name__ == "__main__":
         # signals them through the async proxy): add one after each (NOTES.md)
         fence_inits=True,
         grid_meta={"BLOCK_M": 128, "BLOCK_N": 128},  # grid (cdiv(S, 128), B * H)
-        summary="warp-specialized (a TMA producer warpgroup at 40 registers, two consumer warpgroups "
-                "at 232, 64 query rows each, whose softmax overlaps the other's wgmma), device-side "
-                "TMA descriptors, a 2-stage K/V mbarrier ring, wgmma for QK^T and PV, 128x128 tiles "
-                "(Triton formulation)")
+        summary=("warp-specialized (a TMA producer warpgroup at 40 registers, two consumer "
+                 "warpgroups at 232, 64 query rows each, whose softmax can overlap the other's "
+                 "wgmma), device-side TMA descriptors, a 2-stage K/V mbarrier ring, wgmma for "
+                 "QK^T and PV, 128x128 tiles (Triton formulation)"))
     print({k: meta.get(k) for k in ("shared", "num_warps", "global_scratch_size", "expert_fences")})
