@@ -133,3 +133,54 @@ def test_the_tcgen05_fences_bracket_every_thread_sync():
                 assert "before_thread_sync" in lines[i - 1], (e.folder, i + 1)
             if ln.strip().startswith("@!complete bra.uni waitLoop"):
                 assert "after_thread_sync" in lines[i + 1], (e.folder, i + 1)
+
+
+_TWO_CONSUMERS = """$L__BB0_13:
+\tst.global.b32 [%rd1], %r1;
+\tret;
+$L__BB0_10:
+\tsetmaxnreg.inc.sync.aligned.u32 232;
+$L__BB0_12:
+\twgmma.fence.sync.aligned;
+\twgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%r1}, %rd1, %rd2, 1, 1, 1, 0, 0;
+\twgmma.commit_group.sync.aligned;
+\twgmma.wait_group.sync.aligned 0;
+\tbar.sync 3, 128;
+\t@%p1 bra $L__BB0_12;
+\tbra.uni $L__BB0_13;
+$L__BB0_6:
+\tsetmaxnreg.inc.sync.aligned.u32 232;
+$L__BB0_8:
+\twgmma.fence.sync.aligned;
+\twgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%r1}, %rd1, %rd2, 1, 1, 1, 0, 0;
+\twgmma.commit_group.sync.aligned;
+\twgmma.wait_group.sync.aligned 0;
+\tbar.sync 2, 128;
+\t@%p1 bra $L__BB0_8;
+\tret;
+"""
+
+
+def test_the_pingpong_patch_passes_one_turn_between_the_two_consumers():
+    from scripts.expert_gen import pingpong_wgmma_consumers
+
+    out, n = pingpong_wgmma_consumers(_TWO_CONSUMERS)
+    got = [ln.split("//")[0].strip() for ln in out.splitlines()]
+    assert n == 6  # a turn and a hand-over per group, the first and the last turn
+    mma = got[9]
+    assert got[:2] == ["$L__BB0_13:", "bar.sync 4, 256;"]  # the first takes the last turn
+    # the first consumer (named barrier 3, first in the file) waits on 4 and hands over on 5
+    assert got[6:14] == ["$L__BB0_12:", "bar.sync 4, 256;", "wgmma.fence.sync.aligned;", mma,
+                         "wgmma.commit_group.sync.aligned;", "bar.arrive 5, 256;",
+                         "wgmma.wait_group.sync.aligned 0;", "bar.sync 3, 128;"]
+    # the second gives the first turn at its start, then waits on 5 and hands over on 4
+    assert got[16:26] == ["$L__BB0_6:", "setmaxnreg.inc.sync.aligned.u32 232;",
+                          "bar.arrive 4, 256;", "$L__BB0_8:", "bar.sync 5, 256;",
+                          "wgmma.fence.sync.aligned;", mma, "wgmma.commit_group.sync.aligned;",
+                          "bar.arrive 4, 256;", "wgmma.wait_group.sync.aligned 0;"]
+    with pytest.raises(ValueError, match=r"expected two wgmma consumers.*\[3\]"):
+        pingpong_wgmma_consumers(_TWO_CONSUMERS.split("$L__BB0_6:")[0])
+    # the sm_90a flash_attention entry carries it: 4 groups, 10 barrier instructions
+    e = find("flash_attention.noncausal", "sm_90a")
+    marks = [ln for ln in e.ptx.splitlines() if "expert gen.py: " in ln and "bar." in ln]
+    assert len(marks) == 10

@@ -22,9 +22,16 @@ if __name__ == "__main__":
         # Triton 3.9's warp-specialized code has no proxy fence after its mbarrier inits (the TMA
         # signals them through the async proxy): add one after each (NOTES.md)
         fence_inits=True,
+        # FlashAttention-3's ping-pong: the two consumers take turns on the tensor core (a token
+        # passed with named barriers 4 and 5 around each wgmma group), so one's softmax runs while
+        # the other's wgmma do; Triton would leave them free to run in phase (NOTES.md). Set
+        # False to regenerate the unforced variant for a GPU comparison.
+        pingpong=True,
         grid_meta={"BLOCK_M": 128, "BLOCK_N": 128},  # grid (cdiv(S, 128), B * H)
         summary=("warp-specialized (a TMA producer warpgroup at 40 registers, two consumer "
-                 "warpgroups at 232, 64 query rows each, whose softmax can overlap the other's "
-                 "wgmma), device-side TMA descriptors, a 2-stage K/V mbarrier ring, wgmma for "
-                 "QK^T and PV, 128x128 tiles (Triton formulation)"))
-    print({k: meta.get(k) for k in ("shared", "num_warps", "global_scratch_size", "expert_fences")})
+                 "warpgroups at 232, 64 query rows each, in ping-pong: they take turns on the "
+                 "tensor core, so one's softmax overlaps the other's wgmma), device-side TMA "
+                 "descriptors, a 2-stage K/V mbarrier ring, wgmma for QK^T and PV (P from "
+                 "registers), 128x128 tiles (Triton formulation + gen.py's ping-pong barriers)"))
+    print({k: meta.get(k) for k in ("shared", "num_warps", "global_scratch_size", "expert_fences",
+                                  "expert_pingpong")})
