@@ -151,7 +151,8 @@ def pingpong_wgmma_consumers(ptx: str, tokens: tuple[int, int] = (4, 5)) -> tupl
     after: dict[int, list[str]] = {}
     for fence, commit, cid in groups:
         ind = _WG_FENCE.match(lines[fence]).group(1)
-        before.setdefault(fence, []).append(f"{ind}bar.sync {tok[cid]}, 256;  // expert gen.py: turn")
+        before.setdefault(fence, []).append(
+            f"{ind}bar.sync {tok[cid]}, 256;  // expert gen.py: turn")
         after.setdefault(commit, []).append(
             f"{ind}bar.arrive {other[cid]}, 256;  // expert gen.py: hand over")
     # the second consumer gives the first turn at its partition start
@@ -159,7 +160,8 @@ def pingpong_wgmma_consumers(ptx: str, tokens: tuple[int, int] = (4, 5)) -> tupl
     start = next((j for j in range(sfence, -1, -1) if _MAXNREG_INC.match(lines[j])), None)
     if start is None:
         raise ValueError(f"line {sfence + 1}: no 'setmaxnreg.inc' opening the second consumer")
-    after.setdefault(start, []).append(f"\tbar.arrive {tokens[0]}, 256;  // expert gen.py: first turn")
+    after.setdefault(start, []).append(
+        f"\tbar.arrive {tokens[0]}, 256;  // expert gen.py: first turn")
     # the first consumer takes the last hand-over at its loop-exit label
     fcommit = max(g[1] for g in groups if g[2] == first)
     exit_label = next((m.group(1) for j in range(fcommit, len(lines))
