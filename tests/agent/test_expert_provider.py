@@ -72,21 +72,21 @@ def test_a_malformed_entry_is_reported_not_proposed(tmp_path, ref_cache):
     assert "launch.yaml:threads" in res.iterations[0].provider_error
 
 
-@pytest.mark.parametrize("kernel", [e.kernel for e in expert_entries()
-                                    if e.arch == "sm_90a"])
-def test_the_real_corpus_is_proposed_byte_for_byte(kernel, ref_cache):
+@pytest.mark.parametrize("kernel,arch", [(e.kernel, e.arch) for e in expert_entries()])
+def test_the_real_corpus_is_proposed_byte_for_byte(kernel, arch, ref_cache):
     from agent.loop import make_context
     from kernels.expert import find
 
     spec = kernels.get(kernel)
-    art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=ref_cache)
-    ctx = make_context(spec, "sm_90a", art, False, LoopOptions(cache_dir=ref_cache))
+    art = compile_reference(spec, arch, spec.configs()[0], cache_dir=ref_cache)
+    ctx = make_context(spec, arch, art, False, LoopOptions(cache_dir=ref_cache))
     prov = ExpertProvider()
     first = prov.propose(ctx, None, lambda n, a: "")
-    entry = find(kernel, "sm_90a")
+    entry = find(kernel, arch)
     assert first.candidate.ptx == entry.ptx == (entry.folder / "kernel.ptx").read_text()
     assert first.candidate.threads == entry.launch.threads
-    assert first.candidate.origin == f"expert:{kernel}/sm_90a"
+    assert first.candidate.global_scratch_size == entry.launch.global_scratch_size
+    assert first.candidate.origin == f"expert:{kernel}/{arch}"
     second = prov.propose(ctx, "feedback", lambda n, a: "")
     assert second.candidate.ptx == art.ptx and second.candidate.origin.startswith("triton:")
     assert prov.propose(ctx, "feedback", lambda n, a: "").error_kind == "exhausted"

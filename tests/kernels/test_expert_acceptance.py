@@ -1,6 +1,7 @@
 """Issue 19's acceptance of each expert entry without a GPU: ptxas for its arch, 0 verifier errors,
 emulated correctness against the float64 reference at the verify size and at a second, larger
-size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator, bitdelta and conv2d 5-15 s: slow."""
+size, no happens-before finding. The gemm entries take 10-40 s per size in the emulator, bitdelta and conv2d 5-15 s,
+flash_attention.noncausal 5-25 s: slow."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ LARGER = {"softmax": {"M": 300, "N": 4096},
           "bitdelta_batched": {"B": 2, "MB": 150, "N": 304, "K": 416},
           # partial row / column / channel-chunk / output-channel tiles, 8 tiles on 4 CTAs
           "conv2d.fp16": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
-          "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160}}
+          "conv2d.fp8": {"NB": 1, "H": 17, "W": 12, "C": 144, "CO": 160},
+          # 4 heads, 5 query and 5 key tiles of 128 (the last of each partial: 600 = 4 x 128 + 88),
+          # so the 2-stage K/V ring (and on sm_100a the two S buffers in tensor memory) wraps
+          # twice and a head's last key tile reads the next head's rows (masked) or past the
+          # tensor (zero-filled); the same size for both archs
+          "flash_attention.noncausal": {"B": 2, "H": 2, "S": 600, "D": 128}}
 
 
 def _accept(kernel: str, arch: str = "sm_90a") -> None:
@@ -76,3 +82,13 @@ def test_conv2d_fp16_sm90a_is_accepted():
 @pytest.mark.slow
 def test_conv2d_fp8_sm90a_is_accepted():
     _accept("conv2d.fp8")
+
+
+@pytest.mark.slow
+def test_flash_attention_noncausal_sm90a_is_accepted():
+    _accept("flash_attention.noncausal")
+
+
+@pytest.mark.slow
+def test_flash_attention_noncausal_sm100a_is_accepted():
+    _accept("flash_attention.noncausal", "sm_100a")
