@@ -7,7 +7,9 @@
 # baselines), vendor (python -m harness.vendor on the entries of the acceptance), fast
 # (scripts/device_fast_family.sh: fast-family campaign, sanitizer on every fast baseline, ncu
 # feedback with the narrow spaces), baselines (scripts/device_baselines.sh narrow + wide),
-# pipeline (its search step: pipeline-context timing), expert (scripts/device_expert.sh).
+# pipeline (its search step: pipeline-context timing), expert (the expert row as a campaign:
+# leaderboard cells, vendor column), expert_debug (why an expert candidate is not valid: the
+# evaluation feedback per kernel). Small text outputs are copied to $OUT (at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_device_site.sh
@@ -62,6 +64,51 @@ PY
         > "$d/leaderboard.txt" 2>&1
       COLUMNS=200 python3 -m ailower leaderboard --arch sm_90a --vendor "$d/vendor.json" --json > "$d/leaderboard.json" 2>&1
       cat "$d/leaderboard.txt"; unset AILOWER_DATA_DIR AILOWER_AUTOTUNE_MAX_CONFIGS ;;
+    expert_debug)  # why an expert candidate is not valid on the GPU: verdict, messages per kernel
+      export AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${DEBUG_MAX_CONFIGS:-4}
+      for k in ${DEBUG_KERNELS:-gemm.fp8 conv2d.fp8 bitdelta bitdelta_batched}; do
+        timeout "${DEBUG_S:-60}" python3 -m ailower lower "$k" --provider expert --arch sm_90a \
+          --iterations 1 --out "$d/$k" > "$d/$k.txt" 2>&1
+        python3 - "$d/$k" "$k" "$d/$k.txt" <<'PY' >> "$d/summary.txt"
+import json, sys
+from pathlib import Path
+folder, k, log = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+rep = None
+for cand in (folder / "report.json", Path(str(folder) + ".failed") / "report.json"):
+    if cand.exists():
+        rep = json.loads(cand.read_text()); break
+print(f"===== {k}")
+if rep is None:
+    print("no report; log tail:"); print(log.read_text()[-3000:]); sys.exit(0)
+for it in rep.get("iterations", []):
+    print("iteration", it.get("index"), it.get("origin"), it.get("verdict"))
+    for key in ("provider_error", "reason", "message", "feedback", "race_gate", "emulation"):
+        if it.get(key):
+            print(f"  {key}: {json.dumps(it[key], default=str)[:1500]}")
+    ev = it.get("evaluation") or {}
+    for kk in ev.get("kernels", []):
+        print(f"  kernel {kk.get('role')} {kk.get('label')} {kk.get('status')} {str(kk.get('message'))[:800]}")
+    if ev.get("message"):
+        print("  eval message:", str(ev.get("message"))[:800])
+tx = folder / "transcript.jsonl"
+if not tx.exists():
+    tx = Path(str(folder) + ".failed") / "transcript.jsonl"
+if tx.exists():
+    for line in tx.read_text().splitlines():
+        ev = json.loads(line)
+        if ev.get("event") in ("iteration", "evaluation", "race_gate", "rejected", "verdict"):
+            e = ev.get("evaluation") or {}
+            print("  tx", ev.get("event"), "status", e.get("status"), str(e.get("message"))[:1500])
+            for kk in e.get("kernels", []):
+                kk.pop("timing", None); kk.pop("samples", None)
+                print("    kernel", json.dumps(kk, default=str)[:2000])
+            for key in ("race_gate", "emulation", "reason"):
+                if ev.get(key):
+                    print(f"    {key}:", json.dumps(ev[key], default=str)[:1500])
+print(log.read_text()[-1500:])
+PY
+      done
+      unset AILOWER_DATA_DIR AILOWER_AUTOTUNE_MAX_CONFIGS; RC[$step]=0; tail -n 30 "$d/summary.txt" ;;
     *) echo "unknown step $step"; RC[$step]=2 ;;
   esac
   SECS[$step]=$(( $(date +%s) - t0 ))
@@ -69,5 +116,9 @@ done
 date -u +"end %F %T UTC"
 echo "== steps"
 for step in $STEPS; do printf "%-10s rc=%-4s %5s s\n" "$step" "${RC[$step]}" "${SECS[$step]}"; done | tee "$FINAL/steps.txt"
-find "$ROOTOUT" -name '*.cubin' -delete
-tar czf "$FINAL/issue22.tgz" -C "$ROOTOUT" . && ls -la "$FINAL"
+# small text outputs only (the data dirs hold GiBs of cached inputs): at most 8 files come back
+for f in racecheck/fast_attention_ws.racecheck.txt expert/leaderboard.txt expert/cells.jsonl \
+         expert_debug/summary.txt fast/out.txt baselines/out.txt gpu_tests/pytest.txt; do
+  [ -f "$ROOTOUT/$f" ] && head -c 4000000 "$ROOTOUT/$f" > "$FINAL/$(echo "$f" | tr / _)"
+done
+ls -la "$FINAL"
