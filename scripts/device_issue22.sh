@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 22 on the H200 in as few device calls as possible: each STEP has its own time limit so one
-# slow part cannot eat the others; every step's output lands under $OUT/<step>/; a table last.
+# slow part cannot eat the others; every step's output lands under /tmp/issue22/<step>/; a table last.
 #   here:   ./scripts/device_wheels.sh                       (once; fills .whl/, git-ignored)
 #   there:  STEPS="gpu_tests racecheck vendor" ./scripts/device_issue22.sh   (.whl carried)
 # Steps: gpu_tests (pytest -m gpu), racecheck (scripts/device_racecheck.py on the attention
@@ -82,9 +82,11 @@ if rep is None:
     print("no report; log tail:"); print(log.read_text()[-3000:]); sys.exit(0)
 for it in rep.get("iterations", []):
     print("iteration", it.get("index"), it.get("origin"), it.get("verdict"))
-    for key in ("provider_error", "reason", "message", "feedback", "race_gate", "emulation"):
+    for key in ("provider_error", "reason", "message", "race_gate", "emulation"):
         if it.get(key):
             print(f"  {key}: {json.dumps(it[key], default=str)[:1500]}")
+    if it.get("feedback"):  # the GPU verdict is at the end, after the verifier findings
+        print("  feedback (end):", str(it["feedback"])[-2500:])
     ev = it.get("evaluation") or {}
     for kk in ev.get("kernels", []):
         print(f"  kernel {kk.get('role')} {kk.get('label')} {kk.get('status')} {str(kk.get('message'))[:800]}")
