@@ -36,11 +36,12 @@ _AFTER = "tcgen05.fence::after_thread_sync;  // expert gen.py"
 def fence_mbarrier_inits(ptx: str) -> tuple[str, int]:
     """``ptx`` with ``fence.mbarrier_init.release.cluster`` after every ``mbarrier.init``.
 
-    An ``mbarrier.init`` is a generic-proxy write; a TMA signals the barrier through the async
-    proxy, so the initialising thread must fence after the init and before the barrier that
-    orders it with the TMA's issuer (what CUTLASS's ``fence_barrier_init`` does after every
-    pipeline's inits; the emulator's HB4 warning). Triton 3.9's warp-specialized sm_90a code
-    omits the fence; its non-specialized code has one. Executed by every thread that reaches the
+    What CUTLASS's ``fence_barrier_init`` does after every pipeline's inits (cluster-scope
+    visibility of the inits). For a CTA-local barrier it is not required: the PTX ISA's
+    ``cp.async.bulk`` description says the copy accesses its mbarrier operand through the
+    generic proxy, so an init ordered before the copy by a barrier suffices (the emulator's HB4
+    used to say otherwise; docs/verifier-fast.md, "Warnings on correct code"). Triton 3.9's
+    warp-specialized sm_90a code omits the fence; its non-specialized code has one. Executed by every thread that reaches the
     init, once per CTA, in the prologue.
 
     Returns:
