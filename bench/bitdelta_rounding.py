@@ -1,4 +1,4 @@
-"""Why the H200 rejected this entry at the bench size (2026-12-02), reproduced without a GPU.
+"""Why the H200 rejected the expert bitdelta entry (kernels/expert/bitdelta/sm_90a) at the bench size (2026-12-02), reproduced without a GPU.
 
 The expert decode forms ``W + fp16(alpha) * sign`` in fp16 (two roundings); Triton's kernel forms
 ``fp16(W + alpha * sign)`` in fp32 (one rounding). Both products are then accumulated in fp32 and
@@ -8,7 +8,7 @@ exceeds the spec's fp16 tolerance (atol 0.1 + rtol 0.002 |ref|) and twice it (th
 tolerance of ``kernels.spec.Tolerance.pairwise``). Measured 2026-12-02: 235 of 33,554,432 at
 the single tolerance (the GPU reported 232 for launch 1), 0 at the pairwise one. Minutes of CPU.
 
-    python kernels/expert/bitdelta/sm_90a/rounding_check.py
+    python bench/bitdelta_rounding.py
 """
 
 import sys
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 import kernels  # noqa: E402
 from harness.inputs import make_inputs  # noqa: E402
 from kernels.suite.bitdelta import unpack_signs  # noqa: E402
