@@ -1,4 +1,5 @@
-"""Why the H200 rejected the expert bitdelta entry (kernels/expert/bitdelta/sm_90a) at the bench size (2026-12-02), reproduced without a GPU.
+"""Why the H200 rejected the expert bitdelta entry (kernels/expert/bitdelta/sm_90a) at the bench
+size (2026-12-02), reproduced without a GPU.
 
 The expert decode forms ``W + fp16(alpha) * sign`` in fp16 (two roundings); Triton's kernel forms
 ``fp16(W + alpha * sign)`` in fp32 (one rounding). Both products are then accumulated in fp32 and
