@@ -1346,21 +1346,28 @@ def _wgmma(m, ins, pc, exe, active):
         if not m.ntr:
             return None
         n = int(ins.operands[0].value or 0) if "wait_group" in mods else 0
-        done = set()
-        for ln in lanes[lanes < m.ntr]:
-            c = int(m.cta_local[ln])
-            wg = int(m.tid[ln]) // 128
-            key = (c, wg)
+        lanes = lanes[lanes < m.ntr]
+        if not lanes.size:
+            return None
+        # per (CTA, warpgroup) of the executing lanes, in lane order (lanes ascend, so their
+        # keys do): a commit closes one epoch per warpgroup; a wait orders each of its lanes
+        # after the latest epoch among the groups it covers
+        cta = m.cta_local[lanes]
+        wgk = cta * (m.T // 128 + 1) + m.tid[lanes] // 128
+        starts = np.flatnonzero(np.r_[True, wgk[1:] != wgk[:-1]])
+        ends = np.r_[starts[1:], lanes.size]
+        for b, e_ in zip(starts.tolist(), ends.tolist()):
+            c = int(cta[b])
+            key = (c, int(m.tid[lanes[b]]) // 128)
             if "commit_group" in mods:
-                if key not in done:
-                    m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
-                    done.add(key)
+                m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
             else:
                 groups = m.wg_groups.get(key, [])
                 covered = groups[:len(groups) - n] if n else groups
                 if covered:
                     ac = int(m.acol[c])
-                    m.vc[ln, ac] = max(int(m.vc[ln, ac]), max(covered))
+                    sel = lanes[b:e_]
+                    m.vc[sel, ac] = np.maximum(m.vc[sel, ac], max(covered))
         return None
     if "mma_async" not in mods or "sp" in mods:
         raise m.prog.unsupported(pc)
