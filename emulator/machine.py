@@ -581,25 +581,33 @@ class Machine:
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
         dt = NP[t]
-        if op.kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
+        kind = op.kind
+        if kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
             op = Operand(kind="reg", text=op.text, line=op.line, col=op.col, name=op.name,
                          negated=op.negated)
-        if op.kind == "reg":
+            kind = "reg"
+        if kind == "reg":
             name = op.name or op.text
-            if self.prog.envs[pc].lookup(name) is None and name.startswith("%"):
+            info = self.prog.envs[pc].lookup(name)
+            if info is None and name.startswith("%"):
                 sp = self._special(name, pc)
                 if sp is None:
                     raise self.prog.unsupported(pc, f"register '{name}'")
                 arr = sp
             else:
-                arr = self.reg_bits(name, pc)
+                # reg_bits, inlined for a register already written (the common case)
+                arr = self.regs.get(info.key) if info is not None else None
+                if arr is None:
+                    arr = self.reg_bits(name, pc)
                 if self.wg_pending:
                     self._wg_touch(name, pc, None, "reads")
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
+            if arr.dtype == dt:
+                return arr
             return _adapt(arr, dt)
-        if op.kind == "imm":
+        if kind == "imm":
             key = (op.text, op.value, t)
             v = _IMM_CACHE.get(key)
             if v is None:
@@ -628,9 +636,10 @@ class Machine:
         if op.kind != "reg" and not (op.kind == "symbol" and self.prog.envs[pc].lookup(
                 op.name or op.text) is not None):
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
-        info = self._info(op.name or op.text, pc)
+        name = op.name or op.text
+        info = self._info(name, pc)
         if self.wg_pending:
-            self._wg_touch(op.name or op.text, pc, exe, "writes")
+            self._wg_touch(name, pc, exe, "writes")
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:
@@ -643,10 +652,12 @@ class Machine:
                 bits = bits.astype(st)
         if bits.shape != (self.N,):
             bits = np.broadcast_to(bits, (self.N,))
-        old = None if exe.all() else self.reg_bits(op.name or op.text, pc)
-        if old is None:
+        if exe.all():
             self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
         else:
+            old = self.regs.get(info.key)
+            if old is None:
+                old = self.reg_bits(name, pc)
             self.regs[info.key] = np.where(exe, bits, old)
 
     # ------------------------------------------------------------------ addresses
