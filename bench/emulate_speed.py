@@ -78,6 +78,11 @@ def main() -> None:
         if args.backend:
             emulator.set_hb_backend(args.backend)
         backend = emulator.hb_backend()
+        if not args.no_race:
+            # import the backend (numba) before timing, as an emulator that imports numba with
+            # its modules does at import
+            from emulator import _hbkern
+            _hbkern.kernels()
     elif args.backend:
         ap.error("this emulator has no selectable race-check backend")
     print(f"emulator: {Path(emulator.__file__).parent}; race-check backend: {backend}",

@@ -207,6 +207,7 @@ class Machine:
         self._handlers: dict[str, Callable] = {}
         self._compiled: list[Callable | None] = [None] * len(prog.insts)
         self._types: list[tuple[list[str], list[str]]] = [_parts(i) for i in prog.insts]
+        self._typ_memo: dict[int, str] = {}  # pc -> its one type, once ops._typ accepted it
 
     # ------------------------------------------------------------------ driver
     def run(self) -> RunOutcome:

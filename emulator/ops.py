@@ -35,6 +35,9 @@ def _typ(m, pc) -> str:
             handlers of multi-type opcodes - cvt, mma, mixed-precision add/sub/fma - decode
             their types themselves), with file:line:col.
     """
+    t = m._typ_memo.get(pc)
+    if t is not None:  # decoded at an earlier execution of this instruction
+        return t
     mods, types = m._types[pc]
     opc = m.prog.insts[pc].opcode
     odd = [x for x in mods if _TYPE_LIKE.match(x)]
@@ -45,6 +48,7 @@ def _typ(m, pc) -> str:
     if len(types) != 1:
         raise m.prog.unsupported(pc, f"'{opc}' (type combination "
                                      f"{'.'.join(types)} is not modelled)")
+    m._typ_memo[pc] = types[0]
     return types[0]
 
 
