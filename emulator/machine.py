@@ -43,7 +43,7 @@ from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault
+from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault, _lanes
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -652,7 +652,7 @@ class Machine:
             if bits.dtype != st:
                 bits = bits.astype(st)
         if bits.shape != (self.N,):
-            bits = np.broadcast_to(bits, (self.N,))
+            bits = _lanes(bits, self.N)
         if exe.all():
             self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
         else:
