@@ -419,5 +419,34 @@ def kernels() -> Kernels:
         jit = numba.njit(cache=True, nogil=True)
         k = Kernels("numba", jit(_check), jit(_record_write), jit(_record_read),
                     jit(_proxy_stale), jit(_access))
+        _warm(k)
     _built[name] = k
     return k
+
+
+def _warm(k: Kernels) -> None:
+    """Compile (or load from numba's cache) every function for the argument types the machine
+    passes, on one-byte dummies, so that no compilation runs inside an emulation's time limit."""
+    from emulator.memory import _FIELDS
+
+    one = np.zeros(1, np.int64)
+    f = {n: np.full(1, init, dtype=dt) for n, (dt, init) in _FIELDS.items()}
+    vc = np.zeros((1, 4), np.int32)
+    vals = np.zeros(1, np.uint8)
+    pf = np.zeros(1, np.int32)
+    for write in (False, True):
+        k.access(one, one, one, 1, vc, one, f["w_lane"], f["w_clk"], f["w_pc"], f["w_val"],
+                 f["w_async"], f["w_atomic"], f["w_pf"], f["r_lane"], f["r_clk"], f["r_pc"],
+                 f["r_atomic"], vals, write, False, 0, 0, 1, 1, one, one, False, pf, one, one,
+                 False, write)
+        k.check(one, one, one, 1, vc, one, f["w_lane"], f["w_clk"], f["w_pc"], f["w_val"],
+                f["w_async"], f["w_atomic"], f["r_lane"], f["r_clk"], f["r_atomic"], vals, write,
+                False, 0, 0, 1, 1, np.zeros(1, np.bool_), np.zeros(1, np.bool_),
+                np.zeros(1, np.int32), one, one)
+    k.record_write(one, one, one, 1, np.zeros(1, np.int32), vals, 0, False, 0, pf, f["w_lane"],
+                   f["w_clk"], f["w_pc"], f["w_val"], f["w_async"], f["w_atomic"], f["w_pf"],
+                   f["r_lane"], np.zeros(1, np.bool_))
+    for use_rec in (False, True):
+        k.record_read(one, 1, one, one, np.zeros(1, np.int32), use_rec, 0, 0, f["r_lane"],
+                      f["r_clk"], f["r_pc"], f["r_atomic"])
+    k.proxy_stale(one, f["w_lane"], f["w_pf"], 1, 1, one, pf)

@@ -897,9 +897,9 @@ class Machine:
             vals = (np.ascontiguousarray(data if every else data[tr],
                                          dtype=np.uint8).reshape(-1) if write else _NO_VALS)
             use_rec = rec_lane is not None
-            rl_arr = (np.ascontiguousarray(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+            rl_arr = (np.array(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
                       if use_rec else _NO_CLK)
-            rc_arr = (np.ascontiguousarray(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+            rc_arr = (np.array(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
                       if use_rec else _NO_CLK)
             code = hk.access(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk,
                              sh.w_pc, sh.w_val, sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane,
@@ -975,9 +975,9 @@ class Machine:
                 self._race(space, pc, a, "write", pc, b, "write", int(np.unique(I[dup]).size))
         else:
             use_rec = rec_lane is not None
-            rl_arr = (np.ascontiguousarray(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+            rl_arr = (np.array(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
                       if use_rec else gl)
-            rc_arr = (np.ascontiguousarray(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+            rc_arr = (np.array(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
                       if use_rec else _NO_CLK)
             hk.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
                                 sh.r_clk, sh.r_pc, sh.r_atomic)
