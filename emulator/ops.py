@@ -1478,13 +1478,23 @@ def _wgmma(m, ins, pc, exe, active):
         bits = v.astype(np.float32).view(np.uint32)
     else:
         bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32).view(np.uint32)
+    direct = every and bool(e2.all())
+    env = m.prog.envs[pc]
     for k in range(N // 2):
         if every:
             full = bits[k]
         else:
             full = np.zeros(m.N, np.uint32)
             full[lanes] = bits[k]
-        m.write(dests[k], full, e2, pc)
+        d = dests[k]
+        if direct and d.kind == "reg":
+            info = env.lookup(d.name or d.text)
+            if info is not None and info.storage == np.uint32:
+                # what Machine.write does with a 32-bit value for every lane: the register
+                # takes the array (wgmma itself is exempt from the HB6 register check)
+                m.regs[info.key] = full
+                continue
+        m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []
