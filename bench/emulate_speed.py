@@ -13,12 +13,17 @@ installed Triton) on sm_90a and sm_100a; the fixtures carry no metadata, so a de
 descriptor kernel gets 4 KiB of global scratch per CTA (more than Triton's 128 B per
 descriptor). ``--realk`` runs the emulator's own kernel set instead (tests/emulator/realk: Triton 3.9 PTX for
 sm_90a and sm_100a), ``--size bench`` each spec at its bench size (where representative CTA
-subsets act), ``--all-ctas`` without subsets.
+subsets act), ``--all-ctas`` without subsets. ``--realworld`` runs the real-world spec set
+(``tests/kernels/realworld/specs/*.yaml``, the sizes of the kernels' authors), each compiled by the
+installed Triton with its first config, as ``ailower lower --no-gpu`` emulates it; ``--kernel``
+then names specs (``rw_matmul``). ``--backend`` picks the race-check backend
+(``emulator.hb_backend``: ``numba`` or ``numpy``); every row says which one ran.
 
 Usage::
 
     python3 bench/emulate_speed.py [--arch sm_80 --arch sm_90a] [--kernel softmax] \\
-        [--time-limit 60] [--json out.json] [--realk] [--size bench] [--all-ctas]
+        [--time-limit 60] [--json out.json] [--realk | --realworld | --fast] [--size bench]
+        [--all-ctas] [--backend numba|numpy]
 
 Runs one entry at a time in this process (2-core machines: do not parallelise).
 """
@@ -35,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 FIXTURES = ROOT / "tests" / "verifier" / "fixtures" / "triton36"
+REALWORLD = ROOT / "tests" / "kernels" / "realworld" / "specs"
 
 
 def main() -> None:
@@ -53,20 +59,45 @@ def main() -> None:
                          "PTX for sm_90a and sm_100a) instead of the suite")
     ap.add_argument("--fast", action="store_true",
                     help="run the fast family (TMA, warp specialization) on sm_90a/sm_100a")
+    ap.add_argument("--realworld", action="store_true",
+                    help="run the real-world spec set (tests/kernels/realworld/specs), compiled "
+                         "by the installed Triton (first config)")
+    ap.add_argument("--backend", default=None,
+                    help="race-check backend (numba or numpy; default: the emulator's default)")
     ap.add_argument("--size", default="verify", help="named size of each spec (default verify)")
     ap.add_argument("--all-ctas", action="store_true",
                     help="emulate the whole grid or time out (no representative CTA subset)")
     args = ap.parse_args()
 
     import kernels
+    import emulator
     from emulator import run_kernel
 
-    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk or args.fast else
-                          ["sm_80", "sm_90a", "sm_100a"])
+    backend = "numba (the only one)"
+    if hasattr(emulator, "hb_backend"):
+        if args.backend:
+            emulator.set_hb_backend(args.backend)
+        backend = emulator.hb_backend()
+        if not args.no_race:
+            # import the backend (numba) before timing, as an emulator that imports numba with
+            # its modules does at import
+            from emulator import _hbkern
+            _hbkern.kernels()
+    elif args.backend:
+        ap.error("this emulator has no selectable race-check backend")
+    print(f"emulator: {Path(emulator.__file__).parent}; race-check backend: {backend}",
+          flush=True)
+    archs = args.arch or (["sm_90a", "sm_100a"] if args.realk or args.fast or args.realworld
+                          else ["sm_80", "sm_90a", "sm_100a"])
     fixtures = FIXTURES.parent / "fast36" if args.fast else FIXTURES
     if args.realk:
         from tests.emulator import realk
         table = realk.specs()
+    elif args.realworld:
+        table = {}
+        for path in sorted(REALWORLD.glob("*.yaml")):
+            sp = kernels.load_spec(path)
+            table[sp.name] = sp
     else:
         table = {n: kernels.get(n) for n in kernels.names("fast" if args.fast else "suite")}
     names = args.kernel or list(table)
@@ -84,7 +115,7 @@ def main() -> None:
                 extra = dict(config=kernels.spec.Config(**meta["config"]),
                              dynamic_smem=meta["dynamic_smem"],
                              global_scratch_size=meta["global_scratch_size"])
-            elif args.local_triton:
+            elif args.local_triton or args.realworld:
                 from harness import ReferenceCompileError, compile_reference
                 try:
                     art = compile_reference(spec, arch, spec.configs()[0],
@@ -108,7 +139,8 @@ def main() -> None:
                              time_limit_s=args.time_limit, **extra)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
-            row = {"kernel": name, "arch": arch, "status": res.status, "seconds": round(wall, 2),
+            row = {"kernel": name, "arch": arch, "backend": backend, "status": res.status,
+                   "seconds": round(wall, 2),
                    "cpu_seconds": round(cpu, 2),
                    "ctas": f"{res.ctas_emulated}/{res.ctas_total}",
                    "lane_insts": res.lane_insts, "findings": [f"{f.rule}@{f.line}" for f in

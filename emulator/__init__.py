@@ -93,7 +93,10 @@ Limits of the race analysis: every emulated CTA is checked; CTAs run in batches 
 clocks fit a budget of 4 M clock entries; per byte only the last writer and the last reader are
 kept, so a write is checked against the most recent read only. The records are kept per touched
 4 KiB page (sparse) under a memory budget (status ``memory`` past it); the per-byte check runs
-as compiled numba loops (:mod:`emulator._hbkern`).
+as compiled numba loops (:mod:`emulator._hbkern`), or as numpy array operations where numba is
+not installed: the backend is chosen explicitly (:func:`set_hb_backend`, or the environment
+variable ``AILOWER_EMU_HB_BACKEND=numba|numpy``; default numba, an error naming both when numba
+is missing) and reported (``EmulationResult.hb_backend``).
 
 Size-aware budget: when the whole grid would not finish in the time limit (or ``max_ctas`` is
 given), ``run_kernel`` emulates a representative subset of complete CTAs (the grid's corners,
@@ -105,6 +108,9 @@ Sources: PTX ISA 9.1 §8 (memory consistency model: morally strong, happens-befo
 (bar/barrier), §9.7.9.x (data movement), §9.7.3-9.7.4 (floating point, rounding).
 """
 
+from emulator._hbkern import BackendError as HBBackendError
+from emulator._hbkern import backend as hb_backend
+from emulator._hbkern import set_backend as set_hb_backend
 from emulator.api import MAX_DYNAMIC_SMEM, EmulationResult, check_races, run_kernel
 from emulator.machine import Launch, Machine, RunOutcome
 from emulator.memory import GlobalMemory
@@ -141,6 +147,7 @@ def run_launch(ptx: str, launch: Launch, gmem: GlobalMemory, *, filename: str = 
     return Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s).run()
 
 
-__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "Launch", "LaunchCheck",
+__all__ = ["EmulationResult", "EmulationUnsupported", "GlobalMemory", "HBBackendError", "Launch",
+           "LaunchCheck",
            "LaunchConfig", "LaunchFileError", "MAX_DYNAMIC_SMEM", "RULES", "RunOutcome",
            "check_default_launch", "check_races", "load_launch", "run_kernel", "run_launch"]

@@ -62,6 +62,8 @@ class EmulationResult(BaseModel):
         seconds: wall time of the emulation (excluding the reference), s.
         steps: instruction groups executed; lane_insts: instructions x threads.
         race_checked_ctas: CTAs whose accesses went through the happens-before analysis.
+        hb_backend: which implementation ran that analysis (``numba`` or ``numpy``,
+            :func:`emulator.set_hb_backend`); empty when it did not run.
         ctas_total, ctas_emulated: CTAs of the grid, CTAs run to completion.
         emulated_ctas: linear ids (x fastest) of the CTAs run when only a representative
             subset ran (None: the whole grid); ``subset_reason`` says which and why.
@@ -87,6 +89,7 @@ class EmulationResult(BaseModel):
     steps: int = 0
     lane_insts: int = 0
     race_checked_ctas: int = 0
+    hb_backend: str = ""
     ctas_total: int = 0
     ctas_emulated: int = 0
     emulated_ctas: list[int] | None = None
@@ -369,6 +372,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
                   lane_insts=out.lane_insts,
                   race_checked_ctas=(out.ctas_run if race else 0) if partial else out.race_ctas,
+                  hb_backend=out.hb_backend,
                   ctas_total=n_ctas, ctas_emulated=out.ctas_run,
                   emulated_ctas=out.cta_ids, subset_reason=out.subset_reason)
     if out.status != "ok":

@@ -43,7 +43,7 @@ from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault
+from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault, _lanes
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -98,6 +98,7 @@ class RunOutcome:
     ctas_run: int = 0
     cta_ids: list[int] | None = None  # the CTAs run when only a subset was (None: all)
     subset_reason: str = ""
+    hb_backend: str = ""  # the race check's backend (emulator._hbkern: numba | numpy), "" off
 
 
 def _parts(ins: Instruction) -> tuple[list[str], list[str]]:
@@ -141,6 +142,9 @@ class Machine:
         if max_ctas is not None and max_ctas < 1:
             raise ValueError(f"max_ctas must be at least 1, got {max_ctas}")
         self.race = race
+        # the race check's compiled (numba) or numpy functions; raises _hbkern.BackendError
+        # when numba is the backend and cannot be imported (never a silent fallback)
+        self._hk = _hbkern.kernels() if race else None
         self.T = launch.threads
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
@@ -194,7 +198,8 @@ class Machine:
                                          (memory_budget // 2) // max(1, self.cta_state_bytes)))
         self.batch_ctas = max(self.C, self.batch_ctas // self.C * self.C)
         self.findings: dict[tuple, Finding] = {}
-        self.outcome = RunOutcome(race_ctas=self.race_ctas)
+        self.outcome = RunOutcome(race_ctas=self.race_ctas,
+                                  hb_backend=self._hk.name if race else "")
         self.memory_budget = memory_budget
         self._gshadow = (Shadow(gmem.total, budget=memory_budget, what="global") if race
                          else None)
@@ -202,6 +207,7 @@ class Machine:
         self._handlers: dict[str, Callable] = {}
         self._compiled: list[Callable | None] = [None] * len(prog.insts)
         self._types: list[tuple[list[str], list[str]]] = [_parts(i) for i in prog.insts]
+        self._typ_memo: dict[int, str] = {}  # pc -> its one type, once ops._typ accepted it
 
     # ------------------------------------------------------------------ driver
     def run(self) -> RunOutcome:
@@ -576,25 +582,33 @@ class Machine:
     def read(self, op: Operand, t: str, pc: int) -> np.ndarray:
         """Value of operand ``op`` viewed as PTX type ``t`` (array over lanes or 0-d)."""
         dt = NP[t]
-        if op.kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
+        kind = op.kind
+        if kind == "symbol" and self.prog.envs[pc].lookup(op.name or op.text) is not None:
             op = Operand(kind="reg", text=op.text, line=op.line, col=op.col, name=op.name,
                          negated=op.negated)
-        if op.kind == "reg":
+            kind = "reg"
+        if kind == "reg":
             name = op.name or op.text
-            if self.prog.envs[pc].lookup(name) is None and name.startswith("%"):
+            info = self.prog.envs[pc].lookup(name)
+            if info is None and name.startswith("%"):
                 sp = self._special(name, pc)
                 if sp is None:
                     raise self.prog.unsupported(pc, f"register '{name}'")
                 arr = sp
             else:
-                arr = self.reg_bits(name, pc)
+                # reg_bits, inlined for a register already written (the common case)
+                arr = self.regs.get(info.key) if info is not None else None
+                if arr is None:
+                    arr = self.reg_bits(name, pc)
                 if self.wg_pending:
                     self._wg_touch(name, pc, None, "reads")
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
+            if arr.dtype == dt:
+                return arr
             return _adapt(arr, dt)
-        if op.kind == "imm":
+        if kind == "imm":
             key = (op.text, op.value, t)
             v = _IMM_CACHE.get(key)
             if v is None:
@@ -623,9 +637,10 @@ class Machine:
         if op.kind != "reg" and not (op.kind == "symbol" and self.prog.envs[pc].lookup(
                 op.name or op.text) is not None):
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
-        info = self._info(op.name or op.text, pc)
+        name = op.name or op.text
+        info = self._info(name, pc)
         if self.wg_pending:
-            self._wg_touch(op.name or op.text, pc, exe, "writes")
+            self._wg_touch(name, pc, exe, "writes")
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:
@@ -637,11 +652,13 @@ class Machine:
             if bits.dtype != st:
                 bits = bits.astype(st)
         if bits.shape != (self.N,):
-            bits = np.broadcast_to(bits, (self.N,))
-        old = None if exe.all() else self.reg_bits(op.name or op.text, pc)
-        if old is None:
+            bits = _lanes(bits, self.N)
+        if exe.all():
             self.regs[info.key] = bits.copy() if not bits.flags.writeable else bits
         else:
+            old = self.regs.get(info.key)
+            if old is None:
+                old = self.reg_bits(name, pc)
             self.regs[info.key] = np.where(exe, bits, old)
 
     # ------------------------------------------------------------------ addresses
@@ -712,19 +729,20 @@ class Machine:
             self.local[lanes[:, None], idx] = data
             return None
         if space in ("global", "const"):
-            if self.ntr and self._gshadow is not None and lanes.size:
-                reg, off = self.gmem.translate(a.astype(np.uint64), nbytes)
+            if not lanes.size:
+                return np.zeros((0, nbytes), np.uint8) if data is None else None
+            # one translation serves the race check, the data and the written-byte marks
+            reg, off = self.gmem.translate(a.astype(np.uint64), nbytes)
+            if self.ntr and self._gshadow is not None:
                 gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
                 self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
-            if kind.startswith("atomic") and lanes.size and self.gmem.written is not None:
-                self.gmem.mark(a.astype(np.uint64), nbytes, atomic=True)
+            if kind.startswith("atomic") and self.gmem.written is not None:
+                self.gmem.mark_at(reg, off, nbytes, atomic=True)
             if data is None:
-                return self.gmem.read(a.astype(np.uint64), nbytes) if lanes.size else \
-                    np.zeros((0, nbytes), np.uint8)
-            if lanes.size:
-                self.gmem.write(a.astype(np.uint64), data)
-                if self.gmem.written is not None:
-                    self.gmem.mark(a.astype(np.uint64), nbytes, atomic=False)
+                return self.gmem.read_at(reg, off, nbytes)
+            self.gmem.write_at(reg, off, data)
+            if self.gmem.written is not None:
+                self.gmem.mark_at(reg, off, nbytes, atomic=False)
             return None
         raise self.prog.unsupported(pc, f"state space '.{space}'")
 
@@ -818,7 +836,7 @@ class Machine:
         NT = self.n_ctas * self.T
         # compiled: the first byte whose writer (a thread of a CTA of this batch) has no
         # fence.proxy.async after its write
-        j = int(_hbkern.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
+        j = int(self._hk.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
                                     self.pfence))
         if j < 0:
             return False
@@ -855,13 +873,14 @@ class Machine:
         """Check and record accesses of ``lanes`` (k,) to shadow bytes ``idx`` (k, nbytes);
         ``rec_lane``/``rec_clk`` record the access under another identity (an async unit)."""
         T = self.T
-        tr = lanes < self.ntr
-        if space == "global":
-            # global lanes outside the tracked CTAs are not recorded
-            pass
-        if not tr.any():
+        if not lanes.size:
             return
-        lanes, idx = lanes[tr], idx[tr]
+        tr = lanes < self.ntr
+        every = bool(tr.all())
+        if not every:
+            if not tr.any():
+                return
+            lanes, idx = lanes[tr], idx[tr]
         gl = self.glane[lanes]  # global lane ids of the accessors
         k, nb = idx.shape
         I = sh.slots(idx.reshape(-1))  # record slots of the bytes (sparse shadow)
@@ -870,6 +889,34 @@ class Machine:
         # (plain) accesses of another thread that are not ordered with them
         strong = kind in ("atomic", "strong", "atomic_cta", "strong_cta")
         level = (1 if kind.endswith("_cta") else 2) if strong else 0
+        hk = self._hk
+        NT = self.n_ctas * T
+        if hk.access is not None and kind != "async_complete":
+            # one fused compiled pass: check and record when no byte is unordered; when one
+            # is (code 1) nothing was recorded and the separate passes below name the race
+            vals = (np.ascontiguousarray(data if every else data[tr],
+                                         dtype=np.uint8).reshape(-1) if write else _NO_VALS)
+            use_rec = rec_lane is not None
+            rl_arr = (np.array(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+                      if use_rec else _NO_CLK)
+            rc_arr = (np.array(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+                      if use_rec else _NO_CLK)
+            code = hk.access(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk,
+                             sh.w_pc, sh.w_val, sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane,
+                             sh.r_clk, sh.r_pc, sh.r_atomic, vals, write, strong, level, pc, T,
+                             NT, self.cl_of, self.rk_of, kind == "async_issue", self.pfence,
+                             rl_arr, rc_arr, use_rec, write and not strong and k > 1)
+            if code == 0:
+                return
+            if code == 2:  # recorded; a byte's lanes disagree (as the dup test below)
+                G = np.repeat(gl, nb)
+                dup = sh.w_val[I] != vals
+                j = int(np.flatnonzero(dup)[0])
+                other = np.flatnonzero((I == I[j]) & (vals != vals[j]))
+                j2 = int(other[0]) if other.size else j
+                a, b = sorted((int(G[j]), int(G[j2])))
+                self._race(space, pc, a, "write", pc, b, "write", int(np.unique(I[dup]).size))
+                return
         if kind == "async_complete":
             L = np.repeat(lanes, nb)
             sh.w_clk[I] = self.vc[L, self.vcol[L]]
@@ -878,14 +925,13 @@ class Machine:
             sh.w_pf[I] = self.pfence[L]
             return
         n = I.size
-        vals = (np.ascontiguousarray(data[tr], dtype=np.uint8).reshape(-1) if write
-                else _NO_VALS)
+        vals = (np.ascontiguousarray(data if every else data[tr], dtype=np.uint8).reshape(-1)
+                if write else _NO_VALS)
         unord_w = np.zeros(n, np.bool_)
         unord_r = np.zeros(n, np.bool_)
         my_clk = np.empty(n, np.int32)
-        NT = self.n_ctas * T
         # pass 1 (compiled): every byte against the shadow as it was before this step
-        _hbkern.check(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk, sh.w_pc,
+        hk.check(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk, sh.w_pc,
                       sh.w_val, sh.w_async, sh.w_atomic, sh.r_lane, sh.r_clk, sh.r_atomic,
                       vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk,
                       self.cl_of, self.rk_of)
@@ -915,7 +961,7 @@ class Machine:
         # pass 2 (compiled): record the accesses
         if write:
             dup = np.zeros(n, np.bool_)
-            _hbkern.record_write(I, lanes, gl, nb, my_clk, vals, pc, kind == "async_issue",
+            hk.record_write(I, lanes, gl, nb, my_clk, vals, pc, kind == "async_issue",
                                  level, self.pfence, sh.w_lane, sh.w_clk, sh.w_pc, sh.w_val,
                                  sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane, dup)
             # two lanes of this instruction storing different values to one byte: one value
@@ -929,11 +975,11 @@ class Machine:
                 self._race(space, pc, a, "write", pc, b, "write", int(np.unique(I[dup]).size))
         else:
             use_rec = rec_lane is not None
-            rl_arr = (np.ascontiguousarray(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
+            rl_arr = (np.array(np.broadcast_to(rec_lane, (k,)), dtype=np.int64)
                       if use_rec else gl)
-            rc_arr = (np.ascontiguousarray(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
+            rc_arr = (np.array(np.broadcast_to(rec_clk, (k,)), dtype=np.int64)
                       if use_rec else _NO_CLK)
-            _hbkern.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
+            hk.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
                                 sh.r_clk, sh.r_pc, sh.r_atomic)
 
     def _who(self, glane: int) -> str:

@@ -85,8 +85,14 @@ class GlobalMemory:
         if getattr(self, "written", None) is None:
             return
         reg, off = self.translate(addr, nbytes)
-        for r in np.unique(reg):
-            idx = off[reg == r][:, None] + np.arange(nbytes)
+        self.mark_at(reg, off, nbytes, atomic)
+
+    def mark_at(self, reg: np.ndarray, off: np.ndarray, nbytes: int, atomic: bool) -> None:
+        """:meth:`mark` of accesses already translated (:meth:`translate`'s region, offset)."""
+        if getattr(self, "written", None) is None:
+            return
+        for r, sel in _by_region(reg):
+            idx = (off if sel is None else off[sel])[:, None] + np.arange(nbytes)
             self.written[r][idx] = True
             if atomic:
                 self.atomic[r][idx] = True
@@ -124,21 +130,41 @@ class GlobalMemory:
     def read(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
         """Bytes at ``addr`` (n,) -> array (n, nbytes) uint8."""
         reg, off = self.translate(addr, nbytes)
-        out = np.empty((addr.size, nbytes), dtype=np.uint8)
-        for r in np.unique(reg):
-            sel = reg == r
+        return self.read_at(reg, off, nbytes)
+
+    def read_at(self, reg: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
+        """:meth:`read` of accesses already translated: array (n, nbytes) uint8."""
+        by = _by_region(reg)
+        if len(by) == 1 and by[0][1] is None:  # every lane in one buffer (the common case)
+            return self.data[by[0][0]][off[:, None] + np.arange(nbytes)]
+        out = np.empty((reg.size, nbytes), dtype=np.uint8)
+        for r, sel in by:
             idx = off[sel][:, None] + np.arange(nbytes)
             out[sel] = self.data[r][idx]
         return out
 
     def write(self, addr: np.ndarray, data: np.ndarray) -> None:
         """Store ``data`` (n, nbytes) uint8 at ``addr`` (n,); later lanes win on overlap."""
+        reg, off = self.translate(addr, data.shape[1])
+        self.write_at(reg, off, data)
+
+    def write_at(self, reg: np.ndarray, off: np.ndarray, data: np.ndarray) -> None:
+        """:meth:`write` of accesses already translated."""
         nbytes = data.shape[1]
-        reg, off = self.translate(addr, nbytes)
-        for r in np.unique(reg):
-            sel = reg == r
+        for r, sel in _by_region(reg):
+            if sel is None:
+                self.data[r][off[:, None] + np.arange(nbytes)] = data
+                continue
             idx = off[sel][:, None] + np.arange(nbytes)
             self.data[r][idx] = data[sel]
+
+
+def _by_region(reg: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """(region, lane mask) per distinct region of ``reg`` (ascending); the mask is None when
+    every lane is in that one region."""
+    if reg.size and reg.min() == reg.max():
+        return [(int(reg[0]), None)]
+    return [(int(r), reg == r) for r in np.unique(reg)]
 
 
 class ShadowBudgetExceeded(Exception):

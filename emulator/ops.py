@@ -12,7 +12,7 @@ import re
 import ml_dtypes
 import numpy as np
 
-from emulator.registry import _Fault, _adapt, handler
+from emulator.registry import _Fault, _adapt, _lanes, handler
 from emulator import async_copy as _async_copy
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
@@ -35,6 +35,9 @@ def _typ(m, pc) -> str:
             handlers of multi-type opcodes - cvt, mma, mixed-precision add/sub/fma - decode
             their types themselves), with file:line:col.
     """
+    t = m._typ_memo.get(pc)
+    if t is not None:  # decoded at an earlier execution of this instruction
+        return t
     mods, types = m._types[pc]
     opc = m.prog.insts[pc].opcode
     odd = [x for x in mods if _TYPE_LIKE.match(x)]
@@ -45,6 +48,7 @@ def _typ(m, pc) -> str:
     if len(types) != 1:
         raise m.prog.unsupported(pc, f"'{opc}' (type combination "
                                      f"{'.'.join(types)} is not modelled)")
+    m._typ_memo[pc] = types[0]
     return types[0]
 
 
@@ -122,15 +126,15 @@ def _mov(m, ins, pc, exe, active):
         raw = m.read(s, t, pc)
         n = len(d.elems)
         w = NP[t].itemsize // n
-        parts = np.ascontiguousarray(np.broadcast_to(raw, (m.N,))).view(UINT[w]).reshape(-1, n)
+        parts = np.ascontiguousarray(_lanes(raw, m.N)).view(UINT[w]).reshape(-1, n)
         for i, e in enumerate(d.elems):
             m.write(e, parts[:, i], exe, pc)
         return
     if s.kind == "vector":  # pack
         n = len(s.elems)
         w = NP[t].itemsize // n
-        cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * w), pc)), UINT[w]),
-                                (m.N,)) for e in s.elems]
+        cols = [_lanes(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * w), pc)), UINT[w]), m.N)
+                for e in s.elems]
         packed = np.ascontiguousarray(np.stack(cols, axis=1)).view(UINT[w * n]).reshape(-1)
         m.write(d, packed, exe, pc)
         return
@@ -193,8 +197,8 @@ def _st(m, ins, pc, exe, active):
     lanes = np.flatnonzero(exe)
     if not lanes.size:
         return
-    cols = [np.broadcast_to(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * es), pc)), UINT[es]),
-                            (m.N,))[lanes] for e in srcs]
+    cols = [_lanes(_adapt(np.atleast_1d(m.read(e, "b%d" % (8 * es), pc)), UINT[es]), m.N)[lanes]
+            for e in srcs]
     data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
     addr = m.address(a, pc)
     m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc))
@@ -557,9 +561,9 @@ def _prmt(m, ins, pc, exe, active):
     mods = _mods(m, pc)
     if any(x in mods for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")):
         raise m.prog.unsupported(pc)
-    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,)).astype(np.uint64)
-    b = np.broadcast_to(m.read(ins.operands[2], "b32", pc), (m.N,)).astype(np.uint64)
-    c = np.broadcast_to(m.read(ins.operands[3], "b32", pc), (m.N,)).astype(np.uint64)
+    a = _lanes(m.read(ins.operands[1], "b32", pc), m.N).astype(np.uint64)
+    b = _lanes(m.read(ins.operands[2], "b32", pc), m.N).astype(np.uint64)
+    c = _lanes(m.read(ins.operands[3], "b32", pc), m.N).astype(np.uint64)
     x = a | (b << np.uint64(32))
     r = np.zeros(m.N, dtype=np.uint64)
     for i in range(4):
@@ -633,7 +637,7 @@ def _setp(m, ins, pc, exe, active):
     r = _compare(cmp, a, b, fl)
     if t in _PACKED:
         raise m.prog.unsupported(pc)
-    r = np.broadcast_to(r, (m.N,))
+    r = _lanes(r, m.N)
     d = ins.operands[0]
     q = None
     if boolop:
@@ -729,7 +733,7 @@ def _cvt(m, ins, pc, exe, active):
         m.write(d, r.view(UINT[2 * el.itemsize]).reshape(-1), exe, pc)
         return
     if at in ("e4m3x2", "e5m2x2") and dt_ in ("f16x2", "bf16x2"):
-        raw = np.broadcast_to(m.read(ins.operands[1], "b16", pc), (m.N,))
+        raw = _lanes(m.read(ins.operands[1], "b16", pc), m.N)
         f = _unpack_fp8x2(raw, at)
         el = np.dtype(np.float16) if dt_ == "f16x2" else BF16
         m.write(d, np.ascontiguousarray(f.astype(el)).view(np.uint32).reshape(-1), exe, pc)
@@ -806,7 +810,7 @@ def _brx(m, ins, pc, exe, active):
         if d is None:
             raise m.prog.unsupported(pc, f"branch target '{lb}' is no label")
         dests.append(d)
-    idx = np.broadcast_to(m.read(ins.operands[0], "u32", pc), (m.N,)).astype(np.int64)
+    idx = _lanes(m.read(ins.operands[0], "u32", pc), m.N).astype(np.int64)
     bad = exe & (idx >= len(dests))
     if bad.any():
         raise _Fault("fault", f"brx.idx index {int(idx[bad][0])} outside the {len(dests)} "
@@ -855,10 +859,10 @@ def _bar(m, ins, pc, exe, active):
         raise m.prog.unsupported(pc)
     wait = "arrive" not in mods
     if ops:
-        bid = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)).astype(np.int64)
+        bid = _lanes(m.read(ops[0], "u32", pc), m.N).astype(np.int64)
     else:
         bid = np.zeros(m.N, np.int64)
-    cnt = (np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,)).astype(np.int64)
+    cnt = (_lanes(m.read(ops[1], "u32", pc), m.N).astype(np.int64)
            if len(ops) > 1 else None)
     m.pc[active & ~exe] = pc + 1
     if not wait:
@@ -884,7 +888,7 @@ def _warp_join(m, pc, exe):
 
 # ============================================================================= warp collectives
 def _warp_view(m, arr):
-    return np.broadcast_to(arr, (m.N,)).reshape(-1, 32)
+    return _lanes(arr, m.N).reshape(-1, 32)
 
 
 @handler("shfl")
@@ -892,7 +896,7 @@ def _shfl(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     mode = next(x for x in mods if x in ("up", "down", "bfly", "idx"))
     d = ins.operands[0]
-    a = np.broadcast_to(m.read(ins.operands[1], "b32", pc), (m.N,))
+    a = _lanes(m.read(ins.operands[1], "b32", pc), m.N)
     b_raw = m.read(ins.operands[2], "u32", pc)
     c_raw = m.read(ins.operands[3], "u32", pc)
     mask = m.read(ins.operands[4], "u32", pc) if len(ins.operands) > 4 else None
@@ -908,8 +912,8 @@ def _shfl(m, ins, pc, exe, active):
         if d.kind == "pair":
             m.write(d.elems[1], ok, exe, pc)
         return
-    b = np.broadcast_to(b_raw, (m.N,)).astype(np.int64) & 31
-    c = np.broadcast_to(c_raw, (m.N,)).astype(np.int64)
+    b = _lanes(b_raw, m.N).astype(np.int64) & 31
+    c = _lanes(c_raw, m.N).astype(np.int64)
     lane = m.laneid
     clamp = c & 31
     seg = (c >> 8) & 31
@@ -942,7 +946,7 @@ def _vote(m, ins, pc, exe, active):
     mods = _mods(m, pc)
     mask = m.read(ins.operands[-1], "u32", pc) if len(ins.operands) > 2 else None
     m.warp_members(pc, exe, mask)
-    p = np.broadcast_to(m.read(ins.operands[1], "pred", pc), (m.N,))
+    p = _lanes(m.read(ins.operands[1], "pred", pc), m.N)
     ex = exe.reshape(-1, 32)
     pv = p.reshape(-1, 32) & ex
     if "ballot" in mods:
@@ -1035,8 +1039,8 @@ def _atom(m, ins, pc, exe, active):
     ops = ins.operands
     aop = ops[1] if ret else ops[0]
     addr = m.address(aop, pc)
-    b = np.broadcast_to(m.read(ops[2] if ret else ops[1], t, pc), (m.N,))
-    c = np.broadcast_to(m.read(ops[3], t, pc), (m.N,)) if op == "cas" else None
+    b = _lanes(m.read(ops[2] if ret else ops[1], t, pc), m.N)
+    c = _lanes(m.read(ops[3], t, pc), m.N) if op == "cas" else None
     es = NP[t].itemsize
     lanes = np.flatnonzero(exe)
     akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"  # default scope .gpu
@@ -1147,7 +1151,7 @@ def _stmatrix(m, ins, pc, exe, active):
     mats = np.zeros((warps.size, nm, 8, 8), np.uint16)
     wl = (warps[:, None] * 32 + L)
     for j, s in enumerate(srcs):
-        v = np.broadcast_to(m.read(s, "b32", pc), (m.N,))[wl]  # (W, 32)
+        v = _lanes(m.read(s, "b32", pc), m.N)[wl]  # (W, 32)
         lo, hi = (v & 0xFFFF).astype(np.uint16), (v >> 16).astype(np.uint16)
         if trans:
             mats[:, j, 2 * t, g], mats[:, j, 2 * t + 1, g] = lo, hi
@@ -1163,7 +1167,7 @@ def _stmatrix(m, ins, pc, exe, active):
 
 def _regs(m, op, pc, wl, t="b32"):
     els = op.elems if op.kind == "vector" else (op,)
-    return [np.broadcast_to(m.read(e, t, pc), (m.N,))[wl] for e in els]
+    return [_lanes(m.read(e, t, pc), m.N)[wl] for e in els]
 
 
 @handler("mma")
@@ -1259,7 +1263,7 @@ def _cp(m, ins, pc, exe, active):
     size = int(ops[2].value or 0)
     if size not in (4, 8, 16):
         raise m.prog.unsupported(pc, f"cp.async size {ops[2].text}")
-    src_size = (np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,)).astype(np.int64)
+    src_size = (_lanes(m.read(ops[3], "u32", pc), m.N).astype(np.int64)
                 if len(ops) > 3 and ops[3].kind in ("reg", "imm") else
                 np.full(m.N, size, np.int64))
     dst = m.address(ops[0], pc)
@@ -1346,21 +1350,28 @@ def _wgmma(m, ins, pc, exe, active):
         if not m.ntr:
             return None
         n = int(ins.operands[0].value or 0) if "wait_group" in mods else 0
-        done = set()
-        for ln in lanes[lanes < m.ntr]:
-            c = int(m.cta_local[ln])
-            wg = int(m.tid[ln]) // 128
-            key = (c, wg)
+        lanes = lanes[lanes < m.ntr]
+        if not lanes.size:
+            return None
+        # per (CTA, warpgroup) of the executing lanes, in lane order (lanes ascend, so their
+        # keys do): a commit closes one epoch per warpgroup; a wait orders each of its lanes
+        # after the latest epoch among the groups it covers
+        cta = m.cta_local[lanes]
+        wgk = cta * (m.T // 128 + 1) + m.tid[lanes] // 128
+        starts = np.flatnonzero(np.r_[True, wgk[1:] != wgk[:-1]])
+        ends = np.r_[starts[1:], lanes.size]
+        for b, e_ in zip(starts.tolist(), ends.tolist()):
+            c = int(cta[b])
+            key = (c, int(m.tid[lanes[b]]) // 128)
             if "commit_group" in mods:
-                if key not in done:
-                    m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
-                    done.add(key)
+                m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
             else:
                 groups = m.wg_groups.get(key, [])
                 covered = groups[:len(groups) - n] if n else groups
                 if covered:
                     ac = int(m.acol[c])
-                    m.vc[ln, ac] = max(int(m.vc[ln, ac]), max(covered))
+                    sel = lanes[b:e_]
+                    m.vc[sel, ac] = np.maximum(m.vc[sel, ac], max(covered))
         return None
     if "mma_async" not in mods or "sp" in mods:
         raise m.prog.unsupported(pc)
@@ -1390,13 +1401,13 @@ def _wgmma(m, ins, pc, exe, active):
     es = np.dtype(el).itemsize
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
-    scale_d = np.broadcast_to(m.read(rest[0], "pred", pc), (m.N,))
+    scale_d = _lanes(m.read(rest[0], "pred", pc), m.N)
     dests = ops[0].elems
     L = np.arange(128)
     w, lane = L // 32, L % 32
     g, t = lane // 4, lane % 4
-    bdesc_all = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
-    adesc_all = None if a_reg else np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,))
+    bdesc_all = _lanes(m.read(ops[2], "b64", pc), m.N)
+    adesc_all = None if a_reg else _lanes(m.read(ops[1], "b64", pc), m.N)
     acc_dt = np.float32 if dt_ == "f32" else np.int32
     if not ex[groups].all():
         m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
@@ -1436,7 +1447,7 @@ def _wgmma(m, ins, pc, exe, active):
         cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
         lanes_g = (bases[:, None] + L[None, :])  # (G, 128)
         for i in range(4):
-            ra = np.broadcast_to(m.read(ops[1].elems[i], "b32", pc), (m.N,))[lanes_g]
+            ra = _lanes(m.read(ops[1].elems[i], "b32", pc), m.N)[lanes_g]
             h = np.ascontiguousarray(ra.astype(np.uint32)).view(np.uint16).reshape(
                 groups.size, 128, 2).view(el).astype(np.float64)
             Av[:, rows_[i], cols_[i]] = h[:, :, 0]
@@ -1448,7 +1459,7 @@ def _wgmma(m, ins, pc, exe, active):
     e2 = np.zeros(m.N, np.bool_)
     e2[lanes] = True
     e2 &= exe
-    sd = np.broadcast_to(scale_d, (m.N,))[lanes]
+    sd = _lanes(scale_d, m.N)[lanes]
     # accumulator fragment layout (PTX ISA 9.1 §9.7.15.5.1, m64nNk16 D): register 4j+q of
     # lane L holds row 16*warp + L/4 (+8 for q >= 2), column 8j + 2*(L%4) + (q&1)
     qs = np.arange(N // 2)
@@ -1459,7 +1470,7 @@ def _wgmma(m, ins, pc, exe, active):
     every = lanes.size == m.N  # all warpgroups of the batch issue it (lanes = 0..N-1)
     old = np.empty((N // 2, lanes.size), np.uint32)
     for k in range(N // 2):
-        r = np.broadcast_to(m.read(dests[k], "b32", pc), (m.N,))
+        r = _lanes(m.read(dests[k], "b32", pc), m.N)
         old[k] = r if every else r[lanes]
     cur = np.where(sd[None, :], old.view(acc_dt).astype(np.float64), 0.0)
     v = V + cur
@@ -1467,13 +1478,23 @@ def _wgmma(m, ins, pc, exe, active):
         bits = v.astype(np.float32).view(np.uint32)
     else:
         bits = np.clip(v, -2**31, 2**31 - 1).astype(np.int64).astype(np.int32).view(np.uint32)
+    direct = every and bool(e2.all())
+    env = m.prog.envs[pc]
     for k in range(N // 2):
         if every:
             full = bits[k]
         else:
             full = np.zeros(m.N, np.uint32)
             full[lanes] = bits[k]
-        m.write(dests[k], full, e2, pc)
+        d = dests[k]
+        if direct and d.kind == "reg":
+            info = env.lookup(d.name or d.text)
+            if info is not None and info.storage == np.uint32:
+                # what Machine.write does with a 32-bit value for every lane: the register
+                # takes the array (wgmma itself is exempt from the HB6 register check)
+                m.regs[info.key] = full
+                continue
+        m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []
@@ -1500,7 +1521,7 @@ def _fence(m, ins, pc, exe, active):
 def _addr_u(m, op, pc):
     if op.kind == "address":
         return m.address(op, pc)
-    return np.broadcast_to(m.read(op, "u64", pc), (m.N,)).astype(np.int64)
+    return _lanes(m.read(op, "u64", pc), m.N).astype(np.int64)
 
 
 @handler("mbarrier")
@@ -1513,7 +1534,7 @@ def _mbarrier(m, ins, pc, exe, active):
         raise m.prog.unsupported(pc, f"'{ins.opcode}' on a cluster address")
     if kind == "init":
         addr = _addr_u(m, ops[0], pc)
-        cnt = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        cnt = _lanes(m.read(ops[1], "u32", pc), m.N)
         _async_copy.mbar_access(m, exe, addr, pc, write=True)
         for ln in np.flatnonzero(exe):
             m.mbar_init(int(ln), int(addr[ln]), int(cnt[ln]), pc)
@@ -1532,7 +1553,7 @@ def _mbarrier(m, ins, pc, exe, active):
         aop = ops[1] if has_dst else ops[0]
         addr = _addr_u(m, aop, pc)
         rest = ops[2:] if has_dst else ops[1:]
-        val = (np.broadcast_to(m.read(rest[0], "u32", pc), (m.N,)) if rest else None)
+        val = (_lanes(m.read(rest[0], "u32", pc), m.N) if rest else None)
         _async_copy.mbar_access(m, exe, addr, pc, write=False)
         states = np.zeros(m.N, np.uint64)
         for ln in np.flatnonzero(exe):
@@ -1557,7 +1578,7 @@ def _mbarrier(m, ins, pc, exe, active):
         if "parity" not in mods:
             raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
         addr = _addr_u(m, ops[1], pc)
-        par = np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))
+        par = _lanes(m.read(ops[2], "u32", pc), m.N)
         _async_copy.mbar_access(m, exe, addr, pc, write=False)
         ok = m.mbar_wait(pc, exe, addr, par)
         m.write(ops[0], ok, exe & ~m.blocked, pc)
@@ -1598,7 +1619,7 @@ def _tcgen05(m, ins, pc, exe, active):
         return None
     if op == "alloc":
         addr = _addr_u(m, ops[0], pc)
-        ncol = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+        ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
         tm = _tmem(m)
         lanes = np.flatnonzero(exe)
         done = set()
@@ -1628,8 +1649,8 @@ def _tcgen05(m, ins, pc, exe, active):
         regs = next(o for o in ops if o.kind == "vector").elems
         aop = next(o for o in ops if o.kind == "address")
         imms = [o for o in ops if o.kind == "imm"]
-        taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
-                                aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
+        taddr = _lanes(m.read(aop.base, "u32", pc) if aop.base is not None and
+                                aop.base.kind == "reg" else np.uint32(0), m.N).astype(
             np.int64) + int(aop.value or 0)
         tm = _tmem(m)
         lanes = np.flatnonzero(exe)
@@ -1658,7 +1679,7 @@ def _tcgen05(m, ins, pc, exe, active):
                 m.write(r, full, exe, pc)
         else:
             for r, c in zip(regs, cols):
-                v = np.broadcast_to(m.read(r, "b32", pc), (m.N,))
+                v = _lanes(m.read(r, "b32", pc), m.N)
                 tm[cta, row, c] = v[lanes]
         return None
     if op == "commit":
@@ -1696,12 +1717,12 @@ def _tc_mma(m, ins, pc, exe, mods):
     tm = _tmem(m)
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
-    dt_ = np.broadcast_to(m.address(ops[0], pc), (m.N,))
-    ad = (np.broadcast_to(m.address(ops[1], pc), (m.N,)) if a_tmem else
-          np.broadcast_to(m.read(ops[1], "b64", pc), (m.N,)))
-    bd = np.broadcast_to(m.read(ops[2], "b64", pc), (m.N,))
-    idv = np.broadcast_to(m.read(ops[3], "u32", pc), (m.N,))
-    en = np.broadcast_to(m.read(ops[4], "pred", pc), (m.N,)) if len(ops) > 4 else None
+    dt_ = _lanes(m.address(ops[0], pc), m.N)
+    ad = (_lanes(m.address(ops[1], pc), m.N) if a_tmem else
+          _lanes(m.read(ops[1], "b64", pc), m.N))
+    bd = _lanes(m.read(ops[2], "b64", pc), m.N)
+    idv = _lanes(m.read(ops[3], "u32", pc), m.N)
+    en = _lanes(m.read(ops[4], "pred", pc), m.N) if len(ops) > 4 else None
     for ln in np.flatnonzero(exe):
         idesc = int(idv[ln])
         Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3

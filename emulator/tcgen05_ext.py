@@ -429,12 +429,21 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     if op == "wait::st":
         lanes = np.flatnonzero(exe)
         lanes = lanes[lanes < m.ntr]
-        for ln in lanes:
-            c = int(m.cta_local[ln])
-            mine = sh.pending[c] & (sh.w_lane[c] == int(m.glane[ln]))
+        # per CTA at once (each cell has one writer, so the lanes' cells are disjoint): a
+        # pending cell written by one of the waiting lanes completes at that lane's clock
+        T = m.T
+        for c in np.unique(m.cta_local[lanes]).tolist():
+            ln = lanes[m.cta_local[lanes] == c]
+            base = int(m.glane[ln[0]]) - int(m.tid[ln[0]])  # global lane of the CTA's thread 0
+            clk = np.full(T, -1, np.int64)  # per thread of the CTA: its clock, -1 not waiting
+            clk[m.tid[ln]] = m.vc[ln, m.vcol[ln]]
+            t = sh.w_lane[c] - base
+            inside = sh.pending[c] & (t >= 0) & (t < T)
+            mine = np.zeros_like(inside)
+            mine[inside] = clk[t[inside]] >= 0
             if mine.any():
                 sh.pending[c][mine] = False
-                sh.w_clk[c][mine] = m.vc[ln, m.vcol[ln]]
+                sh.w_clk[c][mine] = clk[t[mine]]
         if lanes.size:
             m._tick(lanes)
         return
