@@ -35,20 +35,35 @@ from mutant_corpus import MUTANTS, caught, run
 from verifier.registry import RULES
 
 
-def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
+def _emulation_rejects(text: str, path: Path, coverage: bool = False
+                       ) -> tuple[bool | None, str] | tuple[bool | None, str, set[int] | None]:
     """(rejected, why) for ``text`` emulated as the fast entry ``path`` names; rejected None
-    when there is no spec or no verdict (unsupported / memory)."""
+    when there is no spec or no verdict (unsupported / memory). With ``coverage``, a third
+    item: the :class:`emulator.EmulationResult` of the run (None without one). The launch is the one ``ailower eval``/``lower`` emulate without a GPU
+    (``agent.loop._emulate``): the spec's ``verify`` size, its grid and first config; the
+    result (``line_counts``, ``wait_effects``) is the third item."""
+    res = _emulate(text, path, coverage)
+    if isinstance(res, tuple):
+        return (*res, None) if coverage else res
+    bad, why = _verdict(res)
+    if coverage:
+        return bad, why, res
+    return bad, why
+
+
+def _emulate(text: str, path: Path, coverage: bool):
+    """The emulation result of ``text`` as the fast entry ``path`` names, or (None, why)."""
     import kernels
     from emulator import run_kernel
     from kernels.fast.hand_ptx import HAND_PTX
 
     hand = next((h for h in HAND_PTX.values() if h.path == path.resolve()), None)
     if hand is not None:  # a hand-written entry: its own spec and launch
-        res = run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
-                         meta=hand.emulation_meta(), threads=hand.threads,
-                         dynamic_smem=hand.dynamic_smem,
-                         global_scratch_size=hand.global_scratch_size, time_limit_s=60.0)
-        return _verdict(res)
+        return run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
+                          meta=hand.emulation_meta(), threads=hand.threads,
+                          dynamic_smem=hand.dynamic_smem,
+                          global_scratch_size=hand.global_scratch_size, time_limit_s=60.0,
+                          coverage=coverage)
     stem = path.stem
     name, _, arch = stem.rpartition("_sm_")
     arch = "sm_" + arch
@@ -56,9 +71,8 @@ def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
         spec = kernels.get(name)
     except Exception as exc:  # noqa: BLE001 - an unknown name: no verdict, said so
         return None, f"no spec {name}: {exc}"
-    res = run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
-                     time_limit_s=60.0)
-    return _verdict(res)
+    return run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
+                      time_limit_s=60.0, coverage=coverage)
 
 
 def _verdict(res) -> tuple[bool | None, str]:
@@ -89,6 +103,8 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     misses: dict[str, list[str]] = defaultdict(list)
     false_alarms = []
     static_only = []
+    skipped: dict[str, Counter] = defaultdict(Counter)
+    warned: Counter = Counter()  # missed, but emulation gave a new warning (HB4 init fence)
     t0 = time.perf_counter()
     for path in paths:
         text = path.read_text()
@@ -96,38 +112,62 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
         emu_here = emulate
+        reached = effects = None
+        orig_warn: set = set()
         if emulate:
-            bad, why = _emulation_rejects(text, path)
+            bad, why, res = _emulation_rejects(text, path, coverage=True)
             if bad:
                 false_alarms.append(f"{path.name} ({why})")
             if bad is None or bad:
                 emu_here = False
                 static_only.append(f"{path.name} ({why})")
-        for m in mutants(path.name, text, max_sites=max_sites):
+            else:
+                reached, effects = res.line_counts, res.wait_effects
+                orig_warn = {(f.rule, f.line) for f in res.findings if f.severity == "warning"}
+        for m in mutants(path.name, text, max_sites=max_sites, reached=reached,
+                         wait_effects=effects, keep_skipped=True):
+            if m.skip:
+                skipped[m.cls][m.skip.split(":")[0]] += 1
+                if show_misses:
+                    misses[m.cls].append(f"{path.name}:{m.line} {m.what} LEFT OUT ({m.skip})")
+                continue
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
+            new_warn: set = set()
             if not errs and emu_here:
-                bad, why = _emulation_rejects(m.text, path)
+                res = _emulate(m.text, path, False)
+                bad, why = res if isinstance(res, tuple) else _verdict(res)
                 if bad:
                     errs = {why}
+                elif not isinstance(res, tuple):
+                    new_warn = {(f.rule, f.line) for f in res.findings
+                                if f.severity == "warning"} - orig_warn
             tot[m.cls] += 1
             hit[m.cls] += bool(errs)
             rules[m.cls].update(errs)
             if not errs:
-                misses[m.cls].append(f"{path.name}:{m.line} {m.what}")
+                warned[m.cls] += bool(new_warn)
+                misses[m.cls].append(f"{path.name}:{m.line} {m.what}" + (
+                    f" (only new warnings: {sorted({r for r, _ in new_warn})})"
+                    if new_warn else ""))
     print(f"{'class':20} {'caught':>9}  {'rate':>5}  rejecting rules")
     for cls in CLASSES:
         if not tot[cls]:
             print(f"{cls:20} {'-':>9}  {'-':>5}  (no site in these files)")
             continue
         top = ", ".join(f"{r} {n}" for r, n in rules[cls].most_common(4))
-        print(f"{cls:20} {hit[cls]:4d}/{tot[cls]:<4d}  {100 * hit[cls] / tot[cls]:4.0f}%  {top}")
+        out = "; ".join(f"{r} {n}" for r, n in sorted(skipped[cls].items()))
+        print(f"{cls:20} {hit[cls]:4d}/{tot[cls]:<4d}  {100 * hit[cls] / tot[cls]:4.0f}%  {top}"
+              + (f"  [left out: {out}]" if out else "")
+              + (f"  [missed but warned: {warned[cls]}]" if warned[cls] else ""))
         if show_misses:
             for x in misses[cls]:
                 print(f"{'':22}MISS {x}")
     n, k = sum(tot.values()), sum(hit.values())
+    n_out = sum(sum(c.values()) for c in skipped.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
-          f"{len(false_alarms)} {false_alarms or ''}; {time.perf_counter() - t0:.0f} s")
+          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never reached at "
+          f"the emulated launch): {n_out}; {time.perf_counter() - t0:.0f} s")
     if emulate:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0
