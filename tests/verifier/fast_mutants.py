@@ -176,6 +176,158 @@ def _barrier_redundant(cfg, i: int) -> bool:
     return False
 
 
+#: instructions with no effect another thread can observe through memory, allowed inside the
+#: segments :func:`_barrier_merge_safe` compares (allocator permits, a thread's own wait for
+#: its TMEM stores, the register-file resize)
+_NO_SHARED_EFFECT = ("tcgen05.relinquish_alloc_permit", "tcgen05.wait::st", "tcgen05.wait::ld",
+                     "setmaxnreg")
+
+
+def _access(ins, regs: dict) -> tuple | list | None | bool:
+    """The memory access of ``ins`` as (space, "r"/"w", (root, offset) or None, bytes) (a list
+    of them for ``tcgen05.alloc``), None when it has none, False when it is one the merge check
+    does not model."""
+    op = ins.opcode
+    if ins.base not in _MEMORY and ins.base not in _ENDS:
+        return None
+    if any(op.startswith(x) for x in _NO_SHARED_EFFECT):
+        return None
+    addr = next((o for o in ins.operands if o.kind == "address"), None)
+
+    def where():
+        if addr is None or addr.base is None:
+            return None
+        b = addr.base
+        off = int(addr.value or 0)
+        if b.kind == "symbol" and b.name:
+            return (b.name, off)
+        if b.kind == "reg" and regs.get(b.name) is not None:
+            r, o = regs[b.name]
+            return (r, o + off)
+        return None
+
+    parts = ins.parts
+    if ins.base in ("ld", "st") and len(parts) > 1:
+        if parts[1] == "param" and ins.base == "ld":
+            return None  # kernel parameters are read-only
+        if not parts[1].startswith("shared"):
+            return False
+        vec = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
+        from verifier.ptx.ast import type_size
+        size = type_size(parts[-1])
+        if size is None:
+            return False
+        return ("shared", "r" if ins.base == "ld" else "w", where(), size * vec)
+    if ins.base == "mbarrier" and any(x.startswith("shared") for x in parts):
+        return ("shared", "w", where(), 8)  # init/inval writes, the rest atomic updates
+    if op.startswith("tcgen05.alloc"):  # writes the allocated address to shared memory
+        return [("shared", "w", where(), 4), ("tmem", "w", None, 0)]
+    if op.startswith("tcgen05.st"):
+        return ("tmem", "w", None, 0)
+    if op.startswith("tcgen05.ld"):
+        return ("tmem", "r", None, 0)
+    return False
+
+
+def _conflict(a, b) -> bool:
+    if a[0] != b[0] or (a[1] == "r" and b[1] == "r"):
+        return False
+    if a[2] is None or b[2] is None or a[0] == "tmem":
+        return True
+    (ra, oa), (rb, ob) = a[2], b[2]
+    if ra != rb:
+        # two named shared variables never overlap; a numeric root is an absolute address
+        return ra.startswith("#") or rb.startswith("#")
+    return oa < ob + b[3] and ob < oa + a[3]
+
+
+def _prefix_instrs(cfg) -> list[int]:
+    """Instruction indices of the kernel's branch-free prefix in execution order."""
+    out, cur, seen = [], 0, set()
+    while cur < len(cfg.blocks) and cur not in seen:
+        seen.add(cur)
+        b = cfg.blocks[cur]
+        out.extend(range(b.start, b.end))
+        if len(b.succs) != 1 or b.succs[0].cond is not None:
+            break
+        cur = b.succs[0].dst
+    return out
+
+
+def _barrier_merge_safe(cfg, i: int) -> bool:
+    """Whether removing the barrier at ``i`` of the branch-free prefix, between the previous
+    identical barrier (or the entry) and the next one, leaves no conflicting pair of accesses
+    unordered: every access of the segment before it and every access of the segment after it
+    either touch different memory (distinct shared variables, disjoint constant offsets from
+    one base, shared memory vs TMEM) or both read. Addresses are tracked through ``mov`` of a
+    variable and ``add`` of a constant; anything else (a TMA, a fence, a global store, an
+    unknown address) makes the answer no. Accesses before the previous and after the next
+    barrier stay ordered by those (PTX ISA 9.1 §9.7.13.1, §8 memory consistency: only
+    conflicting accesses need ordering)."""
+    order = _prefix_instrs(cfg)
+    if i not in order:
+        return False
+    sig = _sig(cfg.instrs[i])
+    regs: dict = {}
+    seg: list[list] = [[]]
+    passed = False
+    for j in order:
+        ins = cfg.instrs[j]
+        if j == i:
+            passed = True
+            seg.append([])
+            continue
+        if ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig:
+            if passed:
+                break
+            seg = [[]]  # a new previous segment starts at each earlier twin
+            continue
+        acc = _access(ins, regs)
+        if acc is False:
+            return False  # an unmodelled access in either segment: no answer
+        if acc is not None:
+            seg[-1].extend(acc if isinstance(acc, list) else [acc])
+        _track(ins, regs)
+    else:
+        return False  # no twin after it inside the prefix
+    if not passed or len(seg) != 2:
+        return False
+    return not any(_conflict(a, b) for a in seg[0] for b in seg[1])
+
+
+def _track(ins, regs: dict) -> None:
+    """Update the symbolic register values ``regs`` (name -> (root, offset)) after ``ins``."""
+    ops = ins.operands
+    if not ops:
+        return
+    d = ops[0]
+    if d.kind == "vector":
+        for e in d.elems:
+            if e.name:
+                regs[e.name] = None
+        return
+    if d.kind != "reg" or ins.base in ("st", "bar", "barrier", "red", "fence"):
+        return
+    val = None
+    if ins.predicate is None and len(ops) >= 2:
+        src = ops[1:]
+        if ins.base == "mov" and len(src) == 1:
+            a = src[0]
+            if a.kind == "symbol" and a.name:
+                val = (a.name, 0)
+            elif a.kind == "reg":
+                val = regs.get(a.name)
+        elif ins.base == "add" and len(src) == 2:
+            a, b = src
+            if a.kind == "imm" and b.kind == "reg":
+                a, b = b, a
+            if a.kind == "reg" and b.kind == "imm" and isinstance(b.value, int) and \
+                    regs.get(a.name) is not None:
+                r, o = regs[a.name]
+                val = (r, o + b.value)
+    regs[d.name] = val
+
+
 def _nothing_in_flight(cfg, i: int, issues, retires) -> bool:
     """Whether no operation ``issues(ins)`` can be outstanding when instruction ``i`` runs: on
     every path from the entry to ``i``, each such issue is followed by an instruction with
@@ -246,6 +398,9 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         return "equivalent: no wgmma.mma_async can be in flight at this wait"
     if cls == "no_bar_sync" and _barrier_redundant(cfg, i):
         return "equivalent: an identical barrier is next to it through register-only code"
+    if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i):
+        return ("equivalent: the accesses between its twin barriers (or the entry) on either "
+                "side of it do not conflict")
     return ""
 
 

@@ -170,3 +170,25 @@ def test_unreached_and_inert_wait_sites_are_left_out_with_the_reason():
     kept = mutants("d", text, ["no_wgmma_wait", "no_proxy_fence"], max_sites=99,
                    reached=reached, wait_effects=effects)
     assert len(kept) == len(every) - 2
+
+
+def test_a_barrier_between_non_conflicting_segments_is_equivalent_and_one_ordering_a_read_is_not():
+    from fast_mutants import equivalent
+    text = _small("""
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+mov.b32 %r2, buf;
+@%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+bar.sync 0;
+add.s32 %r3, %r2, 8;
+@%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+bar.sync 0;
+@%p1 st.shared.u32 [buf+16], %r1;
+bar.sync 0;
+ld.shared.u32 %r3, [buf+16];
+bar.sync 0;""")
+    bars = [_line(text, "bar.sync", k) for k in range(4)]
+    got = [bool(equivalent("no_bar_sync", text, n)) for n in bars]
+    # 1: init of buf+0 vs init of buf+8 (disjoint); 2: init buf+8 vs st buf+16 (disjoint);
+    # 3: the st and the ld of buf+16 by other threads conflict; 4: no twin after it
+    assert got == [True, True, False, False]
