@@ -84,16 +84,16 @@ def _verdict(res) -> tuple[bool | None, str]:
     return bad, (f"emulation {res.status}" + (f" {','.join(errs)}" if errs else ""))
 
 
-def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
-               emulate: bool = False) -> int:
-    """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
-    derived from ``paths`` and how many the verifier rejects (an error, any rule), the rules
-    that reject them, and the false alarms on the unmutated files. Returns 0 when every file
-    verifies without errors (the caught rates are reported, not gated: see the docs)."""
+def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) -> dict:
+    """The numbers of the issue-18 table (see :func:`fast_table`) as a dict: ``tot``/``hit``
+    (class -> mutants / rejected, Counters), ``rules`` (class -> Counter of rejecting rules),
+    ``skipped`` (class -> Counter of left-out reasons), ``warned`` (class -> missed mutants
+    with a new emulation warning), ``misses`` (class -> lines), ``false_alarms`` and
+    ``static_only`` (file names with why), ``seconds``."""
     import time
     from collections import Counter
 
-    from fast_mutants import CLASSES, mutants
+    from fast_mutants import mutants
 
     from verifier import parse_ptx, verify
 
@@ -128,8 +128,7 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
                          wait_effects=effects, keep_skipped=True):
             if m.skip:
                 skipped[m.cls][m.skip.split(":")[0]] += 1
-                if show_misses:
-                    misses[m.cls].append(f"{path.name}:{m.line} {m.what} LEFT OUT ({m.skip})")
+                misses[m.cls].append(f"{path.name}:{m.line} {m.what} LEFT OUT ({m.skip})")
                 continue
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
@@ -150,6 +149,26 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
                 misses[m.cls].append(f"{path.name}:{m.line} {m.what}" + (
                     f" (only new warnings: {sorted({r for r, _ in new_warn})})"
                     if new_warn else ""))
+    return dict(tot=tot, hit=hit, rules=rules, skipped=skipped, warned=warned, misses=misses,
+                false_alarms=false_alarms, static_only=static_only,
+                seconds=time.perf_counter() - t0)
+
+
+def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
+               emulate: bool = False) -> int:
+    """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
+    derived from ``paths`` and how many are rejected - by the verifier (an error, any rule)
+    or, with ``emulate``, by emulation as ``ailower lower``/``eval`` reject without a GPU -,
+    the rejecting rules, the mutants left out (equivalent, never executed or a wait that never
+    acted at the emulated launch: ``fast_mutants.left_out``) and the false alarms on the
+    unmutated files. Returns 0 when no original is rejected (the caught rates are reported, not
+    gated here: ``tests/verifier/test_verifier_fast_mutants.py`` gates them)."""
+    from fast_mutants import CLASSES
+
+    c = fast_counts(paths, max_sites, emulate)
+    tot, hit, rules, skipped, warned, misses = (c[k] for k in (
+        "tot", "hit", "rules", "skipped", "warned", "misses"))
+    false_alarms, static_only = c["false_alarms"], c["static_only"]
     print(f"{'class':20} {'caught':>9}  {'rate':>5}  rejecting rules")
     for cls in CLASSES:
         if not tot[cls]:
@@ -162,12 +181,12 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
               + (f"  [missed but warned: {warned[cls]}]" if warned[cls] else ""))
         if show_misses:
             for x in misses[cls]:
-                print(f"{'':22}MISS {x}")
+                print(f"{'':22}{'LEFT' if 'LEFT OUT' in x else 'MISS'} {x}")
     n, k = sum(tot.values()), sum(hit.values())
     n_out = sum(sum(c.values()) for c in skipped.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
           f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never reached at "
-          f"the emulated launch): {n_out}; {time.perf_counter() - t0:.0f} s")
+          f"the emulated launch): {n_out}; {c['seconds']:.0f} s")
     if emulate:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0

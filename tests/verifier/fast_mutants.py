@@ -183,7 +183,7 @@ _NO_SHARED_EFFECT = ("tcgen05.relinquish_alloc_permit", "tcgen05.wait::st", "tcg
                      "setmaxnreg")
 
 
-def _access(ins, regs: dict) -> tuple | list | None | bool:
+def _access(ins, resolve) -> tuple | list | None | bool:
     """The memory access of ``ins`` as (space, "r"/"w", (root, offset) or None, bytes) (a list
     of them for ``tcgen05.alloc``), None when it has none, False when it is one the merge check
     does not model."""
@@ -195,16 +195,7 @@ def _access(ins, regs: dict) -> tuple | list | None | bool:
     addr = next((o for o in ins.operands if o.kind == "address"), None)
 
     def where():
-        if addr is None or addr.base is None:
-            return None
-        b = addr.base
-        off = int(addr.value or 0)
-        if b.kind == "symbol" and b.name:
-            return (b.name, off)
-        if b.kind == "reg" and regs.get(b.name) is not None:
-            r, o = regs[b.name]
-            return (r, o + off)
-        return None
+        return None if addr is None else resolve(addr)
 
     parts = ins.parts
     if ins.base in ("ld", "st") and len(parts) > 1:
@@ -236,96 +227,71 @@ def _conflict(a, b) -> bool:
         return True
     (ra, oa), (rb, ob) = a[2], b[2]
     if ra != rb:
-        # two named shared variables never overlap; a numeric root is an absolute address
-        return ra.startswith("#") or rb.startswith("#")
+        # two named shared variables never overlap; "#" is an absolute address
+        return ra == "#" or rb == "#"
     return oa < ob + b[3] and ob < oa + a[3]
 
 
-def _prefix_instrs(cfg) -> list[int]:
-    """Instruction indices of the kernel's branch-free prefix in execution order."""
-    out, cur, seen = [], 0, set()
-    while cur < len(cfg.blocks) and cur not in seen:
-        seen.add(cur)
-        b = cfg.blocks[cur]
-        out.extend(range(b.start, b.end))
-        if len(b.succs) != 1 or b.succs[0].cond is not None:
-            break
-        cur = b.succs[0].dst
-    return out
+def _barrier_merge_safe(cfg, i: int, values=None) -> bool:
+    """Whether removing the unpredicated barrier at ``i`` leaves no conflicting pair of
+    accesses unordered. It must lie in a block that no thread-dependent (divergent or
+    warp-dependent) branch controls (``verifier.analysis.values``: every thread of the CTA runs
+    the block's barriers in the same sequence, so no other site's arrivals pair with it), with
+    an identical barrier before it in the block (or the block being the entry) and one after
+    it; every access between the earlier twin and it, and every access between it and the
+    later twin, must touch different memory (distinct shared variables, disjoint constant
+    offsets from one, shared memory vs TMEM) or both read. Anything the check does not model
+    (a TMA, a fence, a global store, an unknown address) makes the answer no. Accesses outside
+    the twins stay ordered by them (PTX ISA 9.1 §9.7.13.1 bar.sync; §8 memory consistency
+    model: only conflicting accesses need ordering)."""
+    from verifier.analysis.values import M64, Values
 
-
-def _barrier_merge_safe(cfg, i: int) -> bool:
-    """Whether removing the barrier at ``i`` of the branch-free prefix, between the previous
-    identical barrier (or the entry) and the next one, leaves no conflicting pair of accesses
-    unordered: every access of the segment before it and every access of the segment after it
-    either touch different memory (distinct shared variables, disjoint constant offsets from
-    one base, shared memory vs TMEM) or both read. Addresses are tracked through ``mov`` of a
-    variable and ``add`` of a constant; anything else (a TMA, a fence, a global store, an
-    unknown address) makes the answer no. Accesses before the previous and after the next
-    barrier stay ordered by those (PTX ISA 9.1 §9.7.13.1, §8 memory consistency: only
-    conflicting accesses need ordering)."""
-    order = _prefix_instrs(cfg)
-    if i not in order:
+    me = cfg.instrs[i]
+    if me.predicate is not None:
         return False
-    sig = _sig(cfg.instrs[i])
-    regs: dict = {}
-    seg: list[list] = [[]]
-    passed = False
-    for j in order:
+    vals = values if values is not None else Values(cfg)
+    bid = cfg.block_of[i]
+    if bid in vals.divergent_blocks or bid in vals.partial_blocks:
+        return False
+    b = cfg.blocks[bid]
+    sig = _sig(me)
+
+    def twin(j: int) -> bool:
         ins = cfg.instrs[j]
-        if j == i:
-            passed = True
-            seg.append([])
-            continue
-        if ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig:
-            if passed:
-                break
-            seg = [[]]  # a new previous segment starts at each earlier twin
-            continue
-        acc = _access(ins, regs)
-        if acc is False:
-            return False  # an unmodelled access in either segment: no answer
-        if acc is not None:
-            seg[-1].extend(acc if isinstance(acc, list) else [acc])
-        _track(ins, regs)
-    else:
-        return False  # no twin after it inside the prefix
-    if not passed or len(seg) != 2:
+        return ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig
+
+    before = [j for j in range(b.start, i) if twin(j)]
+    after = [j for j in range(i + 1, b.end) if twin(j)]
+    if not after or (not before and bid != 0):
         return False
-    return not any(_conflict(a, b) for a in seg[0] for b in seg[1])
+    lo, hi = (before[-1] + 1 if before else b.start), after[0]
 
+    def segment(js) -> list | None:
+        out = []
+        for j in js:
+            ins = cfg.instrs[j]
 
-def _track(ins, regs: dict) -> None:
-    """Update the symbolic register values ``regs`` (name -> (root, offset)) after ``ins``."""
-    ops = ins.operands
-    if not ops:
-        return
-    d = ops[0]
-    if d.kind == "vector":
-        for e in d.elems:
-            if e.name:
-                regs[e.name] = None
-        return
-    if d.kind != "reg" or ins.base in ("st", "bar", "barrier", "red", "fence"):
-        return
-    val = None
-    if ins.predicate is None and len(ops) >= 2:
-        src = ops[1:]
-        if ins.base == "mov" and len(src) == 1:
-            a = src[0]
-            if a.kind == "symbol" and a.name:
-                val = (a.name, 0)
-            elif a.kind == "reg":
-                val = regs.get(a.name)
-        elif ins.base == "add" and len(src) == 2:
-            a, b = src
-            if a.kind == "imm" and b.kind == "reg":
-                a, b = b, a
-            if a.kind == "reg" and b.kind == "imm" and isinstance(b.value, int) and \
-                    regs.get(a.name) is not None:
-                r, o = regs[a.name]
-                val = (r, o + b.value)
-    regs[d.name] = val
+            def resolve(addr, j=j):
+                v = vals.op_val(addr, j)
+                if v is None:
+                    return None
+                if v[0] == "s":
+                    return (str(v[1]), int(v[2]))
+                if v[0] == "k" and v[1] == M64:
+                    return ("#", int(v[2]))
+                return None
+
+            acc = _access(ins, resolve)
+            if acc is False:
+                return None
+            if acc is not None:
+                out.extend(acc if isinstance(acc, list) else [acc])
+        return out
+
+    s1, s2 = segment(range(lo, i)), segment(range(i + 1, hi))
+    if s1 is None or s2 is None:
+        return False
+    return not any(_conflict(a, c) for a in s1 for c in s2)
 
 
 def _nothing_in_flight(cfg, i: int, issues, retires) -> bool:
@@ -376,6 +342,18 @@ def _wgmma_retire(ins) -> bool:
             bool(ins.operands) and int(ins.operands[0].value or 0) == 0)
 
 
+def _values(cfg, cache: dict | None):
+    """The value / uniformity analysis of ``cfg`` (memoised in ``cache`` by the CFG's id)."""
+    from verifier.analysis.values import Values
+
+    if cache is None:
+        return Values(cfg)
+    key = ("values", id(cfg))
+    if key not in cache:
+        cache[key] = Values(cfg)
+    return cache[key]
+
+
 def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> str:
     """Why removing the site at ``line`` of ``text`` (class ``cls``) cannot change any
     execution, or "" when it may (module docstring: removed waits with nothing in flight on any
@@ -398,7 +376,7 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         return "equivalent: no wgmma.mma_async can be in flight at this wait"
     if cls == "no_bar_sync" and _barrier_redundant(cfg, i):
         return "equivalent: an identical barrier is next to it through register-only code"
-    if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i):
+    if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i, _values(cfg, _cache)):
         return ("equivalent: the accesses between its twin barriers (or the entry) on either "
                 "side of it do not conflict")
     return ""

@@ -71,7 +71,7 @@ _SMALL = """.version 8.7
 .shared .align 128 .b8 buf[256];
 .visible .entry k(.param .u64 p)
 {{
-\t.reg .b32 %r<4>;
+\t.reg .b32 %r<8>;
 \t.reg .b64 %rd<2>;
 \t.reg .pred %p<2>;
 {body}
@@ -185,7 +185,7 @@ add.s32 %r3, %r2, 8;
 bar.sync 0;
 @%p1 st.shared.u32 [buf+16], %r1;
 bar.sync 0;
-ld.shared.u32 %r3, [buf+16];
+ld.shared.u32 %r4, [buf+16];
 bar.sync 0;""")
     bars = [_line(text, "bar.sync", k) for k in range(4)]
     got = [bool(equivalent("no_bar_sync", text, n)) for n in bars]
