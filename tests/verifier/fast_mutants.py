@@ -237,9 +237,10 @@ def _barrier_merge_safe(cfg, i: int, values=None) -> bool:
     accesses unordered. It must lie in a block that no thread-dependent (divergent or
     warp-dependent) branch controls (``verifier.analysis.values``: every thread of the CTA runs
     the block's barriers in the same sequence, so no other site's arrivals pair with it), with
-    an identical barrier before it in the block (or the block being the entry) and one after
-    it; every access between the earlier twin and it, and every access between it and the
-    later twin, must touch different memory (distinct shared variables, disjoint constant
+    an identical barrier after it in the block and one before it in the block or up a chain of
+    single predecessors no such branch controls (or the entry); every access between the
+    earlier twin and it, and every access between it and the later twin, must touch different
+    memory (distinct shared variables, disjoint constant
     offsets from one, shared memory vs TMEM) or both read. Anything the check does not model
     (a TMA, a fence, a global store, an unknown address) makes the answer no. Accesses outside
     the twins stay ordered by them (PTX ISA 9.1 §9.7.13.1 bar.sync; §8 memory consistency
@@ -260,11 +261,29 @@ def _barrier_merge_safe(cfg, i: int, values=None) -> bool:
         ins = cfg.instrs[j]
         return ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig
 
-    before = [j for j in range(b.start, i) if twin(j)]
     after = [j for j in range(i + 1, b.end) if twin(j)]
-    if not after or (not before and bid != 0):
+    if not after:
         return False
-    lo, hi = (before[-1] + 1 if before else b.start), after[0]
+    # back to the earlier twin: through this block, then up a chain of single predecessors
+    # (every path to the barrier passes through them) that no thread-dependent branch controls
+    back: list[int] = []
+    cur, j = bid, i - 1
+    while True:
+        blk = cfg.blocks[cur]
+        while j >= blk.start and not twin(j):
+            back.append(j)
+            j -= 1
+        if j >= blk.start:
+            break  # the earlier twin
+        if cur == 0:
+            break  # the entry
+        preds = [e.src for e in blk.preds if e.src < len(cfg.blocks)]
+        if len(preds) != 1 or preds[0] in vals.divergent_blocks or \
+                preds[0] in vals.partial_blocks or preds[0] == cur:
+            return False
+        cur = preds[0]
+        j = cfg.blocks[cur].end - 1
+    hi = after[0]
 
     def segment(js) -> list | None:
         out = []
@@ -288,7 +307,7 @@ def _barrier_merge_safe(cfg, i: int, values=None) -> bool:
                 out.extend(acc if isinstance(acc, list) else [acc])
         return out
 
-    s1, s2 = segment(range(lo, i)), segment(range(i + 1, hi))
+    s1, s2 = segment(back), segment(range(i + 1, hi))
     if s1 is None or s2 is None:
         return False
     return not any(_conflict(a, c) for a in s1 for c in s2)
