@@ -8,6 +8,11 @@ addresses the static analysis does not resolve (they appear as misses in the tab
 
 from __future__ import annotations
 
+import os
+import sys
+from fractions import Fraction
+from pathlib import Path
+
 import pytest
 from fast_mutants import CLASSES, mutants
 from verifier_testlib import FIXTURES
@@ -192,3 +197,36 @@ bar.sync 0;""")
     # 1: init of buf+0 vs init of buf+8 (disjoint); 2: init buf+8 vs st buf+16 (disjoint);
     # 3: the st and the ld of buf+16 by other threads conflict; 4: no twin after it
     assert got == [True, True, False, False]
+
+
+# ------------------------------------------------------------------ the catch-rate gate
+#: caught / emitted mutants per class over the fast corpus (fixtures/fast36 + kernels/fast/ptx,
+#: up to 4 sites per class and file, emulation on), measured 2026-12-02 (docs/verifier-fast.md
+#: "Mutation table"); a class whose rate falls below its row fails the gate
+FLOORS = {
+    "parity_xor": (58, 58), "parity_sub": (58, 58), "parity_selp": (58, 58),
+    "parity_imm": (1, 1), "no_proxy_fence": (25, 30), "no_mbar_wait": (40, 40),
+    "expect_tx": (57, 57), "no_wgmma_wait": (22, 24), "no_wgmma_fence": (16, 16),
+    "no_tcgen05_wait": (23, 26), "no_tcgen05_fence": (0, 4), "no_bar_sync": (29, 84),
+    "bar_count": (12, 12), "early_dealloc": (9, 9), "no_cluster_barrier": (4, 4),
+    "store_refill": (27, 27), "early_release": (8, 10),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("AILOWER_RUN_SLOW") != "1",
+                    reason="slow (~520 mutants verified and emulated, tens of minutes on the "
+                           "2-core host): set AILOWER_RUN_SLOW=1 to run")
+def test_catch_rate_per_class_does_not_regress():
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "bench"))
+    from mutant_table import fast_counts
+    paths = [*sorted((FIXTURES / "fast36").glob("*.ptx")),
+             *sorted((root / "kernels" / "fast" / "ptx").glob("*.ptx"))]
+    c = fast_counts(paths, max_sites=4, emulate=True)
+    assert not c["false_alarms"] and not c["static_only"], (c["false_alarms"],
+                                                            c["static_only"])
+    low = {cls: (c["hit"][cls], c["tot"][cls]) for cls, (k, n) in FLOORS.items()
+           if c["tot"][cls] and Fraction(c["hit"][cls], c["tot"][cls]) < Fraction(k, n)}
+    assert not low, f"catch rate below the measured floor: {low}"
+    assert set(c["tot"]) <= set(FLOORS), set(c["tot"]) - set(FLOORS)
