@@ -359,12 +359,13 @@ class _TmemShadow:
         self.w_clk = np.zeros((ncta, 128, 512), np.int32)
         self.pending = np.zeros((ncta, 128, 512), np.bool_)
         self.a_clk = np.zeros((ncta, 128, 512), np.int32)
-        # which tcgen05.wait::st completed a cell (pc, -1: none) and the writer's count of
-        # waits at that moment: a read while the count is unchanged depended on that wait
-        # (for EmulationResult.wait_effects; see _note_wait_use)
+        # which tcgen05.wait::st completed a cell (pc, -1: none) and which of its writer's
+        # waits that was (1-based); per writer, its clock at each of its waits: a read depends
+        # on that wait unless the reader is ordered after the writer's next one (which also
+        # completes the store). For EmulationResult.wait_effects (_note_wait_use).
         self.done_pc = np.full((ncta, 128, 512), -1, np.int32)
         self.done_gen = np.zeros((ncta, 128, 512), np.int32)
-        self.gen: dict[int, int] = {}
+        self.wclks: dict[int, list[int]] = {}
 
 
 def _tsh(m) -> _TmemShadow | None:
@@ -406,7 +407,7 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
     for i, ln in enumerate(lanes):
         c, r = int(cta[i]), rows[i]
         cc = cols[i]
-        _note_wait_use(m, sh, c, r, cc)
+        _note_wait_use(m, sh, int(ln), c, r, cc)
         wl = sh.w_lane[c, r, cc]
         g = int(m.glane[ln])
         other = (wl >= 0) & (wl != g)
@@ -449,12 +450,13 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
             c = int(m.cta_local[ln])
             g = int(m.glane[ln])
             mine = sh.pending[c] & (sh.w_lane[c] == g)
-            sh.gen[g] = sh.gen.get(g, 0) + 1
+            clks = sh.wclks.setdefault(g, [])
+            clks.append(int(m.vc[ln, m.vcol[ln]]))
             if mine.any():
                 sh.pending[c][mine] = False
                 sh.w_clk[c][mine] = m.vc[ln, m.vcol[ln]]
                 sh.done_pc[c][mine] = pc
-                sh.done_gen[c][mine] = sh.gen[g]
+                sh.done_gen[c][mine] = len(clks)
         if lanes.size:
             m._tick(lanes)
         return
@@ -559,10 +561,11 @@ def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
             int(m.async_clk[c]) + 1
 
 
-def _note_wait_use(m, sh: _TmemShadow, c: int, rows, cols) -> None:
-    """With ``coverage`` (``m.tmem_wait_used`` a set): cells (CTA ``c``, ``rows``, ``cols``,
-    broadcastable) read while the writer has not waited again since the ``tcgen05.wait::st``
-    that completed them: that wait's pc is added (it ordered this read)."""
+def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
+    """With ``coverage`` (``m.tmem_wait_used`` a set): reader ``ln`` reads cells (CTA ``c``,
+    ``rows``, ``cols``, broadcastable) that a ``tcgen05.wait::st`` completed; unless the reader
+    is ordered after the writer's next wait (which would complete the store as well), that
+    wait's pc is added: it ordered this read."""
     used = getattr(m, "tmem_wait_used", None)
     if used is None:
         return
@@ -572,9 +575,16 @@ def _note_wait_use(m, sh: _TmemShadow, c: int, rows, cols) -> None:
         return
     wl = np.broadcast_to(sh.w_lane[c][rows, cols], dp.shape)[hit]
     dg = np.broadcast_to(sh.done_gen[c][rows, cols], dp.shape)[hit]
-    for pc_, w, g in set(zip(dp[hit].tolist(), wl.tolist(), dg.tolist())):
-        if w >= 0 and sh.gen.get(int(w), 0) == g:
-            used.add(int(pc_))
+    T = m.T
+    for pc_, w, k in set(zip(dp[hit].tolist(), wl.tolist(), dg.tolist())):
+        if w < 0:
+            continue
+        clks = sh.wclks.get(int(w), [])
+        if ln < m.ntr and len(clks) > k:  # the writer waited again: is the reader after it?
+            col = int(m.rk_of[w // T]) * (T + 3) + w % T
+            if int(m.vc[ln, col]) >= clks[k]:
+                continue
+        used.add(int(pc_))
 
 
 def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, c0: int,
@@ -588,7 +598,7 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
     'tcgen05.wait', 'tcgen05.fence')."""
     if not rows.size or c1 <= c0:
         return
-    _note_wait_use(m, sh, c, rows[:, None], np.arange(c0, c1)[None, :])
+    _note_wait_use(m, sh, ln, c, rows[:, None], np.arange(c0, c1)[None, :])
     wl = sh.w_lane[c][rows, c0:c1]
     g = int(m.glane[ln])
     other = (wl >= 0) & (wl != g)
