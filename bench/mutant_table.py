@@ -185,7 +185,7 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     n, k = sum(tot.values()), sum(hit.values())
     n_out = sum(sum(c.values()) for c in skipped.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
-          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never reached at "
+          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never executed / inert wait at "
           f"the emulated launch): {n_out}; {c['seconds']:.0f} s")
     if emulate:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
