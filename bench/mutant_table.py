@@ -39,9 +39,10 @@ def _emulation_rejects(text: str, path: Path, coverage: bool = False
                        ) -> tuple[bool | None, str] | tuple[bool | None, str, set[int] | None]:
     """(rejected, why) for ``text`` emulated as the fast entry ``path`` names; rejected None
     when there is no spec or no verdict (unsupported / memory). With ``coverage``, a third
-    item: the :class:`emulator.EmulationResult` of the run (None without one). The launch is the one ``ailower eval``/``lower`` emulate without a GPU
-    (``agent.loop._emulate``): the spec's ``verify`` size, its grid and first config; the
-    result (``line_counts``, ``wait_effects``) is the third item."""
+    item: the :class:`emulator.EmulationResult` of the run (None without one; its
+    ``line_counts`` and ``wait_effects`` feed ``fast_mutants.left_out``). The launch is the one
+    ``ailower eval``/``lower`` emulate without a GPU (``agent.loop._emulate``): the spec's
+    ``verify`` size, its grid and first config."""
     res = _emulate(text, path, coverage)
     if isinstance(res, tuple):
         return (*res, None) if coverage else res
@@ -185,8 +186,8 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     n, k = sum(tot.values()), sum(hit.values())
     n_out = sum(sum(c.values()) for c in skipped.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
-          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never executed / inert wait at "
-          f"the emulated launch): {n_out}; {c['seconds']:.0f} s")
+          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never executed / "
+          f"inert wait at the emulated launch): {n_out}; {c['seconds']:.0f} s")
     if emulate:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0

@@ -110,28 +110,6 @@ def _sig(ins) -> str:
     return ins.opcode + " " + ",".join(f"{o.kind}:{o.value}:{o.base}" for o in ins.operands)
 
 
-def _succ_instrs(cfg, i: int) -> list[int]:
-    """Instruction indices that may run right after instruction ``i`` (-1: the function's end)."""
-    b = cfg.blocks[cfg.block_of[i]]
-    if i + 1 < b.end:
-        return [i + 1]
-    out = []
-    for e in b.succs:
-        out.append(-1 if e.dst == cfg.exit_id else cfg.blocks[e.dst].start)
-    return out or [-1]
-
-
-def _pred_instrs(cfg, i: int) -> list[int]:
-    """Instruction indices that may run right before ``i`` (-1: the function's entry)."""
-    b = cfg.blocks[cfg.block_of[i]]
-    if i > b.start:
-        return [i - 1]
-    out = [cfg.blocks[e.src].end - 1 for e in b.preds if e.src != cfg.exit_id]
-    if b.id == 0:
-        out.append(-1)
-    return out
-
-
 def _uniform_prefix(cfg, bid: int) -> bool:
     """Whether block ``bid`` is reached from the entry through blocks with one successor each
     (no branch before it: every thread runs the same instructions up to it)."""
