@@ -35,20 +35,36 @@ from mutant_corpus import MUTANTS, caught, run
 from verifier.registry import RULES
 
 
-def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
+def _emulation_rejects(text: str, path: Path, coverage: bool = False
+                       ) -> tuple[bool | None, str] | tuple[bool | None, str, set[int] | None]:
     """(rejected, why) for ``text`` emulated as the fast entry ``path`` names; rejected None
-    when there is no spec or no verdict (unsupported / memory)."""
+    when there is no spec or no verdict (unsupported / memory). With ``coverage``, a third
+    item: the :class:`emulator.EmulationResult` of the run (None without one; its
+    ``line_counts`` and ``wait_effects`` feed ``fast_mutants.left_out``). The launch is the one
+    ``ailower eval``/``lower`` emulate without a GPU (``agent.loop._emulate``): the spec's
+    ``verify`` size, its grid and first config."""
+    res = _emulate(text, path, coverage)
+    if isinstance(res, tuple):
+        return (*res, None) if coverage else res
+    bad, why = _verdict(res)
+    if coverage:
+        return bad, why, res
+    return bad, why
+
+
+def _emulate(text: str, path: Path, coverage: bool):
+    """The emulation result of ``text`` as the fast entry ``path`` names, or (None, why)."""
     import kernels
     from emulator import run_kernel
     from kernels.fast.hand_ptx import HAND_PTX
 
     hand = next((h for h in HAND_PTX.values() if h.path == path.resolve()), None)
     if hand is not None:  # a hand-written entry: its own spec and launch
-        res = run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
-                         meta=hand.emulation_meta(), threads=hand.threads,
-                         dynamic_smem=hand.dynamic_smem,
-                         global_scratch_size=hand.global_scratch_size, time_limit_s=60.0)
-        return _verdict(res)
+        return run_kernel(text, kernels.get(hand.name), hand.arch, filename=path.name,
+                          meta=hand.emulation_meta(), threads=hand.threads,
+                          dynamic_smem=hand.dynamic_smem,
+                          global_scratch_size=hand.global_scratch_size, time_limit_s=60.0,
+                          coverage=coverage)
     stem = path.stem
     name, _, arch = stem.rpartition("_sm_")
     arch = "sm_" + arch
@@ -56,9 +72,8 @@ def _emulation_rejects(text: str, path: Path) -> tuple[bool | None, str]:
         spec = kernels.get(name)
     except Exception as exc:  # noqa: BLE001 - an unknown name: no verdict, said so
         return None, f"no spec {name}: {exc}"
-    res = run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
-                     time_limit_s=60.0)
-    return _verdict(res)
+    return run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
+                      time_limit_s=60.0, coverage=coverage)
 
 
 def _verdict(res) -> tuple[bool | None, str]:
@@ -70,16 +85,16 @@ def _verdict(res) -> tuple[bool | None, str]:
     return bad, (f"emulation {res.status}" + (f" {','.join(errs)}" if errs else ""))
 
 
-def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
-               emulate: bool = False) -> int:
-    """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
-    derived from ``paths`` and how many the verifier rejects (an error, any rule), the rules
-    that reject them, and the false alarms on the unmutated files. Returns 0 when every file
-    verifies without errors (the caught rates are reported, not gated: see the docs)."""
+def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) -> dict:
+    """The numbers of the issue-18 table (see :func:`fast_table`) as a dict: ``tot``/``hit``
+    (class -> mutants / rejected, Counters), ``rules`` (class -> Counter of rejecting rules),
+    ``skipped`` (class -> Counter of left-out reasons), ``warned`` (class -> missed mutants
+    with a new emulation warning), ``misses`` (class -> lines), ``false_alarms`` and
+    ``static_only`` (file names with why), ``seconds``."""
     import time
     from collections import Counter
 
-    from fast_mutants import CLASSES, mutants
+    from fast_mutants import mutants
 
     from verifier import parse_ptx, verify
 
@@ -89,6 +104,8 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     misses: dict[str, list[str]] = defaultdict(list)
     false_alarms = []
     static_only = []
+    skipped: dict[str, Counter] = defaultdict(Counter)
+    warned: Counter = Counter()  # missed, but emulation gave a new warning (HB4 init fence)
     t0 = time.perf_counter()
     for path in paths:
         text = path.read_text()
@@ -96,38 +113,81 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
         emu_here = emulate
+        reached = effects = None
+        orig_warn: set = set()
         if emulate:
-            bad, why = _emulation_rejects(text, path)
+            bad, why, res = _emulation_rejects(text, path, coverage=True)
             if bad:
                 false_alarms.append(f"{path.name} ({why})")
             if bad is None or bad:
                 emu_here = False
                 static_only.append(f"{path.name} ({why})")
-        for m in mutants(path.name, text, max_sites=max_sites):
+            else:
+                reached, effects = res.line_counts, res.wait_effects
+                orig_warn = {(f.rule, f.line) for f in res.findings if f.severity == "warning"}
+        for m in mutants(path.name, text, max_sites=max_sites, reached=reached,
+                         wait_effects=effects, keep_skipped=True):
+            if m.skip:
+                skipped[m.cls][m.skip.split(":")[0]] += 1
+                misses[m.cls].append(f"{path.name}:{m.line} {m.what} LEFT OUT ({m.skip})")
+                continue
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
+            new_warn: set = set()
             if not errs and emu_here:
-                bad, why = _emulation_rejects(m.text, path)
+                res = _emulate(m.text, path, False)
+                bad, why = res if isinstance(res, tuple) else _verdict(res)
                 if bad:
                     errs = {why}
+                elif not isinstance(res, tuple):
+                    new_warn = {(f.rule, f.line) for f in res.findings
+                                if f.severity == "warning"} - orig_warn
             tot[m.cls] += 1
             hit[m.cls] += bool(errs)
             rules[m.cls].update(errs)
             if not errs:
-                misses[m.cls].append(f"{path.name}:{m.line} {m.what}")
+                warned[m.cls] += bool(new_warn)
+                misses[m.cls].append(f"{path.name}:{m.line} {m.what}" + (
+                    f" (only new warnings: {sorted({r for r, _ in new_warn})})"
+                    if new_warn else ""))
+    return dict(tot=tot, hit=hit, rules=rules, skipped=skipped, warned=warned, misses=misses,
+                false_alarms=false_alarms, static_only=static_only,
+                seconds=time.perf_counter() - t0)
+
+
+def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
+               emulate: bool = False) -> int:
+    """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
+    derived from ``paths`` and how many are rejected - by the verifier (an error, any rule)
+    or, with ``emulate``, by emulation as ``ailower lower``/``eval`` reject without a GPU -,
+    the rejecting rules, the mutants left out (equivalent, never executed or a wait that never
+    acted at the emulated launch: ``fast_mutants.left_out``) and the false alarms on the
+    unmutated files. Returns 0 when no original is rejected (the caught rates are reported, not
+    gated here: ``tests/verifier/test_verifier_fast_mutants.py`` gates them)."""
+    from fast_mutants import CLASSES
+
+    c = fast_counts(paths, max_sites, emulate)
+    tot, hit, rules, skipped, warned, misses = (c[k] for k in (
+        "tot", "hit", "rules", "skipped", "warned", "misses"))
+    false_alarms, static_only = c["false_alarms"], c["static_only"]
     print(f"{'class':20} {'caught':>9}  {'rate':>5}  rejecting rules")
     for cls in CLASSES:
         if not tot[cls]:
             print(f"{cls:20} {'-':>9}  {'-':>5}  (no site in these files)")
             continue
         top = ", ".join(f"{r} {n}" for r, n in rules[cls].most_common(4))
-        print(f"{cls:20} {hit[cls]:4d}/{tot[cls]:<4d}  {100 * hit[cls] / tot[cls]:4.0f}%  {top}")
+        out = "; ".join(f"{r} {n}" for r, n in sorted(skipped[cls].items()))
+        print(f"{cls:20} {hit[cls]:4d}/{tot[cls]:<4d}  {100 * hit[cls] / tot[cls]:4.0f}%  {top}"
+              + (f"  [left out: {out}]" if out else "")
+              + (f"  [missed but warned: {warned[cls]}]" if warned[cls] else ""))
         if show_misses:
             for x in misses[cls]:
-                print(f"{'':22}MISS {x}")
+                print(f"{'':22}{'LEFT' if 'LEFT OUT' in x else 'MISS'} {x}")
     n, k = sum(tot.values()), sum(hit.values())
+    n_out = sum(sum(c.values()) for c in skipped.values())
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
-          f"{len(false_alarms)} {false_alarms or ''}; {time.perf_counter() - t0:.0f} s")
+          f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never executed / "
+          f"inert wait at the emulated launch): {n_out}; {c['seconds']:.0f} s")
     if emulate:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0

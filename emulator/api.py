@@ -70,6 +70,17 @@ class EmulationResult(BaseModel):
         checked_elements: with a subset, per output (compared elements, elements of its
             checked region): only elements the emulated CTAs wrote are compared.
         unchecked_outputs: with a subset, outputs not compared at all, with the reason.
+        line_counts: with ``coverage=True``, per PTX source line (1-based) of the entry, the
+            threads that executed an instruction on it (reached it with its guard predicate
+            true), summed over the run; a line absent was never executed. None without
+            ``coverage``.
+        wait_effects: with ``coverage=True``, per source line of a reached wait
+            (``cp.async.bulk.wait_group``, ``wgmma.wait_group``, ``mbarrier.try_wait`` /
+            ``test_wait``, ``tcgen05.wait::st``), its executions that had an effect (a thread
+            blocked, acquired happens-before knowledge, or retired a bulk group / wgmma
+            registers; for ``tcgen05.wait::st``, one when a TMEM cell it completed was read
+            before its writer waited again); 0: at this launch the wait never ordered or
+            retired anything.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -96,6 +107,8 @@ class EmulationResult(BaseModel):
     subset_reason: str = ""
     checked_elements: dict[str, tuple[int, int]] = Field(default_factory=dict)
     unchecked_outputs: dict[str, str] = Field(default_factory=dict)
+    line_counts: dict[int, int] | None = None
+    wait_effects: dict[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -199,7 +212,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                entry: str | None = None, expected: Mapping[str, np.ndarray] | None = None,
                capture: dict[str, np.ndarray] | None = None,
                memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
-               cta_subset: bool = True, max_ctas: int | None = None) -> EmulationResult:
+               cta_subset: bool = True, max_ctas: int | None = None,
+               coverage: bool = False) -> EmulationResult:
     """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
 
     Args:
@@ -237,6 +251,10 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
             elements those CTAs wrote (``checked_elements``); outputs accumulated with atomics
             are then not checked (``unchecked_outputs``). False: all CTAs or ``timeout``.
         max_ctas: a CTA budget: emulate at most this many CTAs, chosen and reported as above.
+        coverage: also count, per source line, the threads executing it and the executions of
+            each wait that had an effect (``line_counts``, ``wait_effects``; slower: every
+            instruction step is wrapped). Used by the mutation table to leave out mutants
+            whose site the launch never reaches or whose removed wait never acted.
 
     Returns:
         An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
@@ -363,12 +381,24 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
                        batch_lanes=lanes_budget, memory_budget=memory_budget,
                        cta_subset=cta_subset, max_ctas=max_ctas)
+        counts, effects = _instrument(mach) if coverage else (None, None)
         out = mach.run()
+        if effects is not None:
+            _tmem_wait_effects(mach, effects)
     except EmulationUnsupported as exc:
         return EmulationResult(**base, status="unsupported", message=str(exc),
                                seconds=time.perf_counter() - t0)
     secs = time.perf_counter() - t0
     partial = out.cta_ids is not None
+    if counts is not None:
+        lines: dict[int, int] = {}
+        waits: dict[int, int] = {}
+        for ins, k, e in zip(prog.insts, counts.tolist(), effects.tolist()):
+            if k:
+                lines[ins.line] = lines.get(ins.line, 0) + int(k)
+                if _is_wait(ins):
+                    waits[ins.line] = waits.get(ins.line, 0) + int(e)
+        base = dict(base, line_counts=lines, wait_effects=waits)
     common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
                   lane_insts=out.lane_insts,
                   race_checked_ctas=(out.ctas_run if race else 0) if partial else out.race_ctas,
@@ -437,6 +467,74 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     return EmulationResult(**common, status=status, message=msg, outputs=results,
                            inputs_unchanged=unchanged, checked_elements=checked,
                            unchecked_outputs=unchecked)
+
+
+def _is_wait(ins) -> bool:
+    """Whether ``ins`` is a wait whose effect :func:`_instrument` measures."""
+    op = ins.opcode
+    return (op.startswith("cp.async.bulk.wait_group") or op.startswith("wgmma.wait_group") or
+            op.startswith("tcgen05.wait::st") or
+            (ins.base == "mbarrier" and len(ins.parts) > 1 and
+             ins.parts[1] in ("try_wait", "test_wait")))
+
+
+def _instrument(mach: Machine) -> tuple[np.ndarray, np.ndarray]:
+    """Count, per instruction of ``mach``'s program, the threads that execute it (reach it with
+    its guard predicate true), and per wait
+    (``cp.async.bulk.wait_group``, ``wgmma.wait_group``, ``mbarrier.try_wait``/``test_wait``)
+    the executions that had an effect: a thread blocked, a thread's happens-before knowledge
+    grew (it acquired something), a bulk group or wgmma registers retired, or a thread outside
+    the race-tracked set ran it (unknown: counted); a ``tcgen05.wait::st`` acts when a cell it
+    completed is read before its writer waits again (``emulator.tcgen05_ext``, filled in by
+    :func:`_tmem_wait_effects` after the run). Each compiled instruction step is wrapped
+    (the machine compiles a step the first time a pc runs, then calls the stored step).
+    Returns the two (len(insts),) int64 arrays the run fills."""
+    counts = np.zeros(len(mach.prog.insts), np.int64)
+    effects = np.zeros(len(mach.prog.insts), np.int64)
+    compile_step = mach._compile
+
+    def in_flight() -> tuple[int, int]:
+        acs = getattr(mach, "_acs", None)
+        return (len(acs.pending) if acs is not None else 0,
+                sum(int(np.count_nonzero(v)) for v in mach.wg_pending.values()))
+
+    def counting(p: int):
+        fn = compile_step(p)
+        ins = mach.prog.insts[p]
+        wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.")
+        guard, neg = ins.predicate, ins.negated
+
+        def run(pc: int, active: np.ndarray, fn=fn) -> bool:
+            if guard is None:
+                counts[pc] += int(np.count_nonzero(active))
+            else:
+                g = mach.reg_bits(guard, pc)
+                counts[pc] += int(np.count_nonzero(active & (~g if neg else g)))
+            if not wait:
+                return fn(pc, active)
+            lanes = np.flatnonzero(active)
+            tr = lanes[lanes < mach.ntr]
+            before = mach.vc[tr].copy() if tr.size else None
+            pend = in_flight()
+            out = fn(pc, active)
+            if (tr.size < lanes.size or bool(mach.blocked[lanes].any()) or in_flight() != pend
+                    or (before is not None and not np.array_equal(before, mach.vc[tr]))):
+                effects[pc] += 1
+            return out
+
+        mach._compiled[p] = run
+        return run
+
+    mach._compile = counting
+    mach.tmem_wait_used = set()
+    return counts, effects
+
+
+def _tmem_wait_effects(mach: Machine, effects: np.ndarray) -> None:
+    """Count, for each ``tcgen05.wait::st`` whose completion some read depended on, one
+    effect (see :func:`_instrument`)."""
+    for pc in getattr(mach, "tmem_wait_used", ()):
+        effects[pc] += 1
 
 
 def check_races(ptx: str, spec: KernelSpec, arch: str, **kwargs: Any) -> list[Finding]:

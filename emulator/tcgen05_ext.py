@@ -264,6 +264,7 @@ def _tc_cp(m, ins, pc, exe, mods):
                 raise _Fault("fault", f"tcgen05.cp destination outside TMEM "
                                       f"({m.prog.where(pc)})")
             tm[c, tl, col0:col0 + rb // 4] = words
+            _tmem_cp_writes(m, c, int(ln), tl, col0, rb // 4)
     return None
 
 
@@ -343,13 +344,28 @@ class _TmemShadow:
     writer's clock at that wait (PTX ISA 9.1 ``tcgen05.wait``: a ``tcgen05.st`` is asynchronous;
     only after ``tcgen05.wait::st`` may other threads, ordered after the waiter, use the data).
     Readers checked: the scale factors of a block-scaled MMA and ``tcgen05.ld`` (``32x32b``).
-    An MMA's accumulator write clears the records of its columns; its own ordering, and that of
-    ``tcgen05.cp``, are not tracked here."""
+
+    Cells written by the tensor core (a ``tcgen05.mma`` accumulator, a ``tcgen05.cp``
+    destination) carry ``a_clk``: the epoch of the CTA's async unit 0 that the issuer's next
+    ``tcgen05.commit`` publishes through its mbarrier (0: no such write). The MMA and the copy
+    are asynchronous (PTX ISA 9.1, 'tcgen05.commit': their completion is observed
+    only through the commit's mbarrier), so a ``tcgen05.ld`` of those cells by a thread that has
+    not acquired that epoch (a wait on the commit's phase, or ordering after a thread that
+    waited) is HB1. MMAs, copies and MMAs reading copied scales are ordered among themselves in
+    issue order, so only ``tcgen05.ld`` is checked against ``a_clk``."""
 
     def __init__(self, ncta: int):
         self.w_lane = np.full((ncta, 128, 512), -1, np.int64)
         self.w_clk = np.zeros((ncta, 128, 512), np.int32)
         self.pending = np.zeros((ncta, 128, 512), np.bool_)
+        self.a_clk = np.zeros((ncta, 128, 512), np.int32)
+        # which tcgen05.wait::st completed a cell (pc, -1: none) and which of its writer's
+        # waits that was (1-based); per writer, its clock at each of its waits: a read depends
+        # on that wait unless the reader is ordered after the writer's next one (which also
+        # completes the store). For EmulationResult.wait_effects (_note_wait_use).
+        self.done_pc = np.full((ncta, 128, 512), -1, np.int32)
+        self.done_gen = np.zeros((ncta, 128, 512), np.int32)
+        self.wclks: dict[int, list[int]] = {}
 
 
 def _tsh(m) -> _TmemShadow | None:
@@ -391,6 +407,7 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
     for i, ln in enumerate(lanes):
         c, r = int(cta[i]), rows[i]
         cc = cols[i]
+        _note_wait_use(m, sh, int(ln), c, r, cc)
         wl = sh.w_lane[c, r, cc]
         g = int(m.glane[ln])
         other = (wl >= 0) & (wl != g)
@@ -429,6 +446,10 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     if op == "wait::st":
         lanes = np.flatnonzero(exe)
         lanes = lanes[lanes < m.ntr]
+        # each waiting lane's list of wait::st clocks (its generations: a TMEM read records
+        # which generation completed the cells it depends on)
+        for ln in lanes.tolist():
+            sh.wclks.setdefault(int(m.glane[ln]), []).append(int(m.vc[ln, m.vcol[ln]]))
         # per CTA at once (each cell has one writer, so the lanes' cells are disjoint): a
         # pending cell written by one of the waiting lanes completes at that lane's clock
         T = m.T
@@ -437,6 +458,8 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
             base = int(m.glane[ln[0]]) - int(m.tid[ln[0]])  # global lane of the CTA's thread 0
             clk = np.full(T, -1, np.int64)  # per thread of the CTA: its clock, -1 not waiting
             clk[m.tid[ln]] = m.vc[ln, m.vcol[ln]]
+            gen = np.zeros(T, np.int64)  # per thread: its number of wait::st so far
+            gen[m.tid[ln]] = [len(sh.wclks[int(g)]) for g in m.glane[ln]]
             t = sh.w_lane[c] - base
             inside = sh.pending[c] & (t >= 0) & (t < T)
             mine = np.zeros_like(inside)
@@ -444,6 +467,8 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
             if mine.any():
                 sh.pending[c][mine] = False
                 sh.w_clk[c][mine] = clk[t[mine]]
+                sh.done_pc[c][mine] = pc
+                sh.done_gen[c][mine] = gen[t[mine]]
         if lanes.size:
             m._tick(lanes)
         return
@@ -456,8 +481,40 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
         C3 = np.broadcast_to(cta[:, None], cols.shape)
         sh.w_lane[C3, R, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
         sh.pending[C3, R, cols] = True
+        sh.a_clk[C3, R, cols] = 0
+        sh.done_pc[C3, R, cols] = -1
     else:
+        _tmem_async_check(m, sh, lanes, cta, rows, cols, pc)
         _tmem_read_check(m, sh, lanes, cta, rows, cols, pc)
+
+
+def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
+    """HB1 on tensor memory: ``lanes`` (k,) ``tcgen05.ld`` cells (cta (k,), rows (k,), cols
+    (k, n)) that a ``tcgen05.mma``/``tcgen05.cp`` wrote, before acquiring the async epoch of
+    the ``tcgen05.commit`` that completes the write (see :class:`_TmemShadow`)."""
+    R = np.broadcast_to(rows[:, None], cols.shape)
+    C3 = np.broadcast_to(cta[:, None], cols.shape)
+    need = sh.a_clk[C3, R, cols].max(axis=1)  # (k,) the newest tensor-core write read per lane
+    if not need.any():
+        return
+    seen = m.vc[lanes, m.acol[cta]]  # each reader's knowledge of its CTA's unit 0
+    late = need > seen
+    if not late.any():
+        return
+    key = ("HB1", "tmem-async", pc)
+    if key in m.findings:
+        return
+    j = int(np.flatnonzero(late)[0])
+    from verifier.findings import Finding, Note
+    ins = m.prog.insts[pc]
+    m.findings[key] = Finding(
+        rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(int(m.glane[lanes[j]]))}"
+                 f" reads TMEM lane {int(rows[j])} that an asynchronous 'tcgen05.mma'/"
+                 f"'tcgen05.cp' writes, before that operation is known to be complete"),
+        notes=[Note(message="missing synchronisation: 'tcgen05.commit' of the MMA to an "
+                            "mbarrier, a wait on that phase by the reader (or a thread ordered "
+                            "before it), then tcgen05.fence::after_thread_sync")])
 
 
 def _scale_read_check(m, ln: int, c: int, taddr: int, rows: int, pc: int) -> None:
@@ -475,16 +532,120 @@ def _scale_read_check(m, ln: int, c: int, taddr: int, rows: int, pc: int) -> Non
 
 
 def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
-    """An MMA overwrites its accumulator columns: earlier tcgen05.st records there no longer
-    describe the data (the MMA's own ordering is its commit's)."""
-    sh = getattr(m, "_tmem_sh", None)
-    if sh is None or m._tmem_sh_batch is not m.batch_ids:
+    """An MMA overwrites its accumulator cells: earlier tcgen05.st records there no longer
+    describe the data; the cells become tensor-core writes completed by the issuer's next
+    ``tcgen05.commit`` (``a_clk``, :class:`_TmemShadow`). Rows as the MMA writes them (M from
+    idesc bits 24-28; M = 64 uses lanes 32q .. 32q + 15 of each partition q, PTX ISA 9.1
+    §9.7.16.10.5); columns N (bits 17-22)."""
+    sh = _tsh(m)
+    if sh is None:
         return
     d = np.broadcast_to(m.address(ins.operands[0], pc), (m.N,))
     idv = np.broadcast_to(m.read(ins.operands[3], "u32", pc), (m.N,))
+    ops = ins.operands
+    # the enable-input-d predicate: the last operand of the plain forms, after the scale
+    # addresses of the block-scaled ones (PTX ISA 9.1, 'tcgen05.mma')
+    acc = (np.broadcast_to(m.read(ops[-1], "pred", pc), (m.N,)) if len(ops) > 4 and
+           ops[-1].kind == "reg" else None)
+    a_tmem = (np.broadcast_to(m.address(ops[1], pc), (m.N,)) if ops[1].kind == "address"
+              else None)
     for ln in np.flatnonzero(exe):
+        if ln >= m.ntr:
+            continue
         c = int(m.cta_local[ln])
-        col0 = int(d[ln]) & 0xFFFF
+        lane0, col0 = (int(d[ln]) >> 16) & 0xFFFF, int(d[ln]) & 0xFFFF
         n = ((int(idv[ln]) >> 17) & 0x3F) << 3
+        mv = ((int(idv[ln]) >> 24) & 0x1F) << 4
+        r = np.arange(mv)
+        rows = lane0 + (r if mv == 128 else 32 * (r // 16) + r % 16)
+        rows = rows[rows < 128]
+        if acc is None or acc[ln]:
+            _tmem_acc_read_check(m, sh, int(ln), c, rows, col0, min(col0 + n, 512), pc)
+        if a_tmem is not None:  # A from TMEM: 32 bytes of K per row = 8 columns
+            ta = int(a_tmem[ln])
+            a0, ac0 = (ta >> 16) & 0xFFFF, ta & 0xFFFF
+            arows = a0 + (r if mv == 128 else 32 * (r // 16) + r % 16)
+            _tmem_acc_read_check(m, sh, int(ln), c, arows[arows < 128], ac0,
+                                 min(ac0 + 8, 512), pc, what="reads its A operand from")
         sh.w_lane[c, :, col0:col0 + n] = -1
         sh.pending[c, :, col0:col0 + n] = False
+        sh.a_clk[c, rows[:, None], np.arange(col0, min(col0 + n, 512))[None, :]] = \
+            int(m.async_clk[c]) + 1
+
+
+def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
+    """With ``coverage`` (``m.tmem_wait_used`` a set): reader ``ln`` reads cells (CTA ``c``,
+    ``rows``, ``cols``, broadcastable) that a ``tcgen05.wait::st`` completed; unless the reader
+    is ordered after the writer's next wait (which would complete the store as well), that
+    wait's pc is added: it ordered this read."""
+    used = getattr(m, "tmem_wait_used", None)
+    if used is None:
+        return
+    dp = sh.done_pc[c][rows, cols]
+    hit = dp >= 0
+    if not hit.any():
+        return
+    wl = np.broadcast_to(sh.w_lane[c][rows, cols], dp.shape)[hit]
+    dg = np.broadcast_to(sh.done_gen[c][rows, cols], dp.shape)[hit]
+    T = m.T
+    for pc_, w, k in set(zip(dp[hit].tolist(), wl.tolist(), dg.tolist())):
+        if w < 0:
+            continue
+        clks = sh.wclks.get(int(w), [])
+        if ln < m.ntr and len(clks) > k:  # the writer waited again: is the reader after it?
+            col = int(m.rk_of[w // T]) * (T + 3) + w % T
+            if int(m.vc[ln, col]) >= clks[k]:
+                continue
+        used.add(int(pc_))
+
+
+def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, c0: int,
+                         c1: int, pc: int, what: str = "accumulates into") -> None:
+    """HB1 on tensor memory: a ``tcgen05.mma`` issued by ``ln`` reads cells (CTA ``c``,
+    ``rows``, columns ``c0 .. c1 - 1``: its accumulator when it accumulates, its A operand when
+    that is in TMEM) that another thread wrote with ``tcgen05.st`` not completed by its
+    ``tcgen05.wait::st`` or not ordered before the issue (e.g. a zeroed accumulator with the
+    barrier between the stores and the MMA removed, or attention's P written by the softmax
+    warps and read by the MMA warp without the wait on their "P ready" mbarrier; PTX ISA 9.1
+    'tcgen05.wait', 'tcgen05.fence')."""
+    if not rows.size or c1 <= c0:
+        return
+    _note_wait_use(m, sh, ln, c, rows[:, None], np.arange(c0, c1)[None, :])
+    wl = sh.w_lane[c][rows, c0:c1]
+    g = int(m.glane[ln])
+    other = (wl >= 0) & (wl != g)
+    if not other.any():
+        return
+    T = m.T
+    wl_o = wl[other]
+    pend = sh.pending[c][rows, c0:c1][other]
+    col = m.rk_of[wl_o // T] * (T + 3) + wl_o % T
+    late = pend | (sh.w_clk[c][rows, c0:c1][other] > m.vc[ln, col])
+    if not late.any():
+        return
+    key = ("HB1", "tmem-acc", what, pc)
+    if key in m.findings:
+        return
+    j = int(np.flatnonzero(late)[0])
+    from verifier.findings import Finding, Note
+    ins = m.prog.insts[pc]
+    why = ("its 'tcgen05.wait::st' has not completed the store" if pend[j] else
+           "the writer's 'tcgen05.wait::st' is not ordered before the MMA's issue")
+    m.findings[key] = Finding(
+        rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} {what} "
+                 f"TMEM written by 'tcgen05.st' of {m._who(int(wl_o[j]))}: {why}"),
+        notes=[Note(message="missing synchronisation: 'tcgen05.wait::st' by the writers, "
+                            "tcgen05.fence::before_thread_sync, a barrier, then "
+                            "tcgen05.fence::after_thread_sync before the MMA")])
+
+
+def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int) -> None:
+    """A ``tcgen05.cp`` by lane ``ln`` writes TMEM lanes ``tl`` of CTA ``c``, columns
+    ``col0 .. col0 + ncol - 1``: tensor-core writes completed by the next commit."""
+    sh = _tsh(m)
+    if sh is None or ln >= m.ntr:
+        return
+    sh.w_lane[c, tl, col0:col0 + ncol] = -1
+    sh.pending[c, tl, col0:col0 + ncol] = False
+    sh.a_clk[c, tl, col0:col0 + ncol] = int(m.async_clk[c]) + 1

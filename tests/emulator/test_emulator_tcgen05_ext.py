@@ -364,3 +364,46 @@ def test_tcgen05_cp_from_a_128b_swizzled_source_at_a_k_offset():
     res, out, raw = _cp("128x256b", 128, 32, swizzle128=64)
     assert res.status == "ok", res.message
     assert (out == raw).all()
+
+
+# ------------------------------------------------------------------ TMEM written by the MMA
+_FAST36 = __import__("pathlib").Path(__file__).resolve().parents[1] / "verifier" / "fixtures" \
+    / "fast36"
+
+
+def _persistent_sm100(drop_wait_before_ld: int | None = None, coverage: bool = False):
+    """Triton 3.6's persistent TMA GEMM on sm_100a, optionally without the mbarrier wait that
+    precedes its ``k``-th ``tcgen05.ld`` (the wait on the MMA's ``tcgen05.commit``)."""
+    import kernels
+    from emulator import run_kernel
+    text = (_FAST36 / "fast.gemm_tma_persistent_sm_100a.ptx").read_text()
+    if drop_wait_before_ld is not None:
+        lines = text.split("\n")
+        lds = [i for i, s in enumerate(lines) if "tcgen05.ld." in s]
+        at = lds[drop_wait_before_ld]
+        w = max(i for i in range(at) if "mbarrier.try_wait" in lines[i])
+        assert "bra.uni waitLoop" in lines[w + 1]
+        lines[w], lines[w + 1] = "\tsetp.eq.u32 complete, 0, 0;", ""
+        text = "\n".join(lines)
+    return run_kernel(text, kernels.get("fast.gemm_tma_persistent"), "sm_100a",
+                      global_scratch_size=4096, time_limit_s=60, coverage=coverage)
+
+
+def test_tmem_read_before_the_mma_commit_is_waited_for_is_a_race():
+    # the epilogue's tcgen05.ld without the wait on the accumulator's commit barrier
+    res = _persistent_sm100(drop_wait_before_ld=1)
+    hb = [f for f in res.findings if f.rule == "HB1" and "tensor memory" in f.message]
+    assert hb and hb[0].severity == "error", [(f.rule, f.message[:80]) for f in res.findings]
+    assert "tcgen05.ld" in hb[0].message and "tcgen05.mma" in hb[0].message
+    assert not res.ok
+
+
+def test_tmem_read_after_the_commit_wait_is_ordered_and_coverage_counts_lines():
+    res = _persistent_sm100(coverage=True)
+    assert res.ok, (res.status, [(f.rule, f.message[:80]) for f in res.findings
+                                 if f.severity == "error"])
+    lines = (_FAST36 / "fast.gemm_tma_persistent_sm_100a.ptx").read_text().split("\n")
+    mma = [i + 1 for i, s in enumerate(lines) if "tcgen05.mma" in s]
+    assert res.line_counts is not None and all(res.line_counts.get(n, 0) > 0 for n in mma[:1])
+    # a line that is no instruction (a comment) is never counted
+    assert all(not lines[n - 1].lstrip().startswith("//") for n in res.line_counts)

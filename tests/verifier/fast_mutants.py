@@ -27,6 +27,31 @@ Classes (``CLASSES``), each applied at every site it finds in a file (bounded by
 
 A class that finds no site in a file contributes nothing for it (e.g. no wgmma on sm_100a).
 Used by ``bench/mutant_table.py --fast`` and ``tests/verifier/test_verifier_fast_mutants.py``.
+
+**Mutants not emitted, and why** (:func:`mutants` ``keep_skipped=True`` returns them with the
+reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught):
+
+* *equivalent* (:func:`equivalent`, decided on the original's control-flow graph, every path):
+  a removed ``cp.async.bulk.wait_group`` with no bulk-group operation (a TMA/bulk store or
+  reduction) issued since the last unpredicated ``wait_group 0`` on any path to it (e.g. one
+  after ``tensormap.cp_fenceproxy``, which joins no bulk group); a removed ``wgmma.wait_group``
+  with no ``wgmma.mma_async`` in flight the same way; a removed ``bar.sync``/``barrier.sync``
+  in the kernel's branch-free prefix with an identical barrier (or the entry) next to it in its
+  basic block through register-only instructions, so there is no memory access it alone
+  orders;
+* *never executed* (``reached``: the source lines the emulator's per-instruction counts of the
+  original show executed - reached with the guard predicate true -,
+  ``emulator.run_kernel(coverage=True)`` at the launch ``ailower eval`` emulates): a mutation
+  whose site no thread executes at that launch (e.g. Triton's K = 0 epilogue path, a ring
+  refill predicated off when the K loop is short) changes nothing the product evaluates
+  (``early_dealloc`` acts at another line and is not filtered);
+* *equivalent on the executed paths* (``wait_effects``, the same run): a removed wait that, at
+  every one of its executions there, blocked no thread, gave no thread new happens-before
+  knowledge and retired no bulk group or wgmma registers - for ``tcgen05.wait::st``: no TMEM
+  cell it completed was read before the writer's next ``wait::st`` (which completes every
+  earlier store of the thread too) - (e.g. the wait on the MMA barrier of
+  the previous tile when a wait on a later commit of the same thread already covered it, or a
+  ``wgmma.wait_group 0`` after the loop whose last iteration retired everything).
 """
 
 from __future__ import annotations
@@ -49,6 +74,309 @@ class FastMutant:
     line: int
     what: str
     text: str
+    skip: str = ""
+    """Why the mutant is not part of the table ("" when it is): see the module docstring."""
+
+
+# ------------------------------------------------------------------ equivalence on the CFG
+#: base mnemonics of instructions that touch memory or synchronise (anything else only computes
+#: registers); PTX ISA 9.1 chapter 9.7 (data movement, synchronization, tensor-core and async
+#: instructions). ``exit``/``ret``/``trap`` end a path and are handled apart.
+_MEMORY = frozenset({
+    "ld", "ldu", "st", "atom", "red", "cp", "mbarrier", "wgmma", "tcgen05", "fence", "membar",
+    "bar", "barrier", "tensormap", "ldmatrix", "stmatrix", "prefetch", "prefetchu", "call",
+    "multimem", "suld", "sust", "sured", "tex", "tld4", "txq", "clusterlaunchcontrol",
+    "griddepcontrol", "setmaxnreg", "applypriority", "discard", "alloca", "stacksave",
+    "stackrestore", "mma", "wmma", "brkpt", "pmevent"})
+_ENDS = frozenset({"exit", "ret", "trap"})
+
+
+def _entry_cfg(text: str):
+    """The CFG of the (first) entry with a body in ``text``, and line -> instruction index."""
+    from verifier.analysis.cfg import build_cfg
+    from verifier.ptx.parser import parse_ptx
+    from verifier.tables import build_function
+
+    mod = parse_ptx(text)
+    fn = next(f for f in mod.entries if f.body is not None)
+    cfg = build_cfg(build_function(fn))
+    at = {}
+    for i, ins in enumerate(cfg.instrs):
+        at.setdefault(ins.line, i)
+    return cfg, at
+
+
+def _sig(ins) -> str:
+    return ins.opcode + " " + ",".join(f"{o.kind}:{o.value}:{o.base}" for o in ins.operands)
+
+
+def _uniform_prefix(cfg, bid: int) -> bool:
+    """Whether block ``bid`` is reached from the entry through blocks with one successor each
+    (no branch before it: every thread runs the same instructions up to it)."""
+    cur, seen = 0, set()
+    while cur != bid:
+        if cur in seen or cur >= len(cfg.blocks):
+            return False
+        seen.add(cur)
+        succ = cfg.blocks[cur].succs
+        if len(succ) != 1 or succ[0].cond is not None:
+            return False
+        cur = succ[0].dst
+    return True
+
+
+def _barrier_redundant(cfg, i: int) -> bool:
+    """Whether removing the unpredicated barrier at ``i`` changes no execution: it lies in the
+    branch-free prefix of the kernel (every thread meets the same barriers in the same order,
+    so no other site's arrivals pair with it), and within its basic block an identical
+    unpredicated barrier - or the entry - is next to it through instructions that touch no
+    memory: each access on the far side of it is then on the far side of that twin as well
+    (PTX ISA 9.1 §9.7.13.1 bar.sync: a barrier orders the memory accesses of its
+    participants; register-only instructions have none)."""
+    me = cfg.instrs[i]
+    if me.predicate is not None:
+        return False
+    bid = cfg.block_of[i]
+    if not _uniform_prefix(cfg, bid):
+        return False
+    b = cfg.blocks[bid]
+    sig = _sig(me)
+    for rng in (range(i + 1, b.end), range(i - 1, b.start - 1, -1)):
+        for j in rng:
+            ins = cfg.instrs[j]
+            if ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig:
+                return True
+            if ins.base in _MEMORY or ins.base in _ENDS:
+                break
+        else:
+            if rng.step == -1 and bid == 0:
+                return True  # nothing but register code before it since the entry
+    return False
+
+
+#: instructions with no effect another thread can observe through memory, allowed inside the
+#: segments :func:`_barrier_merge_safe` compares (allocator permits, a thread's own wait for
+#: its TMEM stores, the register-file resize)
+_NO_SHARED_EFFECT = ("tcgen05.relinquish_alloc_permit", "tcgen05.wait::st", "tcgen05.wait::ld",
+                     "setmaxnreg")
+
+
+def _access(ins, resolve) -> tuple | list | None | bool:
+    """The memory access of ``ins`` as (space, "r"/"w", (root, offset) or None, bytes) (a list
+    of them for ``tcgen05.alloc``), None when it has none, False when it is one the merge check
+    does not model."""
+    op = ins.opcode
+    if ins.base not in _MEMORY and ins.base not in _ENDS:
+        return None
+    if any(op.startswith(x) for x in _NO_SHARED_EFFECT):
+        return None
+    addr = next((o for o in ins.operands if o.kind == "address"), None)
+
+    def where():
+        return None if addr is None else resolve(addr)
+
+    parts = ins.parts
+    if ins.base in ("ld", "st") and len(parts) > 1:
+        if parts[1] == "param" and ins.base == "ld":
+            return None  # kernel parameters are read-only
+        if not parts[1].startswith("shared"):
+            return False
+        vec = next((int(x[1:]) for x in parts if x in ("v2", "v4", "v8")), 1)
+        from verifier.ptx.ast import type_size
+        size = type_size(parts[-1])
+        if size is None:
+            return False
+        return ("shared", "r" if ins.base == "ld" else "w", where(), size * vec)
+    if ins.base == "mbarrier" and any(x.startswith("shared") for x in parts):
+        return ("shared", "w", where(), 8)  # init/inval writes, the rest atomic updates
+    if op.startswith("tcgen05.alloc"):  # writes the allocated address to shared memory
+        return [("shared", "w", where(), 4), ("tmem", "w", None, 0)]
+    if op.startswith("tcgen05.st"):
+        return ("tmem", "w", None, 0)
+    if op.startswith("tcgen05.ld"):
+        return ("tmem", "r", None, 0)
+    return False
+
+
+def _conflict(a, b) -> bool:
+    if a[0] != b[0] or (a[1] == "r" and b[1] == "r"):
+        return False
+    if a[2] is None or b[2] is None or a[0] == "tmem":
+        return True
+    (ra, oa), (rb, ob) = a[2], b[2]
+    if ra != rb:
+        # two named shared variables never overlap; "#" is an absolute address
+        return ra == "#" or rb == "#"
+    return oa < ob + b[3] and ob < oa + a[3]
+
+
+def _barrier_merge_safe(cfg, i: int, values=None) -> bool:
+    """Whether removing the unpredicated barrier at ``i`` leaves no conflicting pair of
+    accesses unordered. It must lie in a block that no thread-dependent (divergent or
+    warp-dependent) branch controls (``verifier.analysis.values``: every thread of the CTA runs
+    the block's barriers in the same sequence, so no other site's arrivals pair with it), with
+    an identical barrier after it in the block and one before it in the block or up a chain of
+    single predecessors no such branch controls (or the entry); every access between the
+    earlier twin and it, and every access between it and the later twin, must touch different
+    memory (distinct shared variables, disjoint constant
+    offsets from one, shared memory vs TMEM) or both read. Anything the check does not model
+    (a TMA, a fence, a global store, an unknown address) makes the answer no. Accesses outside
+    the twins stay ordered by them (PTX ISA 9.1 §9.7.13.1 bar.sync; §8 memory consistency
+    model: only conflicting accesses need ordering)."""
+    from verifier.analysis.values import M64, Values
+
+    me = cfg.instrs[i]
+    if me.predicate is not None:
+        return False
+    vals = values if values is not None else Values(cfg)
+    bid = cfg.block_of[i]
+    if bid in vals.divergent_blocks or bid in vals.partial_blocks:
+        return False
+    b = cfg.blocks[bid]
+    sig = _sig(me)
+
+    def twin(j: int) -> bool:
+        ins = cfg.instrs[j]
+        return ins.base in ("bar", "barrier") and ins.predicate is None and _sig(ins) == sig
+
+    after = [j for j in range(i + 1, b.end) if twin(j)]
+    if not after:
+        return False
+    # back to the earlier twin: through this block, then up a chain of single predecessors
+    # (every path to the barrier passes through them) that no thread-dependent branch controls
+    back: list[int] = []
+    cur, j = bid, i - 1
+    while True:
+        blk = cfg.blocks[cur]
+        while j >= blk.start and not twin(j):
+            back.append(j)
+            j -= 1
+        if j >= blk.start:
+            break  # the earlier twin
+        if cur == 0:
+            break  # the entry
+        preds = [e.src for e in blk.preds if e.src < len(cfg.blocks)]
+        if len(preds) != 1 or preds[0] in vals.divergent_blocks or \
+                preds[0] in vals.partial_blocks or preds[0] == cur:
+            return False
+        cur = preds[0]
+        j = cfg.blocks[cur].end - 1
+    hi = after[0]
+
+    def segment(js) -> list | None:
+        out = []
+        for j in js:
+            ins = cfg.instrs[j]
+
+            def resolve(addr, j=j):
+                v = vals.op_val(addr, j)
+                if v is None:
+                    return None
+                if v[0] == "s":
+                    return (str(v[1]), int(v[2]))
+                if v[0] == "k" and v[1] == M64:
+                    return ("#", int(v[2]))
+                return None
+
+            acc = _access(ins, resolve)
+            if acc is False:
+                return None
+            if acc is not None:
+                out.extend(acc if isinstance(acc, list) else [acc])
+        return out
+
+    s1, s2 = segment(back), segment(range(i + 1, hi))
+    if s1 is None or s2 is None:
+        return False
+    return not any(_conflict(a, c) for a in s1 for c in s2)
+
+
+def _nothing_in_flight(cfg, i: int, issues, retires) -> bool:
+    """Whether no operation ``issues(ins)`` can be outstanding when instruction ``i`` runs: on
+    every path from the entry to ``i``, each such issue is followed by an instruction with
+    ``retires(ins)`` (a forward may-analysis over the blocks, to a fixed point)."""
+    n = len(cfg.blocks)
+    out = [False] * n
+    changed = True
+
+    def transfer(state: bool, lo: int, hi: int) -> bool:
+        for j in range(lo, hi):
+            ins = cfg.instrs[j]
+            if issues(ins):
+                state = True
+            elif retires(ins):
+                state = False
+        return state
+
+    while changed:
+        changed = False
+        for bid in cfg.rpo:
+            b = cfg.blocks[bid]
+            inn = any(out[e.src] for e in b.preds if e.src < n)
+            new = transfer(inn, b.start, b.end)
+            if new != out[bid]:
+                out[bid], changed = new, True
+    b = cfg.blocks[cfg.block_of[i]]
+    inn = any(out[e.src] for e in b.preds if e.src < n)
+    return not transfer(inn, b.start, i)
+
+
+def _bulk_issue(ins) -> bool:
+    return ins.base == "cp" and "bulk_group" in ins.parts
+
+
+def _bulk_retire(ins) -> bool:
+    return (ins.opcode.startswith("cp.async.bulk.wait_group") and ins.predicate is None and
+            bool(ins.operands) and int(ins.operands[0].value or 0) == 0)
+
+
+def _wgmma_issue(ins) -> bool:
+    return ins.opcode.startswith("wgmma.mma_async")
+
+
+def _wgmma_retire(ins) -> bool:
+    return (ins.opcode.startswith("wgmma.wait_group") and ins.predicate is None and
+            bool(ins.operands) and int(ins.operands[0].value or 0) == 0)
+
+
+def _values(cfg, cache: dict | None):
+    """The value / uniformity analysis of ``cfg`` (memoised in ``cache`` by the CFG's id)."""
+    from verifier.analysis.values import Values
+
+    if cache is None:
+        return Values(cfg)
+    key = ("values", id(cfg))
+    if key not in cache:
+        cache[key] = Values(cfg)
+    return cache[key]
+
+
+def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> str:
+    """Why removing the site at ``line`` of ``text`` (class ``cls``) cannot change any
+    execution, or "" when it may (module docstring: removed waits with nothing in flight on any
+    path, barriers with an identical barrier next to them through register-only code)."""
+    if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync"):
+        return ""
+    key = hash(text)
+    if _cache is not None and key in _cache:
+        cfg, at = _cache[key]
+    else:
+        cfg, at = _entry_cfg(text)
+        if _cache is not None:
+            _cache[key] = (cfg, at)
+    i = at.get(line)
+    if i is None:
+        return ""
+    if cls == "store_refill" and _nothing_in_flight(cfg, i, _bulk_issue, _bulk_retire):
+        return "equivalent: no bulk-group operation can be in flight at this wait"
+    if cls == "no_wgmma_wait" and _nothing_in_flight(cfg, i, _wgmma_issue, _wgmma_retire):
+        return "equivalent: no wgmma.mma_async can be in flight at this wait"
+    if cls == "no_bar_sync" and _barrier_redundant(cfg, i):
+        return "equivalent: an identical barrier is next to it through register-only code"
+    if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i, _values(cfg, _cache)):
+        return ("equivalent: the accesses between its twin barriers (or the entry) on either "
+                "side of it do not conflict")
+    return ""
 
 
 _REG_DECL = "\t.reg .b32 \t%ailower_m<4>;\n\t.reg .pred \t%ailower_q<2>;\n"
@@ -202,18 +530,57 @@ CLASSES: dict[str, Callable[[str], Iterator[tuple[int, str, str]]]] = {
 """Mutation class -> generator of ``(site line, description, mutated text)``."""
 
 
+#: classes whose mutation removes a wait at the site line (the dynamic equivalence applies)
+_WAIT_REMOVALS = ("store_refill", "no_wgmma_wait", "no_mbar_wait", "no_tcgen05_wait")
+#: classes whose mutation acts at another line than the site (the reach filter does not apply)
+_NONLOCAL = ("early_dealloc",)
+
+
+def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] | None = None,
+             wait_effects: dict[int, int] | None = None, _cache: dict | None = None) -> str:
+    """Why the ``cls`` mutant at ``line`` of ``text`` is not part of the table, or "": it is
+    :func:`equivalent`; or (``reached``: lines the emulated original executed) its site is never
+    executed at the launch; or (``wait_effects``: per reached wait line, its executions that
+    acted, ``EmulationResult.wait_effects``) the removed wait never blocked, acquired or retired
+    anything at any of its executions there - it orders nothing on every executed path."""
+    why = equivalent(cls, text, line, _cache)
+    if why:
+        return why
+    if reached is not None and cls not in _NONLOCAL and line not in reached:
+        return "never executed: no thread executes the site at the emulated launch"
+    if (wait_effects is not None and cls in _WAIT_REMOVALS and line in wait_effects
+            and wait_effects[line] == 0):
+        return ("equivalent on the executed paths: the removed wait never blocked, acquired "
+                "or retired anything at the emulated launch")
+    return ""
+
+
 def mutants(base: str, text: str, classes: list[str] | None = None,
-            max_sites: int = MAX_SITES) -> list[FastMutant]:
+            max_sites: int = MAX_SITES, reached: dict[int, int] | set[int] | None = None,
+            keep_skipped: bool = False, wait_effects: dict[int, int] | None = None
+            ) -> list[FastMutant]:
     """Every mutant of ``text`` (named ``base``) for ``classes`` (default all), at most
-    ``max_sites`` per class.
+    ``max_sites`` per class (counted over the emitted ones), without those :func:`left_out`
+    names a reason for (``reached`` / ``wait_effects``: the original's
+    ``EmulationResult.line_counts`` / ``wait_effects`` at the emulated launch; None: only the
+    static equivalence). ``keep_skipped``: return the left-out mutants too, with
+    :attr:`FastMutant.skip` set.
 
     Raises:
         KeyError: an unknown class name.
     """
     out = []
+    cache: dict = {}
     for cls in classes or list(CLASSES):
-        for k, (line, what, new) in enumerate(CLASSES[cls](text)):
+        k = 0
+        for line, what, new in CLASSES[cls](text):
             if k >= max_sites:
                 break
+            skip = left_out(cls, text, line, reached, wait_effects, cache)
+            if skip:
+                if keep_skipped:
+                    out.append(FastMutant(cls, base, line, what, new, skip))
+                continue
+            k += 1
             out.append(FastMutant(cls, base, line, what, new))
     return out
