@@ -116,7 +116,7 @@ def test_loop_records_the_space_and_no_pipeline_without_a_gpu(ref_cache):
     assert not res.gpu and res.pipeline is None  # the pipeline context is timed on a GPU only
     rep = build_report(res)
     assert rep["pipeline"] is None
-    assert rep["reference"]["autotune_space"] == {"space": "narrow", "configs": 3}
+    assert rep["reference"]["autotune_space"] == {"space": "narrow", "configs": 3, "space_configs": 3}
 
 
 class _FakeBuf:
