@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernels.abi import KernelABI
+
 __all__ = ["Candidate"]
 
 
@@ -36,6 +38,16 @@ class Candidate(BaseModel):
     global_scratch_size: int = Field(default=0, ge=0)
     global_scratch_align: int = Field(default=1, ge=1)
     origin: str = ""
+
+    @classmethod
+    def with_triton_launch(cls, ptx: str, abi: KernelABI, meta: dict[str, Any],
+                           origin: str) -> Candidate:
+        """``ptx`` launched as Triton launches the compiled config whose ABI is ``abi``: its
+        threads (32 x num_warps), dynamic shared memory, ``num_ctas`` cluster and global scratch
+        (:func:`harness.evaluate.reference_under_test` is the same launch for the reference)."""
+        return cls(ptx=ptx, threads=abi.threads, meta=dict(meta), dynamic_smem=abi.dynamic_smem,
+                   cluster_dims=(abi.num_ctas, 1, 1), global_scratch_size=abi.global_scratch_size,
+                   global_scratch_align=abi.global_scratch_align, origin=origin)
 
     @field_validator("meta", mode="before")
     @classmethod

@@ -49,11 +49,7 @@ for n in names("fast"):
     t0 = time.perf_counter()
     try:
         art = compile_reference(spec, arch, cfg)
-        abi = art.abi
-        cand = Candidate(ptx=art.ptx, threads=abi.threads, meta=dict(cfg.meta),
-                         dynamic_smem=abi.dynamic_smem, cluster_dims=(abi.num_ctas, 1, 1),
-                         global_scratch_size=abi.global_scratch_size,
-                         global_scratch_align=abi.global_scratch_align, origin=f"triton:{cfg.key()}")
+        cand = Candidate.with_triton_launch(art.ptx, art.abi, cfg.meta, f"triton:{cfg.key()}")
         r = race_gate(spec, art, cand, art.cubin, ev)
         print(f"sanitizer {n:26} ran={r.ran} ok={r.ok} {time.perf_counter() - t0:5.1f}s {r.message[:160]}")
     except Exception as exc:  # report and go on with the next entry

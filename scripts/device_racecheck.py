@@ -47,11 +47,7 @@ def main() -> int:
         spec = kernels.get(name)
         cfg = spec.configs()[0]
         art = compile_reference(spec, args.arch, cfg)
-        abi = art.abi
-        cand = Candidate(ptx=art.ptx, threads=abi.threads, meta=dict(cfg.meta),
-                         dynamic_smem=abi.dynamic_smem, cluster_dims=(abi.num_ctas, 1, 1),
-                         global_scratch_size=abi.global_scratch_size,
-                         global_scratch_align=abi.global_scratch_align, origin="triton")
+        cand = Candidate.with_triton_launch(art.ptx, art.abi, cfg.meta, "triton")
         safe = name.replace(".", "_")
         (out / f"{safe}.ptx").write_text(art.ptx)
         (out / f"{safe}.cubin").write_bytes(art.cubin)

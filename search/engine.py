@@ -197,11 +197,7 @@ class SearchEngine:
 
     # ---- building arms ------------------------------------------------------------------------
     def _candidate(self, art: ReferenceArtifacts, ptx: str, origin: str) -> Candidate:
-        abi = art.abi
-        return Candidate(ptx=ptx, threads=abi.threads, meta=dict(art.config.meta),
-                         dynamic_smem=abi.dynamic_smem, cluster_dims=(abi.num_ctas, 1, 1),
-                         global_scratch_size=abi.global_scratch_size,
-                         global_scratch_align=abi.global_scratch_align, origin=origin)
+        return Candidate.with_triton_launch(ptx, art.abi, art.config.meta, origin)
 
     def _verifier_errors(self, ptx: str, threads: int) -> set[str]:
         rep = verifier.verify(ptx, arch=self.arch, abi=self.baseline.abi, threads=threads,

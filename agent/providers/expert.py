@@ -70,12 +70,8 @@ class ExpertProvider(Provider):
                                                      "folder": f"{lc.kernel}/{lc.arch}",
                                                      "source": lc.source}])
         if step == 1:
-            abi = ctx.abi
-            cand = Candidate(ptx=ctx.reference_ptx, threads=abi.threads, meta=dict(ctx.config.meta),
-                             dynamic_smem=abi.dynamic_smem, cluster_dims=(abi.num_ctas, 1, 1),
-                             global_scratch_size=abi.global_scratch_size,
-                             global_scratch_align=abi.global_scratch_align,
-                             origin=f"triton:{ctx.config.key()}")
+            cand = Candidate.with_triton_launch(ctx.reference_ptx, ctx.abi, ctx.config.meta,
+                                                f"triton:{ctx.config.key()}")
             return Proposal(candidate=cand, events=[{"type": "propose", "expert": "baseline",
                                                      "config": ctx.config.key()}])
         return Proposal(error="the expert candidate and the baseline have been proposed"

@@ -58,11 +58,7 @@ class TritonProvider(Provider):
                                     error_kind="bad_output",
                                     events=[{"type": "skip", "config": cfg.key()}])
                 ptx, abi = art.ptx, art.abi
-            cand = Candidate(ptx=ptx, threads=abi.threads, meta=dict(cfg.meta),
-                             dynamic_smem=abi.dynamic_smem, cluster_dims=(abi.num_ctas, 1, 1),
-                             global_scratch_size=abi.global_scratch_size,
-                             global_scratch_align=abi.global_scratch_align,
-                             origin=f"triton:{cfg.key()}")
+            cand = Candidate.with_triton_launch(ptx, abi, cfg.meta, f"triton:{cfg.key()}")
             return Proposal(candidate=cand, events=[{"type": "propose", "config": cfg.key()}])
         return Proposal(error="every config of the autotune space has been proposed",
                         error_kind="exhausted")
