@@ -218,18 +218,6 @@ class Transcript:
             f.write(json.dumps(row, default=str) + "\n")
 
 
-def _capped(spec: KernelSpec, max_configs: int | None) -> list:
-    """The configs a GPU lowering autotunes: all of ``spec``'s, or at most ``max_configs`` (a
-    suite entry's narrow-space configs first, :func:`harness.suite_baseline.capped_configs`)."""
-    from harness.suite_baseline import capped_configs
-    from kernels.registry import get, space_of
-
-    narrow: set[str] = set()
-    if max_configs is not None and space_of(spec) is not None:
-        narrow = {c.key() for c in get(spec.name, "narrow").configs()}
-    return capped_configs(spec, narrow, max_configs)
-
-
 def _assembly_dict(a: AssemblyResult) -> dict[str, Any]:
     return a.model_dump(mode="json", exclude={"cubin"})
 
@@ -646,7 +634,9 @@ def lower(spec: KernelSpec, arch: str, provider: Provider, options: LoopOptions,
     gpu = evaluator is not None and options.gpu is not False
     tuned = spec.configs()
     if gpu:  # the GPU autotunes every config of the space (at most ``max_configs`` of them)
-        tuned = _capped(spec, options.max_configs)
+        from harness.suite_baseline import capped_space
+
+        tuned = capped_space(spec, options.max_configs)
         refs, failures = compile_space(spec, arch, cache_dir=options.cache_dir, configs=tuned,
                                        max_ptx_version=options.max_ptx_version)
     else:

@@ -252,6 +252,17 @@ def capped_configs(spec, narrow_keys: set[str], max_configs: int | None) -> list
     return head + [rest[int(i * step)] for i in range(room)]
 
 
+def capped_space(spec, max_configs: int | None) -> list:
+    """:func:`capped_configs` of ``spec`` with the narrow space's configs first when ``spec`` is a
+    suite entry's (in either space; :func:`kernels.registry.space_of`), none first otherwise."""
+    from kernels.registry import get, space_of
+
+    narrow: set[str] = set()
+    if max_configs is not None and space_of(spec) is not None:
+        narrow = {c.key() for c in get(spec.name, "narrow").configs()}
+    return capped_configs(spec, narrow, max_configs)
+
+
 def prepare(names: list[str], arch: str, cache_dir: Path, workers: int,
             log: Callable[[str], None], space: str | None = None,
             max_configs: int | None = None) -> dict[str, list[str]]:
@@ -271,8 +282,7 @@ def prepare(names: list[str], arch: str, cache_dir: Path, workers: int,
                 for n in names for i in range(2)]
         for n in names:
             spec = get(n, space)
-            keep = {c.key() for c in capped_configs(
-                spec, {c.key() for c in get(n, "narrow").configs()}, max_configs)}
+            keep = {c.key() for c in capped_space(spec, max_configs)}
             futs += [pool.submit(_compile_task, n, arch, i, str(cache_dir), space)
                      for i, c in enumerate(spec.configs()) if c.key() in keep]
         for done, fut in enumerate(cf.as_completed(futs), start=1):
@@ -362,7 +372,6 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
     space = space or default_space()
     names = list(names or all_names())
     specs = {n: get(n, space) for n in names}
-    narrow_keys = {n: {c.key() for c in get(n, "narrow").configs()} for n in names}
     if cache_dir is None:  # the data directory's cache (AILOWER_DATA_DIR), not always ~
         from common.settings import get_settings
 
@@ -381,7 +390,7 @@ def suite_baseline(names: list[str] | None = None, *, arch: str = "auto",
 
     t0 = time.perf_counter()
     workers = workers or os.cpu_count() or 1
-    chosen = {n: capped_configs(s, narrow_keys[n], max_configs) for n, s in specs.items()}
+    chosen = {n: capped_space(s, max_configs) for n, s in specs.items()}
     log(f"compiling {sum(len(c) for c in chosen.values())} configs ({space} spaces"
         f"{f', at most {max_configs} per kernel' if max_configs else ''}) of {len(names)} "
         f"kernels for {arch} and drawing bench inputs on {workers} processes ...")

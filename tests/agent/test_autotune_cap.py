@@ -5,7 +5,8 @@ too many to time in one device call)."""
 from __future__ import annotations
 
 import kernels
-from agent.loop import LoopOptions, _capped
+from agent.loop import LoopOptions
+from harness.suite_baseline import capped_space as _capped
 from common.settings import Settings
 
 
