@@ -5,9 +5,9 @@ The expert decode forms ``W + fp16(alpha) * sign`` in fp16 (two roundings); Trit
 ``fp16(W + alpha * sign)`` in fp32 (one rounding). Both products are then accumulated in fp32 and
 stored as fp16. This script computes both at the bench size (M=4096, N=8192, K=8192, the GPU
 worker's first bench input set, seed 1000) on the CPU and counts the elements whose difference
-exceeds the spec's fp16 tolerance (atol 0.1 + rtol 0.002 |ref|) and twice it (the pairwise
-tolerance of ``kernels.spec.Tolerance.pairwise``). Measured 2026-12-02: 235 of 33,554,432 at
-the single tolerance (the GPU reported 232 for launch 1), 0 at the pairwise one. Minutes of CPU.
+exceeds the spec's fp16 tolerance (atol 0.1 + rtol 0.002 |ref|) and twice it. Measured
+2026-12-02: 235 of 33,554,432 at the tolerance (the GPU reported 232 for launch 1), 0 at twice
+it. Minutes of CPU.
 
     python bench/bitdelta_rounding.py
 """

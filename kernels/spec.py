@@ -503,20 +503,6 @@ class Tolerance(BaseModel):
     atol: float = Field(ge=0)
     max_norm_err: float = Field(gt=0)
 
-    def pairwise(self) -> "Tolerance":
-        """The tolerance between two results that are each within this one of the exact value:
-        every field doubled (triangle inequality: ``|a - b| <= |a - x| + |b - x|``; the
-        ``rtol`` term treats ``|a|`` and ``|x|`` as equal, which holds to first order).
-
-        Used where a candidate is compared with Triton's output *instead of* the float64
-        reference (the GPU worker's bench-size checks, where no float64 reference is computed):
-        a reformulation that rounds differently (e.g. bitdelta's fp16 decode, issue 22: 232 of
-        33.5 M elements at 1x on the H200 while as close to float64 as Triton) is not rejected
-        for Triton's own rounding error. Where a spec has no float64 reference, Triton's output
-        *is* the reference and the single tolerance applies.
-        """
-        return Tolerance(rtol=2 * self.rtol, atol=2 * self.atol, max_norm_err=2 * self.max_norm_err)
-
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     # fp32 arithmetic lands far under 1e-5 relative (METHOD.md: "float32 arithmetic lands far

@@ -67,7 +67,7 @@ from harness.results import (
 from harness.tensormap import TensorMapArgs, encode_tensor_map, param_slot
 from harness.timing import PEAK_TFLOPS, ROOFLINE_BOUND, paired_speedup, roofline_fraction, stats
 from kernels.dtypes import dtype
-from kernels.spec import KernelSpec, Tolerance
+from kernels.spec import KernelSpec
 
 __all__ = ["WorkerRequest", "main"]
 
@@ -455,22 +455,13 @@ class Worker:
             st.bench.append(bs)
         self._self_test(st)
 
-    def _bench_tol(self, dtype_name: str | None) -> Tolerance:
-        """The tolerance of a bench-size check (candidate vs the reference kernel's output): the
-        pairwise tolerance where the spec has a float64 reference (checked at the verify size;
-        at the bench size Triton's output stands in for it, :meth:`Tolerance.pairwise`), else
-        the spec's own (Triton's output is then the reference)."""
-        tol = self.spec.tolerance(dtype_name)
-        # the spec names a reference (the verify-size set-up has imported it, or failed)
-        return tol.pairwise() if self.spec.reference else tol
-
     def _check_launch(self, bs: _BufSet, slot: int) -> None:
         """Queue the device comparison of every output of ``bs`` with the reference output."""
         slots = self._slots
         assert slots is not None
         for j, p in enumerate(self.spec.outputs()):
             variant = CHECK_KERNEL_FOR_DTYPE.get(p.dtype or "", "bytes")
-            tol = self._bench_tol(p.dtype)
+            tol = self.spec.tolerance(p.dtype)
             b = bs.bufs[p.name]
             n = b.nbytes // dtype(p.dtype).itemsize if variant != "bytes" else b.nbytes
             self.helpers.check(variant, b.ptr, bs.ref_dev[p.name].ptr, n, tol.atol, tol.rtol,
@@ -676,7 +667,7 @@ class Worker:
                     bad = int(res[i * n_out + j, 0])
                     dn2, rn2 = (float(x) for x in res[i * n_out + j, 1:].view(np.float64))
                     norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
-                    tol = self._bench_tol(p.dtype)
+                    tol = self.spec.tolerance(p.dtype)
                     if bad or not norm <= tol.max_norm_err:
                         if label == ref.label:
                             raise RuntimeError(f"the reference's timed launch {nth + 1} differs from its "
@@ -772,7 +763,7 @@ class Worker:
                 for j, p in enumerate(outs):
                     dn2, rn2 = (float(x) for x in res[i * n_out + j, 1:].view(np.float64))
                     norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
-                    if int(res[i * n_out + j, 0]) or not norm <= self._bench_tol(p.dtype).max_norm_err:
+                    if int(res[i * n_out + j, 0]) or not norm <= spec.tolerance(p.dtype).max_norm_err:
                         run = self.runs[cand.label]
                         if run.status == "ok":
                             run.status = "incorrect"
@@ -870,7 +861,7 @@ class Worker:
             bad = int(res[j, 0])
             dn2, rn2 = (float(x) for x in res[j, 1:].view(np.float64))
             norm = (dn2 ** 0.5) / (rn2 ** 0.5) if rn2 > 0 else dn2 ** 0.5
-            tol = self._bench_tol(p.dtype)
+            tol = self.spec.tolerance(p.dtype)
             n = bs.bufs[p.name].nbytes // dtype(p.dtype).itemsize
             ok = bad == 0 and norm <= tol.max_norm_err
             run.final_check = CompareResult(
