@@ -111,6 +111,51 @@ print(log.read_text()[-1500:])
 PY
       done
       unset AILOWER_DATA_DIR AILOWER_AUTOTUNE_MAX_CONFIGS; RC[$step]=0; tail -n 30 "$d/summary.txt" ;;
+    raceprobe)  # does racecheck follow barrier.sync from different PCs? (bench/racecheck_probe)
+      timeout "${PROBE_S:-120}" python3 bench/racecheck_probe/probe.py --all > "$d/out.txt" 2>&1; RC[$step]=$?
+      sed -n '/== table/,$p' "$d/out.txt" ;;
+    ncu)  # evaluation feedback with ncu: memory-bound, GEMM-like (attention: NCU_KERNELS)
+      for K in ${NCU_KERNELS:-softmax gemm.fp16}; do
+        AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${NCU_MAX_CONFIGS:-4} \
+          timeout "${LOWER_S:-90}" python3 -m ailower lower "$K" --provider search --iterations 2 \
+          --out "$d/lower_$K" > "$d/lower_$K.txt" 2>&1; echo "lower $K rc=$?"
+        python3 - "$d/lower_$K/transcript.jsonl" "$K" >> "$d/feedback.txt" <<'PY'
+import json, sys
+path, k = sys.argv[1], sys.argv[2]
+try:
+    lines = [json.loads(l) for l in open(path)]
+except OSError as exc:
+    print(f"--- feedback {k}: no transcript ({exc})"); sys.exit(0)
+texts = []
+def walk(x):
+    if isinstance(x, str):
+        if "ncu" in x or "roofline" in x:
+            texts.append(x)
+    elif isinstance(x, dict):
+        for v in x.values(): walk(v)
+    elif isinstance(x, list):
+        for v in x: walk(v)
+walk(lines)
+print(f"--- feedback {k}: {len(texts)} text(s) with roofline/ncu; the first:")
+print(texts[0][:6000] if texts else "(none)")
+PY
+        tail -n 25 "$d/lower_$K.txt" >> "$d/feedback.txt"
+      done
+      RC[$step]=0; grep -c -i "ncu\|dram\|stall" "$d/feedback.txt" ;;
+    fastsearch)  # the fast family's search cells
+      AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${FS_MAX_CONFIGS:-8} \
+        timeout "${FS_S:-240}" python3 -m ailower suite run fast --arch sm_90a --provider search \
+        --iterations ${FS_ITERS:-1} --json > "$d/cells.jsonl" 2> "$d/suite.err"; RC[$step]=$?
+      python3 - "$d/cells.jsonl" <<'PY' | tee "$d/cells.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    c = json.loads(line)
+    if c.get("event") != "cell":
+        continue
+    print(f"cell {c['kernel']:26} {c['provider']:7} {c['status']:9} valid={c.get('valid')} "
+          f"verr={c.get('verifier_errors')} speedup={c.get('speedup')} {(c.get('error') or '')[:100]}")
+PY
+      ;;
     *) echo "unknown step $step"; RC[$step]=2 ;;
   esac
   SECS[$step]=$(( $(date +%s) - t0 ))
@@ -119,8 +164,8 @@ date -u +"end %F %T UTC"
 echo "== steps"
 for step in $STEPS; do printf "%-10s rc=%-4s %5s s\n" "$step" "${RC[$step]}" "${SECS[$step]}"; done | tee "$FINAL/steps.txt"
 # small text outputs only (the data dirs hold GiBs of cached inputs): at most 8 files come back
-for f in racecheck/fast_attention_ws.racecheck.txt expert/leaderboard.txt expert/cells.jsonl \
-         expert_debug/summary.txt fast/out.txt baselines/out.txt gpu_tests/pytest.txt; do
+for f in ${BACK_FILES:-racecheck/fast_attention_ws.racecheck.txt expert/leaderboard.txt expert/cells.jsonl \
+         expert_debug/summary.txt fast/out.txt baselines/out.txt gpu_tests/pytest.txt}; do
   [ -f "$ROOTOUT/$f" ] && head -c 4000000 "$ROOTOUT/$f" > "$FINAL/$(echo "$f" | tr / _)"
 done
 ls -la "$FINAL"
