@@ -15,7 +15,14 @@ hand-written kernels, one CTA of 384 threads each, and prints racecheck's verdic
 * ``divergent_pc`` - writers and readers each at their own ``barrier.sync 1``;
 * ``divergent_pc_count`` - the same with ``barrier.sync 1, 384``;
 * ``ws_dispatch``  - Triton's dispatch loop: table written twice (run, then exit state), four
-  generations of barrier 1 reached from five different instructions.
+  generations of barrier 1 reached from five different instructions;
+* ``ws_setmaxnreg`` / ``ws_bar0`` / ``ws_setmaxnreg_bar0`` - the same with what else Triton's
+  partitions do around it: ``setmaxnreg.inc/dec`` next to the barriers, and a partial
+  ``bar.sync 0, 128`` among the writers' 128 threads before the write.
+
+Measured on the H200 (2026-12-02, driver 580.159.04): racecheck reports the positive control
+(9 hazards) and nothing on ``same_pc``, ``same_pc_aligned``, ``divergent_pc``,
+``divergent_pc_count``, ``ws_dispatch``: it does follow non-aligned barriers from different PCs.
 
 Usage (a GPU host; the kernels are JIT-compiled by the driver from the PTX text below)::
 
@@ -78,7 +85,8 @@ $SKIPW:
 
 
 def _entry(name: str, body: str) -> str:
-    return f".visible .entry {name}(.param .u64 out)\n{{{PRO}{body}\n}}\n"
+    reg = f".maxnreg {MAXNREG[name]}\n" if name in MAXNREG else ""
+    return f".visible .entry {name}(.param .u64 out)\n{reg}{{{PRO}{body}\n}}\n"
 
 
 def _same_pc(bar: str) -> str:
@@ -127,6 +135,13 @@ $LOOP:
 $EXIT:
 	ret;"""
 
+WS_SETMAXNREG = (WS.replace("\tmov.u32 \t%r6, 16843009;",
+                            "\tsetmaxnreg.inc.sync.aligned.u32 \t256;\n\tmov.u32 \t%r6, 16843009;", 1)
+                 .replace("$LOOP:\n", "$LOOP:\n\tsetmaxnreg.dec.sync.aligned.u32 \t120;\n", 1)
+                 .replace("\t@%p3 bra \t$EXIT;\n", "\t@%p3 bra \t$EXIT;\n\tsetmaxnreg.inc.sync.aligned.u32 \t120;\n", 1))
+WS_BAR0 = WS.replace("\tmov.u32 \t%r6, 16843009;", "\tbar.sync \t0, 128;\n\tmov.u32 \t%r6, 16843009;", 1)
+WS_BOTH = WS_SETMAXNREG.replace("\tmov.u32 \t%r6, 16843009;", "\tbar.sync \t0, 128;\n\tmov.u32 \t%r6, 16843009;", 1)
+
 KERNELS = {
     "no_barrier": (NO_BARRIER, 1),
     "same_pc": (_same_pc("barrier.sync 1"), 1),
@@ -134,7 +149,12 @@ KERNELS = {
     "divergent_pc": (_divergent("barrier.sync 1"), 1),
     "divergent_pc_count": (_divergent("barrier.sync 1, 384"), 1),
     "ws_dispatch": (WS, 2),
+    "ws_setmaxnreg": (WS_SETMAXNREG, 2),
+    "ws_bar0": (WS_BAR0, 2),
+    "ws_setmaxnreg_bar0": (WS_BOTH, 2),
 }
+# setmaxnreg needs the kernel's register count fixed at launch (PTX ISA 9.7.19.4: .maxnreg)
+MAXNREG = {"ws_setmaxnreg": 168, "ws_setmaxnreg_bar0": 168}
 
 
 def ptx() -> str:
