@@ -567,6 +567,30 @@ def evaluate_candidate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate
 def race_gate(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate, cubin: bytes,
               evaluator: GPUEvaluator) -> RaceGateResult:
     """compute-sanitizer racecheck + synccheck on ``candidate`` at the verify size (for a candidate
-    about to become the best; a few seconds). ``ran`` is False without compute-sanitizer."""
-    return evaluator.race_gate(candidate_request(spec, baseline, candidate, cubin, evaluator,
-                                                 time_it=False))
+    about to become the best; a few seconds). ``ran`` is False without compute-sanitizer.
+
+    racecheck runs on :func:`harness.racecheck_view.racecheck_view` of the candidate's PTX: where
+    the kernel uses barrier 0 with a thread count (racecheck misjudges that, reproduced by
+    ``bench/racecheck_probe``), on a copy with barrier 0 renumbered to a free barrier, which
+    synchronises identically; the message says so. synccheck runs on ``cubin`` itself. A copy
+    that ptxas rejects fails the gate (it never silently falls back to skipping racecheck)."""
+    from harness.ptxas import assemble
+    from harness.racecheck_view import racecheck_view
+
+    req = candidate_request(spec, baseline, candidate, cubin, evaluator, time_it=False)
+    view, note = racecheck_view(candidate.ptx)
+    if not note:
+        return evaluator.race_gate(req)
+    asm = assemble(view, baseline.arch)
+    if not asm.ok or asm.cubin is None:
+        diag = "; ".join(d.message for d in asm.diagnostics[:3])
+        return RaceGateResult(ran=True, ok=False, tool="racecheck",
+                              message=f"the racecheck copy of the candidate (barrier 0 renumbered) "
+                                      f"did not assemble: {diag}")
+    rc = evaluator.race_gate(candidate_request(spec, baseline, candidate, asm.cubin, evaluator,
+                                               time_it=False), tools=("racecheck",))
+    if not rc.ran or not rc.ok:
+        return rc.model_copy(update={"message": f"{rc.message} ({note})"})
+    sc = evaluator.race_gate(req, tools=("synccheck",))
+    return sc.model_copy(update={"tool": "racecheck,synccheck", "seconds": rc.seconds + sc.seconds,
+                                 "message": f"{rc.message}; {sc.message}; {note}"})

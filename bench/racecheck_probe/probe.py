@@ -18,7 +18,9 @@ hand-written kernels, one CTA of 384 threads each, and prints racecheck's verdic
   generations of barrier 1 reached from five different instructions;
 * ``ws_setmaxnreg`` / ``ws_bar0`` / ``ws_setmaxnreg_bar0`` - the same with what else Triton's
   partitions do around it: ``setmaxnreg.inc/dec`` next to the barriers, and a partial
-  ``bar.sync 0, 128`` among the writers' 128 threads before the write.
+  ``bar.sync 0, 128`` among the writers' 128 threads before the write;
+* ``ws_bar0_racy`` - the bug twin of ``ws_bar0``: the writers arrive (``barrier.arrive``) before
+  they write, so the readers' first read races with the write.
 
 Measured on the H200 (2026-12-02, driver 580.159.04): racecheck reports the positive control
 (9 hazards) and nothing on ``same_pc``, ``same_pc_aligned``, ``divergent_pc``,
@@ -141,6 +143,14 @@ WS_SETMAXNREG = (WS.replace("\tmov.u32 \t%r6, 16843009;",
                  .replace("\t@%p3 bra \t$EXIT;\n", "\t@%p3 bra \t$EXIT;\n\tsetmaxnreg.inc.sync.aligned.u32 \t120;\n", 1))
 WS_BAR0 = WS.replace("\tmov.u32 \t%r6, 16843009;", "\tbar.sync \t0, 128;\n\tmov.u32 \t%r6, 16843009;", 1)
 WS_BOTH = WS_SETMAXNREG.replace("\tmov.u32 \t%r6, 16843009;", "\tbar.sync \t0, 128;\n\tmov.u32 \t%r6, 16843009;", 1)
+# the bug twin of ws_bar0: the writers arrive at generation 1 *before* writing the table, so the
+# readers' first read races with the write (a real RAW hazard); counts given everywhere so
+# barrier.arrive (which needs one) and barrier.sync agree
+WS_RACY = (WS_BAR0.replace("\tbarrier.sync \t1;", "\tbarrier.sync \t1, 384;")
+           .replace("\tmov.u32 \t%r6, 16843009;\n\tst.shared.v2.b32 \t[table], {%r6, %r6};\n"
+                    "\tbarrier.sync \t1, 384;\n",
+                    "\tbarrier.arrive \t1, 384;\n\tmov.u32 \t%r6, 16843009;\n"
+                    "\tst.shared.v2.b32 \t[table], {%r6, %r6};\n", 1))
 
 KERNELS = {
     "no_barrier": (NO_BARRIER, 1),
@@ -152,6 +162,7 @@ KERNELS = {
     "ws_setmaxnreg": (WS_SETMAXNREG, 2),
     "ws_bar0": (WS_BAR0, 2),
     "ws_setmaxnreg_bar0": (WS_BOTH, 2),
+    "ws_bar0_racy": (WS_RACY, 2),
 }
 # setmaxnreg needs the kernel's register count fixed at launch (PTX ISA 9.7.19.4: .maxnreg)
 MAXNREG = {"ws_setmaxnreg": 168, "ws_setmaxnreg_bar0": 168}
@@ -162,8 +173,9 @@ def ptx() -> str:
     return HEAD + "".join(_entry(n, b) for n, (b, _) in KERNELS.items())
 
 
-def run_one(name: str) -> int:
-    """Launch kernel ``name`` once (1 CTA x 384 threads); 0 when every reader saw its value."""
+def run_one(name: str, module: str | None = None, want: int | None = None) -> int:
+    """Launch kernel ``name`` of ``module`` (PTX text; default :func:`ptx`) once, 1 CTA x 384
+    threads; 0 when every reader (threads 128-383) saw ``want`` (default: the probe's value)."""
     from cuda.bindings import driver as cu
 
     def ok(res):
@@ -176,7 +188,7 @@ def run_one(name: str) -> int:
     dev = ok(cu.cuDeviceGet(0))
     ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
     ok(cu.cuCtxSetCurrent(ctx))
-    mod = ok(cu.cuModuleLoadData(ptx().encode() + b"\0"))
+    mod = ok(cu.cuModuleLoadData((module or ptx()).encode() + b"\0"))
     fn = ok(cu.cuModuleGetFunction(mod, name.encode()))
     n = 384
     buf = ok(cu.cuMemAlloc(n * 4))
@@ -187,11 +199,11 @@ def run_one(name: str) -> int:
     ok(cu.cuCtxSynchronize())
     host = (ctypes.c_uint32 * n)()
     ok(cu.cuMemcpyDtoH(ctypes.addressof(host), buf, n * 4))
-    want = KERNELS[name][1]
+    want = KERNELS[name][1] if want is None else want
     got = [host[i] for i in range(128, n)]
     bad = sum(v != want for v in got)
     print(f"{name}: readers {len(got)}, wrong {bad} (want {want}; first {got[:4]})")
-    return 0 if bad == 0 or name == "no_barrier" else 1
+    return 0 if bad == 0 or name == "no_barrier" or module is not None else 1
 
 
 def _sanitizer() -> str | None:
@@ -208,7 +220,8 @@ def _sanitizer() -> str | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernel", choices=sorted(KERNELS))
+    ap.add_argument("--kernel", help="the entry to launch once (one of the probes, or of --ptx)")
+    ap.add_argument("--ptx", help="a PTX file to take the entry from instead of the probes")
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--print-ptx", action="store_true")
     a = ap.parse_args()
@@ -216,6 +229,11 @@ def main() -> int:
         print(ptx())
         return 0
     if a.kernel:
+        if a.ptx:
+            from pathlib import Path
+            return run_one(a.kernel, Path(a.ptx).read_text(), want=-1)
+        if a.kernel not in KERNELS:
+            ap.error(f"--kernel: {a.kernel!r} is not a probe ({', '.join(KERNELS)})")
         return run_one(a.kernel)
     cs = _sanitizer()
     if cs is None:
