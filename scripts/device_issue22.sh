@@ -137,7 +137,8 @@ def walk(x):
         for v in x: walk(v)
 walk(lines)
 print(f"--- feedback {k}: {len(texts)} text(s) with roofline/ncu; the first:")
-print(texts[0][:6000] if texts else "(none)")
+t = texts[0] if texts else "(none)"  # the GPU part (roofline, ncu) is at the end, after the verifier's
+print(t if len(t) < 5000 else t[:800] + "\n[...]\n" + t[t.find("GPU evaluation"):][:4000])
 PY
         tail -n 25 "$d/lower_$K.txt" >> "$d/feedback.txt"
       done
