@@ -375,6 +375,10 @@ class GPUEvaluator:
                     if r.label == ev.get("label"):
                         r.status = kind
                         r.message = ev.get("message", "")
+                culprit = next((k for k in req.kernels if k.label == ev.get("label")), None)
+                if culprit is not None and all(r.label != culprit.label for r in partial):
+                    partial.append(KernelRun(label=culprit.label, role=culprit.role, status=kind,
+                                             message=ev.get("message", "")))
                 return EvalResult(status=kind, stage=ev.get("stage", ""), message=ev.get("message", ""),
                                   kernels=partial)
             else:
@@ -502,15 +506,34 @@ class Baseline:
 
 
 def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEvaluator,
-             seeds: tuple[int, ...] = (0,)) -> Baseline:
+             seeds: tuple[int, ...] = (0,), attempts: int = 4) -> Baseline:
     """Time every compiled config and pick the fastest correct one.
+
+    A config whose launch faults or hangs ends the worker's job (a fault leaves the CUDA context
+    unusable): it is taken out, with its status and message kept in the result's ``kernels``, and
+    the job runs again on the other configs, at most ``attempts`` times in all (Triton's own
+    kernel can fault at some configs of a widened space, e.g. ``mamba2_chunk_scan`` with
+    ``BLOCK_P=16, num_warps=8`` on the H200, 2026-12-02).
 
     Raises:
         WorkerError: no config was correct (the result's messages say why), or the job failed.
     """
     kuts = [reference_under_test(spec, a) for a in refs]
-    res = evaluator.run(evaluator.request(spec, "autotune", kuts, seeds=list(seeds),
-                                          min_reps=10, max_reps=100))
+    art_of = {k.label: a for k, a in zip(kuts, refs)}
+    dropped: list[KernelRun] = []
+    for _attempt in range(attempts):
+        res = evaluator.run(evaluator.request(spec, "autotune", kuts, seeds=list(seeds),
+                                              min_reps=10, max_reps=100))
+        bad = {k.label for k in res.kernels if k.status in ("hang", "crash")}
+        if res.status not in ("hang", "crash") or not bad or not bad & {k.label for k in kuts}:
+            break
+        dropped += [k for k in res.kernels if k.label in bad]
+        kuts = [k for k in kuts if k.label not in bad]
+        if not kuts:
+            break
+    if dropped:
+        res = res.model_copy(update={"kernels": [*res.kernels, *(
+            k for k in dropped if k.label not in {r.label for r in res.kernels})]})
     if res.status != "ok" or res.best is None:
         detail = "; ".join(f"{k.label}: {k.status} {k.message}" for k in res.kernels)
         # every config ran and none matched: Triton's own kernel disagrees with the reference
@@ -519,8 +542,7 @@ def autotune(spec: KernelSpec, refs: list[ReferenceArtifacts], evaluator: GPUEva
                 if res.status == "ok" and res.kernels else "")
         raise WorkerError(f"autotune of {spec.name} found no correct config ({res.status}: "
                           f"{res.message.strip()[:500]}) {detail}{hint}")
-    best = next(a for a, k in zip(refs, kuts) if k.label == res.best)
-    return Baseline(best, res)
+    return Baseline(art_of[res.best], res)
 
 
 def candidate_request(spec: KernelSpec, baseline: ReferenceArtifacts, candidate: Candidate,
