@@ -5,8 +5,8 @@ whole autotune space with Triton (CPU work, seconds per config). While the GPU w
 :func:`precompile` compiles the spaces of the cells still queued, in cell order, in a process pool;
 the worker then finds them in the on-disk cache (written atomically by
 :func:`harness.compile_reference`). The two bench-size input sets the GPU worker times with
-(seeds :data:`BENCH_SEEDS`, ``harness/gpu/worker.py``) are drawn into the input cache the same
-way (:func:`harness.inputs.cached_inputs`). A config Triton cannot compile is counted here and reported
+(seeds :func:`harness.inputs.bench_seed` of the input cache, ``harness/gpu/worker.py``) are
+drawn into the input cache the same way (:func:`harness.inputs.cached_inputs`). A config Triton cannot compile is counted here and reported
 again, as part of its cell, by the agent loop.
 """
 
@@ -17,10 +17,7 @@ import multiprocessing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["precompile", "BENCH_SEEDS"]
-
-BENCH_SEEDS = (1000, 1001)
-"""Seeds of the bench-size input sets the GPU worker draws (``harness/gpu/worker.py``)."""
+__all__ = ["precompile"]
 
 
 def _inputs_one(spec_ref: str, seed: int, cache_dir: str) -> str | None:
@@ -64,6 +61,7 @@ def precompile(targets: Iterable[tuple[str, str]], cache_dir: Path, *, workers: 
         line each)``.
     """
     from campaign.plan import load_target
+    from harness.inputs import bench_seed
 
     tasks: list[tuple[str, str, int]] = []
     seen: set[tuple[str, str]] = set()
@@ -83,7 +81,8 @@ def precompile(targets: Iterable[tuple[str, str]], cache_dir: Path, *, workers: 
         for ref, arch, i in tasks:  # in cell order: a cell's inputs, then its configs
             if inputs and ref not in refs_seen:
                 refs_seen.add(ref)
-                futs += [pool.submit(_inputs_one, ref, s, str(cache_dir)) for s in BENCH_SEEDS]
+                futs += [pool.submit(_inputs_one, ref, bench_seed(i, cache_dir), str(cache_dir))
+                         for i in range(2)]
             futs.append(pool.submit(_compile_one, ref, arch, i, str(cache_dir), max_ptx_version))
         for fut in cf.as_completed(futs):
             if stop():

@@ -16,7 +16,52 @@ import numpy as np
 from kernels.dtypes import dtype
 from kernels.spec import KernelSpec
 
-__all__ = ["make_inputs", "cached_inputs", "reference_outputs", "output_fill_byte"]
+__all__ = ["make_inputs", "cached_inputs", "reference_outputs", "output_fill_byte", "bench_seed"]
+
+SALT_BYTES = 32
+_PROCESS_SALT = os.urandom(SALT_BYTES)  # bench seeds without an input cache: this process only
+
+
+def _salt(cache_dir: str | Path | None) -> bytes:
+    """The bench-seed salt of ``cache_dir`` (``<cache_dir>/bench_salt``, created on first use)."""
+    if cache_dir is None:
+        return _PROCESS_SALT
+    path = Path(cache_dir) / "bench_salt"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process created it first: use theirs
+            data = path.read_bytes()
+        else:
+            data = os.urandom(SALT_BYTES)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+    if len(data) != SALT_BYTES:
+        from harness.errors import UsageError
+        raise UsageError(f"{path}: a bench-seed salt must be {SALT_BYTES} bytes, found "
+                         f"{len(data)} (delete the file; a new one is drawn)")
+    return data
+
+
+def bench_seed(i: int, cache_dir: str | Path | None) -> int:
+    """The seed of bench-size input set ``i`` (0 or 1), the same for every process sharing
+    ``cache_dir`` (the GPU worker's timing, the suite's pre-draw, the vendor timing) and unknown
+    to whoever writes a candidate: derived (BLAKE2b) from a 32-byte salt drawn from
+    ``os.urandom`` into ``<cache_dir>/bench_salt`` (mode 0600) on first use, or per process
+    without a cache. A fixed, published bench seed would let a candidate recognise the bench
+    inputs and write precomputed outputs (docs/threat-model.md). Always >= 2**40, so it never
+    equals a verify seed.
+
+    Raises:
+        UsageError: the salt file exists but is not 32 bytes.
+    """
+    import hashlib
+
+    digest = hashlib.blake2b(_salt(cache_dir) + int(i).to_bytes(4, "little"), digest_size=5).digest()
+    return (1 << 40) | int.from_bytes(digest, "little")
 
 
 def output_fill_byte(p, sentinel: int, timed: bool = False) -> int:

@@ -268,17 +268,18 @@ def prepare(names: list[str], arch: str, cache_dir: Path, workers: int,
             max_configs: int | None = None) -> dict[str, list[str]]:
     """Compile every config of ``names`` (autotune space ``space``, None: the default; at most
     ``max_configs`` each, :func:`capped_configs`) for ``arch`` and draw the two bench input sets
-    the GPU worker uses (seeds 1000 and 1001), in a pool of ``workers`` spawned processes.
+    the GPU worker uses (seeds :func:`harness.inputs.bench_seed`), in a pool of ``workers`` spawned processes.
 
     Returns:
         kernel -> compile error messages (configs Triton could not compile).
     """
+    from harness.inputs import bench_seed
     from kernels import get
 
     ctx = multiprocessing.get_context("spawn")
     errors: dict[str, list[str]] = {n: [] for n in names}
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futs = [pool.submit(_inputs_task, n, 1000 + i, str(cache_dir), space)
+        futs = [pool.submit(_inputs_task, n, bench_seed(i, cache_dir), str(cache_dir), space)
                 for n in names for i in range(2)]
         for n in names:
             spec = get(n, space)

@@ -11,7 +11,7 @@ checked against the spec's float64 reference at the ``verify`` size with the spe
 before it is timed, so a wrong vendor path shows as ``wrong`` rather than as a time.
 
 Timing, as the harness times a kernel (:mod:`harness.gpu.worker`): the ``bench``-size inputs of
-seed 1000 (the first timing set of the GPU worker), an L2 flush before each launch (a memset of a
+the GPU worker's first timing set (:func:`harness.inputs.bench_seed`), an L2 flush before each launch (a memset of a
 buffer of twice the L2 size), CUDA events around the launch alone, :func:`harness.timing.stats`
 over the samples (median, IQR). Unlike the worker's candidate/reference pairs, the vendor launches
 are not interleaved with the Triton baseline: they run in their own process (torch's memory pool
@@ -186,8 +186,10 @@ def time_vendor(run: Callable[[], Any], *, reps: int = 50, warmup: int = 5,
 
 
 def measure_vendor(names: list[str], *, cache_dir=None, reps: int = 50,
-                   seed: int = 1000) -> list[VendorResult]:
-    """Check and time the vendor path of each kernel in this process (needs torch and CUDA).
+                   seed: int | None = None) -> list[VendorResult]:
+    """Check and time the vendor path of each kernel in this process (needs torch and CUDA),
+    timed on the bench-size input set ``seed`` (None: the GPU worker's first timing set,
+    :func:`harness.inputs.bench_seed` of ``cache_dir``).
 
     Never raises for a missing torch, device or vendor path: the result's ``reason`` says it.
     """
@@ -210,7 +212,9 @@ def measure_vendor(names: list[str], *, cache_dir=None, reps: int = 50,
             if problems:
                 r.reason = "wrong: " + "; ".join(problems)
             else:
-                _, dev, dims = _inputs(spec, "bench", seed, "cuda", cache_dir)
+                from harness.inputs import bench_seed
+                bs = bench_seed(0, cache_dir) if seed is None else seed
+                _, dev, dims = _inputs(spec, "bench", bs, "cuda", cache_dir)
                 _, run = vendor_fn(spec)(n, dev, dims)  # type: ignore[misc]
                 t = time_vendor(run, reps=reps)
                 r.median_ms, r.q1_ms, r.q3_ms = t.median_ms, t.q1_ms, t.q3_ms

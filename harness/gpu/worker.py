@@ -55,7 +55,8 @@ from pydantic import BaseModel, Field
 from harness.correctness import CompareResult, compare
 from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, Kernel, LaunchSpec, check
 from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
-from harness.inputs import cached_inputs, make_inputs, output_fill_byte, reference_outputs
+from harness.inputs import (bench_seed, cached_inputs, make_inputs, output_fill_byte,
+                            reference_outputs)
 from harness.results import (
     DeviceSummary,
     EvalResult,
@@ -441,7 +442,8 @@ class Worker:
         k = st.ref_kernel
         assert k is not None
         for i in range(2):
-            inputs = cached_inputs(self.spec, "bench", 1000 + i, self.req.input_cache)
+            inputs = cached_inputs(self.spec, "bench", bench_seed(i, self.req.input_cache),
+                                   self.req.input_cache)
             bs = self._bufset("bench", inputs, "end" if i == 0 else "start")
             self._prepare(bs, 0xFF, timed=True)
             self._launch(ref_kut, "bench", bs.bufs, self._scratch(ref_kut, "bench"), kernel=k)
@@ -801,7 +803,8 @@ class Worker:
         if not timed:
             return
         ctx.reset_persisting_l2()
-        sets = [self._bufset("bench", cached_inputs(self.spec, "bench", 1000 + i, req.input_cache),
+        sets = [self._bufset("bench", cached_inputs(self.spec, "bench", bench_seed(i, req.input_cache),
+                                                  req.input_cache),
                              "end" if i == 0 else "start") for i in range(2)]
         try:
             scratch = {k.label: self._scratch(k, "bench") for k in timed}
