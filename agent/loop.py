@@ -309,6 +309,30 @@ def _emulate(spec: KernelSpec, arch: str, art: ReferenceArtifacts, ptx: str,
                     f"({ref_failed.status}: {ref_failed.message[:300]})")})
 
 
+def race_verdict(gate: Any, emulate: Callable[[], Any]) -> tuple[bool, str]:
+    """(passes, note) of the race gate's result ``gate`` (:class:`harness.RaceGateResult`).
+
+    A gate that passed passes; one that failed fails, except where racecheck reported hazards in
+    a kernel it is known to misjudge (``gate.racecheck_unreliable``, a barrier with a thread count
+    below the CTA's: :mod:`harness.racecheck_limits`): there the emulator's happens-before
+    analysis decides, on the candidate at the verify size (``emulate()``, an
+    :class:`emulator.EmulationResult`): it passes only when the emulation ran to completion,
+    the outputs match and no happens-before error was found. Emulation that is unsupported,
+    faults, times out or finds a race leaves racecheck's verdict (rejected). The note says which.
+    """
+    if gate.ok:
+        return True, ""
+    if not gate.racecheck_unreliable:
+        return False, ""
+    emu = emulate()
+    if emu.status == "ok" and emu.ok:
+        return True, (f"racecheck's hazards overruled: {gate.racecheck_unreliable}; the emulator's "
+                      f"happens-before analysis finds no race at the verify size "
+                      f"({emu.summary()[:200]})")
+    return False, (f"racecheck's hazards stand: {gate.racecheck_unreliable}, but emulation did "
+                   f"not clear the kernel ({emu.status}: {emu.summary()[:300]})")
+
+
 class _Checks:
     """The gates one candidate goes through (assembly, verifier, emulation or GPU evaluation,
     race gate, ncu profile), shared by single-candidate and variant turns."""
@@ -375,7 +399,11 @@ class _Checks:
             g = race_gate(self.spec, self.art, cand, cubin, ev)
             evaluation["race_gate"] = g.model_dump()
             parts.append(f"race gate: {g.message}")
-            if not g.ok:
+            ok, note = race_verdict(g, lambda: self.emulate(cand, times, key)[0])
+            if note:
+                evaluation["race_gate"]["emulation"] = note
+                parts.append(f"race gate: {note}")
+            if not ok:
                 return "rejected-evaluation", None, evaluation, parts
         return "accepted", res.speedup, evaluation, parts
 
