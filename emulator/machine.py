@@ -346,7 +346,7 @@ class Machine:
         self.pc = np.zeros(n, dtype=np.int64)
         self.done = np.zeros(n, dtype=np.bool_)
         self.blocked = np.zeros(n, dtype=np.bool_)
-        self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier
+        self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier, 3 cluster, 4 warp
         self.block_id = np.zeros(n, dtype=np.int64)
         ncta = ids.size
         # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
@@ -1264,6 +1264,9 @@ class Machine:
             alive = int((~self.done[c * T:(c + 1) * T]).sum())
             if kind == 3:
                 what = "barrier.cluster.wait: not every thread of the cluster arrived"
+            elif kind == 4:
+                what = (f"bar.warp.sync membermask 0x{int(self.block_id[ls[0]]):08x}: a lane of "
+                        f"the mask never arrives")
             elif kind == 1:
                 b = int(self.block_id[ls[0]])
                 exp = int(self.bar_expect[c, b])

@@ -851,8 +851,8 @@ def _bar(m, ins, pc, exe, active):
     mods = _mods(m, pc)
     ops = ins.operands
     if "warp" in mods:  # bar.warp.sync membermask
-        _warp_join(m, pc, exe)
-        return None
+        mask = _lanes(m.read(ops[0], "b32", pc), m.N).astype(np.int64) & 0xFFFFFFFF
+        return _warp_sync(m, pc, exe, active, mask)
     if "cluster" in mods:
         raise m.prog.unsupported(pc)
     if "red" in mods:
@@ -871,18 +871,69 @@ def _bar(m, ins, pc, exe, active):
     return True
 
 
-def _warp_join(m, pc, exe):
+def _warp_sync(m, pc, exe, active, mask):
+    """``bar.warp.sync membermask`` (PTX ISA 9.0 §9.7.13.4): each executing lane waits until
+    every lane of its warp named in ``membermask`` (``mask``: (N,) int64, per lane) has executed
+    a ``bar.warp.sync`` with the same membermask (at this or another PC), then the group's
+    clocks are joined (the barrier orders memory among them).
+
+    Fast path: every mask lane executes it in this step -> join now, no lane is held. Otherwise
+    the arriving lanes block (``block_kind`` 4, ``block_id`` = their mask) until the rest come;
+    a mask lane that never arrives leaves them blocked, which the scheduler reports as HB2.
+    Raises ``_Fault("fault")`` when the mask names a lane that already exited (ISA: undefined)."""
+    m.pc[active & ~exe] = pc + 1
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return True
+    bit = np.int64(1) << m.laneid[lanes].astype(np.int64)
+    mk = mask[lanes]
+    key = (lanes // 32) * (1 << 32) + mk  # (warp, membermask): one rendezvous
+    uk, inv = np.unique(key, return_inverse=True)
+    arrived = np.zeros(uk.size, np.int64)
+    np.bitwise_or.at(arrived, inv, bit)
+    umk = uk & 0xFFFFFFFF
+    waiting = m.blocked & (m.block_kind == 4)
+    if not waiting.any() and not ((umk & ~arrived) != 0).any():
+        m.pc[lanes] = pc + 1  # fast path: the whole mask is here now
+        _warp_join(m, [lanes[inv == g] for g in range(uk.size)] if uk.size > 1 else [lanes])
+        return True
+    for g in range(uk.size):
+        ls = lanes[inv == g]
+        w, gm = int(uk[g] >> 32), int(umk[g])
+        sl = slice(w * 32, w * 32 + 32)
+        wl = np.flatnonzero(waiting[sl] & (m.block_id[sl] == gm)) + w * 32
+        have = int(arrived[g])
+        for l in wl:
+            have |= 1 << int(m.laneid[l])
+        dead = int(np.bitwise_or.reduce(np.where(m.done[sl], np.int64(1) << m.laneid[sl].astype(np.int64),
+                                                 np.int64(0)))) & gm & ~have
+        if dead:
+            raise _Fault("fault", f"bar.warp.sync membermask 0x{gm:08x} names exited lanes "
+                                  f"0x{dead:08x} of warp {w} ({m.prog.where(pc)}); PTX ISA 9.0 "
+                                  f"§9.7.13.4 leaves this undefined")
+        if gm & ~have:  # not all here: hold the arrivals
+            m.blocked[ls] = True
+            m.block_kind[ls] = 4
+            m.block_id[ls] = gm
+            m.pc[ls] = pc
+            continue
+        m.blocked[wl] = False
+        m.block_kind[wl] = 0
+        m.pc[wl] += 1
+        m.pc[ls] = pc + 1
+        _warp_join(m, [np.concatenate([ls, wl])])
+    return True
+
+
+def _warp_join(m, groups):
+    """Join the clocks of each lane group (arrays of lane ids) and tick them."""
     if not m.ntr:
         return
-    lanes = np.flatnonzero(exe)
-    lanes = lanes[lanes < m.ntr]
-    if not lanes.size:
-        return
-    w = lanes // 32
-    for wid in np.unique(w):
-        ls = lanes[w == wid]
-        row = m.vc[ls].max(axis=0)
-        m.vc[ls] = np.maximum(m.vc[ls], row)
+    for ls in groups:
+        ls = ls[ls < m.ntr]
+        if not ls.size:
+            continue
+        m.vc[ls] = m.vc[ls].max(axis=0)
         m._tick(ls)
 
 

@@ -289,3 +289,60 @@ st.global.u32 [%rd3], %r9;
     res, out = _run(body, threads=32)
     assert res.status == "ok"
     assert out.tolist() == [11] * 32
+
+
+# issue 18: bar.warp.sync is a rendezvous (PTX ISA 9.0 §9.7.13.4): lanes that diverged wait for
+# each other. Lane 0 writes a shared word on its own path, lanes 1..31 reach the barrier first.
+DIVERGED_EXCHANGE = """
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra $L_join;
+mov.u32 %r9, 42;
+st.shared.u32 [buf], %r9;
+{sync0}
+bra.uni $L_read;
+$L_join:
+{sync1}
+$L_read:
+ld.shared.u32 %r8, [buf];
+"""
+
+
+def test_diverged_bar_warp_sync_orders_the_exchange():
+    body = DIVERGED_EXCHANGE.format(sync0="bar.warp.sync -1;", sync1="bar.warp.sync -1;")
+    res, _ = _run(body, threads=32)
+    assert res.status == "ok" and res.findings == []
+
+
+def test_diverged_exchange_without_bar_warp_sync_is_a_race():
+    res, _ = _run(DIVERGED_EXCHANGE.format(sync0="", sync1=""), threads=32)
+    assert [f.rule for f in res.findings] == ["HB1"]
+
+
+def test_bar_warp_sync_waiting_for_a_lane_that_never_arrives_is_a_deadlock():
+    # lane 0 waits on a named barrier the others never reach; they wait on it at bar.warp.sync
+    body = """
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra $L_join;
+bar.sync 1, 32;
+bra.uni $L_end;
+$L_join:
+bar.warp.sync -1;
+$L_end:
+"""
+    res, _ = _run(body, threads=32)
+    assert res.status == "deadlock"
+    assert [f.rule for f in res.findings] == ["HB2"]
+    assert any("bar.warp.sync membermask 0xffffffff" in n.message for n in res.findings[0].notes)
+
+
+def test_bar_warp_sync_naming_an_exited_lane_is_reported():
+    body = """
+setp.eq.u32 %p1, %r1, 0;
+@%p1 bra $L_end;
+bar.warp.sync -1;
+$L_end:
+"""
+    res, _ = _run(body, threads=32)
+    # lanes 1..31 arrive first and wait on lane 0, which exits: reported as HB2 (a fault when
+    # the mask names a lane that exited before the arrival)
+    assert res.status == "deadlock" and [f.rule for f in res.findings] == ["HB2"]

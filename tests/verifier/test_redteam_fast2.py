@@ -1,7 +1,7 @@
 """tests/verifier/redteam_fast2/: the correct hand-written kernels verify clean (static: no error
 or warning; the happens-before check on the default launch: no finding, ran to the end). The two
-correct kernels that draw a false HB1 today (bar.warp.sync not a rendezvous for diverged lanes)
-are xfail, strict, so a fix shows up."""
+correct kernels that drew a false HB1 while bar.warp.sync was no rendezvous for diverged lanes
+(issue 18) must stay clean too."""
 
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ def test_correct_kernel_has_no_finding(name):
     assert _clean(_verify(name))
 
 
-@pytest.mark.xfail(strict=True, reason="emulator: bar.warp.sync does not wait for diverged lanes")
 @pytest.mark.parametrize("name", FALSE_ALARM)
 def test_correct_kernel_false_alarm(name):
     assert _clean(_verify(name))
