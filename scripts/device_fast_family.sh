@@ -60,26 +60,8 @@ echo "== 3. ncu feedback excerpts"
 for K in softmax gemm.fp16 flash_attention.noncausal; do
   AILOWER_AUTOTUNE_SPACE="${NCU_SPACE:-wide}" timeout "${LOWER_S:-150}" python3 -m ailower lower "$K" --provider search --iterations 2 \
     --out "$OUTDIR/lower_$K" > "$OUTDIR/lower_$K.txt" 2>&1 || echo "lower $K exit $?"
-  python3 - "$OUTDIR/lower_$K/transcript.jsonl" "$K" <<'PY' | tee "$OUTDIR/feedback_$K.txt" | head -40
-import json, sys
-path, k = sys.argv[1], sys.argv[2]
-try:
-    lines = [json.loads(l) for l in open(path)]
-except OSError as exc:
-    print(f"feedback {k}: no transcript ({exc})"); sys.exit(0)
-texts = []
-def walk(x):
-    if isinstance(x, str):
-        if "ncu" in x or "roofline" in x:
-            texts.append(x)
-    elif isinstance(x, dict):
-        for v in x.values(): walk(v)
-    elif isinstance(x, list):
-        for v in x: walk(v)
-walk(lines)
-print(f"--- feedback {k}: {len(texts)} text(s) with roofline/ncu; the first:")
-print(texts[0] if texts else "(none)")
-PY
+  python3 scripts/feedback_excerpt.py "$OUTDIR/lower_$K/transcript.jsonl" "$K" \
+    | tee "$OUTDIR/feedback_$K.txt" | head -40
 done
 date -u +"end %F %T UTC"
 echo "== table"

@@ -119,27 +119,8 @@ PY
         AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${NCU_MAX_CONFIGS:-4} \
           timeout "${LOWER_S:-90}" python3 -m ailower lower "$K" --provider search --iterations 2 \
           --out "$d/lower_$K" > "$d/lower_$K.txt" 2>&1; echo "lower $K rc=$?"
-        python3 - "$d/lower_$K/transcript.jsonl" "$K" >> "$d/feedback.txt" <<'PY'
-import json, sys
-path, k = sys.argv[1], sys.argv[2]
-try:
-    lines = [json.loads(l) for l in open(path)]
-except OSError as exc:
-    print(f"--- feedback {k}: no transcript ({exc})"); sys.exit(0)
-texts = []
-def walk(x):
-    if isinstance(x, str):
-        if "ncu" in x or "roofline" in x:
-            texts.append(x)
-    elif isinstance(x, dict):
-        for v in x.values(): walk(v)
-    elif isinstance(x, list):
-        for v in x: walk(v)
-walk(lines)
-print(f"--- feedback {k}: {len(texts)} text(s) with roofline/ncu; the first:")
-t = texts[0] if texts else "(none)"  # the GPU part (roofline, ncu) is at the end, after the verifier's
-print(t if len(t) < 5000 else t[:800] + "\n[...]\n" + t[t.find("GPU evaluation"):][:4000])
-PY
+        python3 scripts/feedback_excerpt.py "$d/lower_$K/transcript.jsonl" "$K" --max-chars 5000 \
+          >> "$d/feedback.txt"
         tail -n 25 "$d/lower_$K.txt" >> "$d/feedback.txt"
       done
       RC[$step]=0; grep -c -i "ncu\|dram\|stall" "$d/feedback.txt" ;;
