@@ -7,7 +7,9 @@ stored as fp16. This script computes both at the bench size (M=4096, N=8192, K=8
 worker's first bench input set, seed 1000) on the CPU and counts the elements whose difference
 exceeds the spec's fp16 tolerance (atol 0.1 + rtol 0.002 |ref|) and twice it. Measured
 2026-12-02: 235 of 33,554,432 at the tolerance (the GPU reported 232 for launch 1), 0 at twice
-it. Minutes of CPU.
+it. Minutes of CPU. Since 2026-12-02 the expert decode rounds once as Triton's does
+(``decode_pair`` in kernels/expert/bitdelta/sm_90a/bitdelta.cu); this script keeps the old
+two-rounding formula as the record of why it was changed.
 
     python bench/bitdelta_rounding.py
 """

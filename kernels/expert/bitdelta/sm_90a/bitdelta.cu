@@ -124,15 +124,20 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
          ((uint64_t)1 << 62);
 }
-// sign(bit) * alpha as f16x2 for the bit pair (p, p+1) of `word`: bit 1 -> +alpha, 0 -> -alpha
-__device__ __forceinline__ uint32_t signed_alpha(uint32_t word, int p, uint32_t ah2) {
-  uint32_t nw = ~word >> p;
-  uint32_t m = ((nw & 1u) << 15) | ((nw & 2u) << 30);
-  return ah2 ^ m;
-}
-__device__ __forceinline__ uint32_t hadd2_u32(uint32_t a, uint32_t b) {
+// W + sign(bit) * alpha for the bit pair (p, p+1) of `word` and the f16x2 pair `w2` (bit 1 ->
+// +alpha, 0 -> -alpha), added in fp32 and rounded to fp16 once, as Triton's kernel does
+// (`(w.to(f32) + alpha * sign).to(f16)`); `ab` is alpha's fp32 bit pattern.
+__device__ __forceinline__ uint32_t decode_pair(uint32_t w2, uint32_t word, int p, uint32_t ab) {
+  const uint32_t nw = ~word >> p;
+  const float a_lo = __uint_as_float(ab ^ ((nw & 1u) << 31));
+  const float a_hi = __uint_as_float(ab ^ ((nw & 2u) << 30));
   uint32_t d;
-  asm("add.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  asm("{\n\t.reg .b16 l, h;\n\t.reg .f32 fl, fh;\n\t"
+      "mov.b32 {l, h}, %1;\n\t"
+      "cvt.f32.f16 fl, l;\n\tcvt.f32.f16 fh, h;\n\t"
+      "add.rn.f32 fl, fl, %2;\n\tadd.rn.f32 fh, fh, %3;\n\t"
+      "cvt.rn.f16x2.f32 %0, fh, fl;\n\t}\n"
+      : "=r"(d) : "r"(w2), "f"(a_lo), "f"(a_hi));
   return d;
 }
 
@@ -223,12 +228,8 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
     // this thread's two A rows (W rows / output features) and their scales
     const int r_lo = n0 + 64 * wg + 16 * wi + g, r_hi = r_lo + 8;
     const int rc_lo = min(r_lo, N - 1), rc_hi = min(r_hi, N - 1);
-    uint32_t ah_lo, ah_hi;
-    {
-      __half a0 = __float2half_rn(alpha[rc_lo]), a1 = __float2half_rn(alpha[rc_hi]);
-      ah_lo = (uint32_t)__half_as_ushort(a0) * 0x10001u;
-      ah_hi = (uint32_t)__half_as_ushort(a1) * 0x10001u;
-    }
+    // alpha stays fp32 (its bit pattern; the sign is set per element in decode_pair)
+    const uint32_t ab_lo = __float_as_uint(alpha[rc_lo]), ab_hi = __float_as_uint(alpha[rc_hi]);
     const uint32_t* p_lo = packed + (int64_t)rc_lo * KW;
     const uint32_t* p_hi = packed + (int64_t)rc_hi * KW;
 
@@ -344,10 +345,10 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
         ldmatrix_x4(wrow + ((W_TMA ? (ch ^ (arow & 7)) : ch) << 4), w0, w1, w2, w3);
         const uint32_t blo = (j < 2) ? bl0 : bl1, bhi = (j < 2) ? bh0 : bh1;
         const int p = 16 * (j & 1) + 2 * q;
-        a[j][0] = hadd2_u32(w0, signed_alpha(blo, p, ah_lo)) & keep;
-        a[j][1] = hadd2_u32(w1, signed_alpha(bhi, p, ah_hi)) & keep;
-        a[j][2] = hadd2_u32(w2, signed_alpha(blo, p + 8, ah_lo)) & keep;
-        a[j][3] = hadd2_u32(w3, signed_alpha(bhi, p + 8, ah_hi)) & keep;
+        a[j][0] = decode_pair(w0, blo, p, ab_lo) & keep;
+        a[j][1] = decode_pair(w1, bhi, p, ab_hi) & keep;
+        a[j][2] = decode_pair(w2, blo, p + 8, ab_lo) & keep;
+        a[j][3] = decode_pair(w3, bhi, p + 8, ab_hi) & keep;
         wgmma_fence();
         wgmma_rs(d, a[j], desc_sw128(xs + 32 * j));
       }
