@@ -136,6 +136,12 @@ def eval_feedback(res: EvalResult, profiles: tuple[NcuReport, NcuReport] | None 
             lines.append(f"  seed {'(secret)' if chk.secret else chk.seed} {name} vs Triton: "
                          f"max|err| {cmp.max_abs_err:.3g}, normalized {cmp.norm_err:.3g}"
                          + ("" if cmp.ok else f" FAIL ({cmp.reason})"))
+    for a in c.arbitration:
+        lines.append(f"  bench size {a.output}: differs from Triton's output; vs float64: candidate "
+                     f"{a.candidate.n_bad} elements outside tolerance, normalized "
+                     f"{a.candidate.norm_err:.3g}; Triton {a.reference.n_bad}, normalized "
+                     f"{a.reference.norm_err:.3g}: "
+                     + ("accepted by float64 arbitration" if a.ok else f"not accepted ({a.reason})"))
     ref = next((k for k in res.kernels if k.role == "reference"), None)
     if c.timing and ref and ref.timing:
         lines.append(f"  time: candidate {c.timing.median_ms:.4f} ms (IQR {c.timing.iqr_ms:.4f}), "

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernels.spec import Tolerance
 
-__all__ = ["CompareResult", "compare"]
+__all__ = ["ARBITRATION_FACTOR", "Arbitration", "CompareResult", "arbitrate", "compare"]
 
 
 class CompareResult(BaseModel):
@@ -110,3 +110,81 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: Tolerance) -> CompareResult:
         ok=not reason, n=n, n_nonfinite=n_nonfinite, n_ref_nonfinite=n_ref_nonfinite,
         n_bad=n_bad, max_abs_err=max_abs, norm_err=norm_err, first_bad=first,
         first_bad_values=first_vals, reason=reason)
+
+
+#: How much less accurate than the reference kernel a candidate may be, against float64, when the
+#: two disagree at the bench size (count of elements outside the tolerance, and normalized error
+#: up to one unit roundoff of the output dtype more). Chosen from measurements: two correct fp16
+#: decodes that round once and twice differ by 235 of 33.5M elements at the bench size but are
+#: equally close to float64 (bench/bitdelta_rounding.py); a bf16 rounding of an fp16 output is 8x
+#: less accurate than Triton's.
+ARBITRATION_FACTOR = 2.0
+
+
+class Arbitration(BaseModel):
+    """Float64 arbitration of one output on which a candidate and the reference kernel disagree at
+    the bench size (where the harness compares the candidate with the reference kernel's output,
+    never with float64 on every launch).
+
+    Attributes:
+        output: the output parameter's name.
+        candidate: the candidate's output compared with the float64 reference.
+        reference: the reference kernel's output compared with the float64 reference.
+        unit_roundoff: half the machine epsilon of the output dtype (fp16: 2^-11).
+        ok: the candidate is at least as close to float64 as the rule asks (see :func:`arbitrate`).
+        reason: why not, in a few words ("" when ok).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    output: str
+    candidate: CompareResult
+    reference: CompareResult
+    unit_roundoff: float
+    ok: bool
+    reason: str = ""
+
+
+def arbitrate(name: str, out: np.ndarray, ref_kernel: np.ndarray, ref64: np.ndarray,
+              tol: Tolerance) -> Arbitration:
+    """Decide a bench-size disagreement between a candidate and the reference kernel by float64.
+
+    Args:
+        name: the output's name (for the record).
+        out: the candidate's output, its own dtype (fp16, bf16, fp32, fp8 ...), any shape.
+        ref_kernel: the reference kernel's output on the same inputs, same dtype and shape.
+        ref64: the spec's float64 reference on the same inputs, same shape.
+        tol: the output dtype's tolerance (``kernels.spec.Tolerance``).
+
+    Returns:
+        ``ok`` when the candidate, compared with float64 under ``tol``, has no more than
+        ``ARBITRATION_FACTOR`` times the reference kernel's count of elements outside the
+        tolerance (so none when the reference kernel has none; non-finite values count), a
+        normalized error at most ``ARBITRATION_FACTOR`` times the reference kernel's plus one unit
+        roundoff of the dtype, and a normalized error within ``tol.max_norm_err``. Integer and
+        other non-floating outputs are never arbitrated (they are compared exactly): ``ok`` False.
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    c = compare(out, ref64, tol)
+    r = compare(ref_kernel, ref64, tol)
+    try:
+        u = float(np.finfo(out.dtype).eps) / 2      # fp16, bf16, fp32, fp8 (ml_dtypes) ...
+        floating = True
+    except ValueError:                               # integers, bool: not inexact
+        u, floating = 0.0, False
+    k = ARBITRATION_FACTOR
+    reason = ""
+    if not floating:
+        reason = f"{out.dtype} output: compared exactly, not arbitrated"
+    elif c.n_bad > k * r.n_bad:
+        reason = (f"{c.n_bad} elements outside the tolerance against float64, the reference "
+                  f"kernel {r.n_bad}")
+    elif not c.norm_err <= k * r.norm_err + u:
+        reason = (f"normalized error against float64 {c.norm_err:.3g}, the reference kernel "
+                  f"{r.norm_err:.3g} (allowed {k:g}x + {u:.3g})")
+    elif not c.norm_err <= tol.max_norm_err:
+        reason = f"normalized error against float64 {c.norm_err:.3g} > {tol.max_norm_err:g}"
+    return Arbitration(output=name, candidate=c, reference=r, unit_roundoff=u, ok=not reason,
+                       reason=reason)

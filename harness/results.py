@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.correctness import CompareResult
+from harness.correctness import Arbitration, CompareResult
 from harness.tensormap import TensorMapArgs
 from harness.timing import TimingStats
 
@@ -101,7 +101,12 @@ class SeedCheck(BaseModel):
 
 
 class KernelRun(BaseModel):
-    """Everything measured for one kernel under test."""
+    """Everything measured for one kernel under test.
+
+    ``arbitration`` holds, for a candidate that disagreed with the reference kernel at the bench
+    size, the float64 arbitration of each output per bench input set
+    (:meth:`harness.gpu.worker.Worker.arbitrate`); empty when there was no disagreement.
+    """
 
     label: str
     role: Literal["reference", "candidate"]
@@ -120,6 +125,7 @@ class KernelRun(BaseModel):
     roofline_bound: str | None = None
     timed_launches_checked: int = 0
     final_check: CompareResult | None = None
+    arbitration: list[Arbitration] = Field(default_factory=list)
 
 
 class PipelineTiming(BaseModel):

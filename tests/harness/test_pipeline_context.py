@@ -196,7 +196,7 @@ def _fake_worker(monkeypatch, cand_ms: float, bad_slot: int | None = None):
     wk._prep_timed = lambda *a: None
     wk._scratch = lambda *a: None
     wk._launch = launch
-    wk._check_launch = lambda bs_, slot: n_slots.__setitem__(0, max(n_slots[0], slot + 1))
+    wk._check_launch = lambda bs_, slot, candidate=False: n_slots.__setitem__(0, max(n_slots[0], slot + 1))
     wk._sync = lambda *a: None
     wk.slots = lambda n: _FakeBuf(nbytes=n)
 
