@@ -60,6 +60,12 @@ PY
       timeout 90 python3 -m harness.vendor --reps 50 $EK > "$d/vendor.json" 2> "$d/vendor.err"
       timeout "${EXPERT_S:-420}" python3 -m ailower suite run $EK --arch sm_90a --provider expert \
         --iterations 1 --precompile-workers 0 --json > "$d/cells.jsonl" 2> "$d/suite.err"; RC[$step]=$?
+      # EXPERT_ROWS (e.g. "triton search"): the same entries with other providers in the same
+      # data dir, so the leaderboard has their rows side by side with the expert's
+      for prov in ${EXPERT_ROWS:-}; do
+        timeout "${ROWS_S:-120}" python3 -m ailower suite run $EK --arch sm_90a --provider "$prov" \
+          --iterations 1 --precompile-workers 0 --json >> "$d/cells.jsonl" 2>> "$d/suite.err"
+      done
       python3 -m ailower leaderboard --arch sm_90a --vendor "$d/vendor.json" --html "$d/leaderboard.html" \
         > "$d/leaderboard.txt" 2>&1
       COLUMNS=200 python3 -m ailower leaderboard --arch sm_90a --vendor "$d/vendor.json" --json > "$d/leaderboard.json" 2>&1
