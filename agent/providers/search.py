@@ -102,7 +102,12 @@ class SearchProvider(Provider):
         self._outcome = out
         ranked = list(out.ranking)
         if out.gpu:
-            base_i = next(i for i, (a, _) in enumerate(ranked) if a.id == "base")
+            base_i = next((i for i, (a, _) in enumerate(ranked) if a.id == "base"), None)
+            if base_i is None:
+                why = "; ".join(f"{name}: {h.failed['base']}" for name, h in out.stages.items()
+                                if h is not None and "base" in h.failed) or "no measurement"
+                raise RuntimeError(f"search on the GPU: the baseline ({ctx.config.key()}) was not "
+                                   f"measured, so no arm can be ranked against it: {why[:1500]}")
             # winner(s) faster than the baseline first, then the baseline, then the rest
             order = ranked[:base_i][:1] + [ranked[base_i]] + ranked[:base_i][1:] + ranked[base_i + 1:]
         else:

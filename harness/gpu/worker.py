@@ -857,6 +857,10 @@ class Worker:
             per = (est + 0.1) / 1e3 * len(timed)
             reps = int(min(req.max_reps, max(req.min_reps, req.timing_budget_s / per)))
             events = {k.label: [(ctx.event(), ctx.event()) for _ in range(reps)] for k in timed}
+            # synchronise often enough that the queued work stays well inside the hang timeout
+            # (every 16 rounds, fewer when a round is long: a persistent kernel on a few CTAs
+            # takes 58 ms a launch, and ten configs of it queued 16 times would read as a hang)
+            every = max(1, min(16, int(0.25 * req.hang_timeout_s / per)))
             for r in range(reps):
                 order = timed if r % 2 == 0 else list(reversed(timed))
                 for kut in order:
@@ -865,7 +869,7 @@ class Worker:
                     ctx.record(s)
                     self._launch(kut, "bench", sets[r % 2].bufs, scratch[kut.label])
                     ctx.record(e)
-                if r % 16 == 15:
+                if r % every == every - 1:
                     self._sync(order[-1].label)
             self._sync(timed[-1].label)
             for kut in timed:

@@ -58,6 +58,19 @@ def test_gpu_order_is_winner_then_baseline_then_runners_up(tmp_path, monkeypatch
             break
 
 
+def test_a_baseline_that_cannot_be_measured_is_a_clear_error(tmp_path, monkeypatch):
+    """The baseline arm itself fails on the GPU (seen on the H200: a persistent kernel on 4 CTAs
+    read as a hang): the provider says so with the measurement's message, not a bare
+    StopIteration."""
+    spec = get("relu.fp16")
+    art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path)
+    fake = FakeEvaluator(lambda label: None if label == "base" else 0.9)
+    monkeypatch.setattr(harness, "GPUEvaluator", lambda **kw: fake)
+    prov = SearchProvider(cache_dir=tmp_path, budget_s=5, max_configs=2, workers=1)
+    with pytest.raises(RuntimeError, match=r"baseline .* was not measured.*too far"):
+        prov.propose(_ctx(spec, art, gpu=True), None, lambda n, a: "")
+
+
 def test_no_gpu_says_selection_needs_a_gpu(tmp_path):
     spec = get("relu.fp16")
     art = compile_reference(spec, "sm_90a", spec.configs()[0], cache_dir=tmp_path)
