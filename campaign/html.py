@@ -202,7 +202,9 @@ def render_html(lb: Leaderboard) -> str:
             _td(e.baseline_config, cls="l"),
             _td("static" if static else _f(e.baseline_ms), sort=e.baseline_ms),
             _td("static" if static else _f(e.candidate_ms), sort=e.candidate_ms),
-            _td(_f(e.speedup, "{:.3f}x"), sort=e.speedup),
+            _td(_f(e.speedup, "{:.3f}x")
+                + (f" [{e.speedup_ci[0]:.3f}-{e.speedup_ci[1]:.3f}]" if e.speedup_ci else ""),
+                sort=e.speedup),
             _td(e.outcome, cls="l"),
             _td(_f(e.baseline_roofline, "{:.2f}"), sort=e.baseline_roofline),
             _td(_f(e.candidate_roofline, "{:.2f}"), sort=e.candidate_roofline),
@@ -219,7 +221,7 @@ def render_html(lb: Leaderboard) -> str:
                 f"{'survives' if e.pipeline_survives else 'not faster in context'}",
                 sort=e.pipeline_step_speedup, cls="l")]) + "</tr>")
     detail = _table("cells", ["kernel", "arch", "provider/model", "Triton config",
-                              "Triton ms", "candidate ms", "speedup", "outcome",
+                              "Triton ms", "candidate ms", "speedup [95% CI]", "outcome",
                               "Triton roofline", "candidate roofline",
                               "vendor ms (vendor/candidate)", "verdict",
                               "verifier err/warn", "seeds", "iteration", "cost",

@@ -79,6 +79,9 @@ class Entry(BaseModel):
     candidate_q3_ms: float | None = None
     candidate_roofline: float | None = None
     speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    """95% interval of the paired speedup in the candidate's evaluation job (None: not timed, or a
+    cell recorded before it was kept)."""
     origin: str | None = None
     iteration: int | None = None
     verdict: str | None = None
@@ -221,6 +224,8 @@ def _entry(c: CellRow, campaign: str) -> Entry:
               provider_note=s.get("provider_note"),
               finished_at=c.finished_at.isoformat() if c.finished_at else None,
               baseline_space=base.get("space"), baseline_space_configs=base.get("space_configs"))
+    ci = s.get("speedup_ci")
+    e.speedup_ci = (float(ci[0]), float(ci[1])) if ci else None
     pipe = s.get("pipeline") or {}
     if "step_speedup" in pipe:
         e.pipeline_speedup, e.pipeline_step_speedup = pipe.get("speedup"), pipe["step_speedup"]

@@ -54,7 +54,8 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
     Returns:
         a JSON-able dict: ``mode``, ``baseline`` (config, autotune median, timing in the
         evaluation job, the autotune ``space`` and its ``space_configs``), ``candidate`` (origin,
-        iteration, verdict, timing), ``speedup``, ``pipeline`` (the pipeline-context timing of
+        iteration, verdict, timing), ``speedup`` and ``speedup_ci`` (its 95% interval, or None),
+        ``pipeline`` (the pipeline-context timing of
         the best candidate, or None),
         ``valid``, ``seeds_checked``, ``verifier`` (errors/warnings of the best candidate and over
         every iteration), ``verdicts`` (count per verdict), ``provider_note`` (without a candidate:
@@ -103,6 +104,9 @@ def cell_summary(result: Any, report: dict[str, Any], *, mode: str, static_reaso
             "origin": best.origin, "iteration": best.iteration, "verdict": best.verdict,
             "digest": best.candidate_digest, "timing": timing_of(cand_run)},
         "speedup": best.speedup if best else None,
+        # the 95% interval of the paired speedup in the best candidate's evaluation job
+        "speedup_ci": (list(ev["speedup_ci"]) if best is not None and ev.get("speedup_ci")
+                       else None),
         "pipeline": report.get("pipeline"),
         "valid": best is not None,
         "seeds_checked": seeds_ok,

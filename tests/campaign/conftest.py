@@ -61,7 +61,8 @@ def synthetic_eval(ref_ms: tuple[float, float, float], cand_ms: tuple[float, flo
     return {"status": "ok", "message": "", "device": {"name": FIXTURE_DEVICE},
             "kernels": [run("reference", "reference", ref_ms, ref_roof),
                         run("candidate", "candidate", cand_ms, cand_roof)],
-            "speedup": ref_ms[1] / cand_ms[1]}
+            "speedup": ref_ms[1] / cand_ms[1],
+            "speedup_ci": [0.99 * ref_ms[1] / cand_ms[1], 1.01 * ref_ms[1] / cand_ms[1]]}
 
 
 def record_fixture_gpu_cell(store: Any, camp: Any, cell_key: Any, *, cache_dir: Path,

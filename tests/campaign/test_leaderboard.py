@@ -49,6 +49,7 @@ def test_win_tie_loss_use_the_interquartile_bands(board):
     for k, p, m, ref, cand, rr, cr in FIXTURE_GPU:
         e = got[(k, p + (f":{m}" if m else ""))]
         assert e.speedup == pytest.approx(ref[1] / cand[1])
+        assert e.speedup_ci == pytest.approx((0.99 * e.speedup, 1.01 * e.speedup))
         assert (e.baseline_ms, e.candidate_ms) == (ref[1], cand[1])
         assert (e.baseline_roofline, e.candidate_roofline) == (rr, cr)
         assert e.seeds_checked == 3 and e.iteration == 1 and e.run_id is not None
@@ -84,6 +85,10 @@ def test_cli_json_text_and_filters(board_db):
     r = cli(["leaderboard", "--campaign", "static"], board_db)
     assert r.returncode == 0, r.stderr
     assert "static: verifier 0 err / 0 warn" in r.stdout and "sm_90a" not in r.stdout
+    r = cli(["leaderboard", "--campaign", "fixture-gpu"], board_db, COLUMNS="250")
+    assert r.returncode == 0, r.stderr
+    sp = FIXTURE_GPU[0][3][1] / FIXTURE_GPU[0][4][1]
+    assert f"{sp:.3f}x [{0.99 * sp:.3f}-{1.01 * sp:.3f}]" in r.stdout, r.stdout
     r = cli(["leaderboard", "--campaign", "nope"], board_db)
     assert r.returncode == 2 and "no such campaign" in r.stderr
     r = cli(["leaderboard", "--arch", "sm_75"], board_db)
