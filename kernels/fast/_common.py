@@ -24,11 +24,15 @@ ARCH_CC = {"sm_90a": 90, "sm_100a": 100}
 """The architectures the fast family targets -> Triton ``GPUTarget`` compute capability."""
 
 
-def gemm_sizes() -> dict[str, dict[str, int]]:
+def gemm_sizes(verify_k: int = 192) -> dict[str, dict[str, int]]:
     """GEMM sizes: verify M odd-tiled (320 = 2.5 tiles of 128: TMA clips the last tile), N and K
     multiples of 16 (the TMA stride alignment, PTX ISA §5.5.1 tensor-map strides are multiples of
-    16 bytes); bench 8192^3."""
-    return {"verify": {"M": 320, "N": 256, "K": 192},
+    16 bytes); bench 8192^3. ``verify_k``: a kernel whose stage ring does not carry over from one
+    tile to the next needs more k-blocks per tile than stages at the verify size, or a stage is
+    never refilled there and a stage released too early (before the wgmma reading it retires)
+    cannot show: the hand-written 4-stage ring kernels take 384 (6 blocks of 64) or, split in
+    two, 640 (5 per half)."""
+    return {"verify": {"M": 320, "N": 256, "K": verify_k},
             "bench": {"M": 8192, "N": 8192, "K": 8192}}
 
 

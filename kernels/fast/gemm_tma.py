@@ -162,7 +162,10 @@ SPEC_FP8 = _desc_gemm(
     "C = A @ B^T, fp8 e4m3 in, fp16 out, host TMA descriptors, persistent", dt="fp8", block_k=128)
 
 
-def _ptr_gemm(name: str, function: str, description: str, cfg: Config) -> KernelSpec:
+def _ptr_gemm(name: str, function: str, description: str, cfg: Config,
+              verify_k: int = 192) -> KernelSpec:
+    """A pointer-ABI fp16 GEMM spec ``C = A @ B^T`` over :func:`gemm_sizes` (``verify_k``: its
+    verify-size K)."""
     return KernelSpec(
         name=name, description=description,
         source=SourceRef(module=__name__, function=function),
@@ -177,7 +180,7 @@ def _ptr_gemm(name: str, function: str, description: str, cfg: Config) -> Kernel
             Param(name="K", kind="scalar", dtype="i32", value="K", divisibility=16),
             *(Param(name=n, kind="constexpr") for n in cfg.meta),
         ),
-        sizes=gemm_sizes(),
+        sizes=gemm_sizes(verify_k),
         grid=("NUM_SMS",) if "NUM_SMS" in cfg.meta else ("cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)",),
         autotune=AutotuneSpace(configs=(cfg,)),
         tolerances={"fp16": FP16_TOL},

@@ -45,7 +45,7 @@ SPEC_GEMM_CLUSTER_SM90 = _ptr_gemm(
     "hand-written PTX (sm_90a): C = A @ B^T fp16 on 2-CTA clusters, B tile TMA-multicast, "
     "stage release by remote mbarrier arrives through mapa",
     Config(meta={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=4, num_stages=3,
-           num_ctas=2))
+           num_ctas=2), verify_k=384)  # 6 k-blocks per tile: the 4-stage ring wraps
 
 SPEC_GEMM_TC_SM100 = _ptr_gemm(
     "fast.ptx_gemm_tc_sm100", "gemm_cluster_kernel",
@@ -111,7 +111,7 @@ SPEC_GEMM_SPLITK_SM90 = KernelSpec(
         Param(name="BLOCK_K", kind="constexpr"),
         Param(name="SPLIT_K", kind="constexpr"),
     ),
-    sizes=gemm_sizes(),
+    sizes=gemm_sizes(640),  # 5 k-blocks per half: the 4-stage ring wraps
     grid=("cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) * SPLIT_K",),
     autotune=AutotuneSpace(configs=(Config(
         meta={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2}, num_warps=8,
