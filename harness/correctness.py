@@ -157,7 +157,8 @@ def arbitrate(name: str, out: np.ndarray, ref_kernel: np.ndarray, ref64: np.ndar
         tol: the output dtype's tolerance (``kernels.spec.Tolerance``).
 
     Returns:
-        ``ok`` when the candidate, compared with float64 under ``tol``, has no more than
+        ``ok`` when the candidate has no more NaN/Inf values than the reference kernel and,
+        compared with float64 under ``tol``, has no more than
         ``ARBITRATION_FACTOR`` times the reference kernel's count of elements outside the
         tolerance (so none when the reference kernel has none; non-finite values count), a
         normalized error at most ``ARBITRATION_FACTOR`` times the reference kernel's plus one unit
@@ -178,6 +179,9 @@ def arbitrate(name: str, out: np.ndarray, ref_kernel: np.ndarray, ref64: np.ndar
     reason = ""
     if not floating:
         reason = f"{out.dtype} output: compared exactly, not arbitrated"
+    elif c.n_nonfinite > r.n_nonfinite:
+        reason = (f"{c.n_nonfinite} NaN/Inf values in the output, the reference kernel "
+                  f"{r.n_nonfinite}")
     elif c.n_bad > k * r.n_bad:
         reason = (f"{c.n_bad} elements outside the tolerance against float64, the reference "
                   f"kernel {r.n_bad}")

@@ -63,6 +63,7 @@ from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, 
 from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
 from harness.inputs import (bench_seed, cached_inputs, make_inputs, output_fill_byte,
                             reference_outputs)
+from harness.refproc import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, ReferenceBudgetError, bench_reference
 from harness.results import (
     DeviceSummary,
     EvalResult,
@@ -142,6 +143,11 @@ class WorkerRequest(BaseModel):
     bench_arbitration: bool = True
     """Evaluate jobs: decide a bench-size disagreement with the reference kernel by the float64
     reference (:meth:`Worker.arbitrate`) instead of rejecting at once."""
+    arbitration_max_bytes: int = DEFAULT_MAX_BYTES
+    """Address-space cap of the child computing the bench-size float64 reference, bytes
+    (:func:`harness.refproc.bench_reference`)."""
+    arbitration_timeout_s: float = DEFAULT_TIMEOUT_S
+    """Wall-clock cap of that child, seconds."""
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -166,6 +172,7 @@ class _BufSet:
     bufs: dict[str, GuardedBuffer]                      # every tensor parameter
     pristine: dict[str, GuardedBuffer] = field(default_factory=dict)   # inout originals
     ref64: dict[str, np.ndarray] | None = None
+    ref64_error: str = ""        # bench sets: why the float64 reference could not be computed
     ref_out: dict[str, np.ndarray] = field(default_factory=dict)       # reference kernel, host
     ref_dev: dict[str, GuardedBuffer] = field(default_factory=dict)    # reference kernel, device
 
@@ -926,7 +933,9 @@ class Worker:
         Per bench input set: two fresh launches (outputs poisoned first, as in the timing) must
         give bitwise the same outputs, and every output must pass
         :func:`harness.correctness.arbitrate` against the float64 reference computed on the host
-        at the bench size (seconds of NumPy for the largest suite entries). The outcome is
+        at the bench size, in a child process capped at ``arbitration_max_bytes`` and
+        ``arbitration_timeout_s`` (:func:`harness.refproc.bench_reference`; kept on the bench
+        set for the next candidate of the same setup; over budget: not accepted). The outcome is
         recorded in the candidate's ``KernelRun.arbitration``; when it fails, the run's message
         keeps the disagreement and adds why the arbitration did not accept it.
         """
@@ -957,7 +966,20 @@ class Worker:
                 scratch.free()
         if not why:
             for i, bs in enumerate(st.bench):
-                ref64 = reference_outputs(spec, "bench", bs.inputs)
+                if bs.ref64_error:  # over budget for an earlier candidate of this setup
+                    why = f"bench set {i}: {bs.ref64_error}"
+                    break
+                if bs.ref64 is None:  # once per setup: later candidates of the kernel reuse it
+                    try:
+                        bs.ref64 = bench_reference(spec, "bench", bs.inputs,
+                                                   max_bytes=self.req.arbitration_max_bytes,
+                                                   timeout_s=self.req.arbitration_timeout_s,
+                                                   workdir=self.req.input_cache)
+                    except ReferenceBudgetError as exc:
+                        bs.ref64_error = str(exc)
+                        why = f"bench set {i}: {exc}"
+                        break
+                ref64 = bs.ref64
                 if ref64 is None:
                     why = "the spec has no float64 reference"
                     break

@@ -115,6 +115,22 @@ def test_nan_counts_as_outside_the_tolerance():
     assert not a.ok and a.candidate.n_nonfinite == 1
 
 
+def test_nan_in_place_of_the_reference_kernels_bad_elements_is_rejected():
+    """Red team (2026-12-02): where the reference kernel has elements outside the tolerance
+    against float64 (conv2d.fp8: about 65k), a candidate must not write as many NaNs instead of
+    computing them: NaN counts in ``n_bad`` but not in the normalized error."""
+    rng = np.random.default_rng(11)
+    ref64 = rng.standard_normal(50_000)
+    tri = ref64.astype(np.float16)
+    tri[:1000] = (ref64[:1000] * 1.02 + 0.1).astype(np.float16)
+    m = compare(tri, ref64, FP16).n_bad
+    cand = tri.copy()
+    cand[1000:1000 + m // 2] = np.nan          # fewer bad elements than allowed, all NaN
+    a = arbitrate("y", cand, tri, ref64, FP16)
+    assert a.candidate.n_bad <= ARBITRATION_FACTOR * a.reference.n_bad
+    assert not a.ok and "NaN/Inf values in the output" in a.reason
+
+
 def test_integer_outputs_are_never_arbitrated():
     a = arbitrate("idx", np.arange(8, dtype=np.int32), np.arange(8, dtype=np.int32),
                   np.arange(8.0), FP32)
