@@ -70,14 +70,10 @@ def bench_reference(spec: KernelSpec, size: str, inputs: dict[str, np.ndarray], 
         for name, arr in inputs.items():
             np.save(d / f"in_{name}.npy", np.ascontiguousarray(arr).view(np.uint8).ravel())
         (d / "meta.json").write_text(json.dumps({"size": size, "inputs": sorted(inputs)}))
-
-        def limit() -> None:
-            resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
-
         try:
-            r = subprocess.run([sys.executable, "-m", "harness.refproc", str(d)],
-                               capture_output=True, text=True, timeout=timeout_s,
-                               preexec_fn=limit)
+            # the child caps itself (no preexec_fn: the GPU worker has driver threads)
+            r = subprocess.run([sys.executable, "-m", "harness.refproc", str(d), str(max_bytes)],
+                               capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise ReferenceBudgetError(
                 f"the float64 reference of {spec.name} at the {size} size took longer than "
@@ -92,8 +88,10 @@ def bench_reference(spec: KernelSpec, size: str, inputs: dict[str, np.ndarray], 
         return {p.name: np.load(d / f"out_{p.name}.npy") for p in spec.outputs()}
 
 
-def _child(folder: Path) -> None:
-    """Child side: read the spec and the inputs from ``folder``, write ``out_<name>.npy``."""
+def _child(folder: Path, max_bytes: int) -> None:
+    """Child side: cap the address space at ``max_bytes``, read the spec and the inputs from
+    ``folder``, write ``out_<name>.npy``."""
+    resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
     from harness.inputs import reference_outputs
 
     spec = KernelSpec.model_validate_json((folder / "spec.json").read_text())
@@ -112,4 +110,4 @@ def _child(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
+    _child(Path(sys.argv[1]), int(sys.argv[2]))
