@@ -58,7 +58,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harness.correctness import Arbitration, CompareResult, arbitrate, compare
+from harness.correctness import CompareResult, arbitrate, compare
 from harness.gpu.driver import Context, CudaError, DeviceBuffer, GuardedBuffer, Kernel, LaunchSpec, check
 from harness.gpu.helpers import CHECK_KERNEL_FOR_DTYPE, SLOT_BYTES, Helpers
 from harness.inputs import (bench_seed, cached_inputs, make_inputs, output_fill_byte,
@@ -919,7 +919,7 @@ class Worker:
                                                       f"normalized error {norm:.3g}")
             if not ok and run.status == "ok":
                 run.status = "incorrect"
-                run.message = (f"bench-size output of a freshly loaded module differs from the "
+                run.message = ("bench-size output of a freshly loaded module differs from the "
                                + ("output accepted by the float64 arbitration (bytewise)"
                                   if self._expect else "reference")
                                + f": {p.name}: {run.final_check.reason}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.timing import stats
-from tests.harness.test_pipeline_context import _FakeBuf, _FakeCtx
+from tests.harness.test_pipeline_context import _FakeCtx
 
 
 def _worker(monkeypatch, launch_ms: float, n_kernels: int, hang_timeout_s: float):
