@@ -37,14 +37,6 @@ def _space_text(e) -> str:
     return e.baseline_space + (f" ({e.baseline_space_configs})" if e.baseline_space_configs else "")
 
 
-def _speedup_text(e) -> str:
-    """``1.132x`` and, when the evaluation job kept it, its 95% interval ``[1.128-1.136]``."""
-    if e.speedup is None:
-        return "-"
-    ci = f" [{e.speedup_ci[0]:.3f}-{e.speedup_ci[1]:.3f}]" if e.speedup_ci else ""
-    return f"{e.speedup:.3f}x{ci}"
-
-
 def _pipeline_text(e) -> str:
     """The pipeline-context step speedup and whether the win survives; ``-`` when not timed."""
     if e.pipeline_step_speedup is None:
@@ -63,6 +55,7 @@ def render_text(lb, con: Console) -> None:
     table (:func:`ailower._output.make_console`); on a narrow terminal, key columns (kernel,
     provider/model, arch) stay whole and the others wrap."""
     from campaign.html import _matrix_cell
+    from campaign.leaderboard import speedup_text
 
     con.print(lb.baseline_rule)
     m = table("best verified candidate per kernel x arch (speedup over autotuned Triton)",
@@ -85,7 +78,7 @@ def render_text(lb, con: Console) -> None:
             static = e.outcome == "static"
             t.add_row(e.kernel, e.who, e.baseline_config or "-",
                       "static" if static else _f(e.baseline_ms),
-                      "static" if static else _f(e.candidate_ms), _speedup_text(e),
+                      "static" if static else _f(e.candidate_ms), speedup_text(e),
                       e.outcome,
                       f"{_f(e.baseline_roofline, '{:.2f}')}/{_f(e.candidate_roofline, '{:.2f}')}",
                       _vendor_text(e),

@@ -16,7 +16,7 @@ import html
 import json
 from typing import Any
 
-from campaign.leaderboard import Entry, Leaderboard
+from campaign.leaderboard import Entry, Leaderboard, speedup_text
 
 __all__ = ["render_html", "SORT_JS"]
 
@@ -202,9 +202,7 @@ def render_html(lb: Leaderboard) -> str:
             _td(e.baseline_config, cls="l"),
             _td("static" if static else _f(e.baseline_ms), sort=e.baseline_ms),
             _td("static" if static else _f(e.candidate_ms), sort=e.candidate_ms),
-            _td(_f(e.speedup, "{:.3f}x")
-                + (f" [{e.speedup_ci[0]:.3f}-{e.speedup_ci[1]:.3f}]" if e.speedup_ci else ""),
-                sort=e.speedup),
+            _td(speedup_text(e), sort=e.speedup),
             _td(e.outcome, cls="l"),
             _td(_f(e.baseline_roofline, "{:.2f}"), sort=e.baseline_roofline),
             _td(_f(e.candidate_roofline, "{:.2f}"), sort=e.candidate_roofline),

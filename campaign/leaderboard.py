@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from campaign.store import CampaignStore, CellRow, as_utc
 
 __all__ = ["Entry", "SummaryRow", "Leaderboard", "build_leaderboard", "outcome", "row_order",
-           "LeaderboardError"]
+           "LeaderboardError", "speedup_text"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -172,6 +172,15 @@ def row_order(kernels: list[str]) -> list[tuple[str, str]]:
 
     fam = {0: "common", 1: "papers", 2: "other"}
     return [(k, fam[key(k)[0]]) for k in sorted(set(kernels), key=key)]
+
+
+def speedup_text(e: Entry) -> str:
+    """``1.132x`` and, when the evaluation job kept it, its 95% interval ``[1.128-1.136]``;
+    ``-`` without a speedup (the CLI table and the HTML cells both show this)."""
+    if e.speedup is None:
+        return "-"
+    ci = f" [{e.speedup_ci[0]:.3f}-{e.speedup_ci[1]:.3f}]" if e.speedup_ci else ""
+    return f"{e.speedup:.3f}x{ci}"
 
 
 def outcome(e: Entry) -> Outcome:

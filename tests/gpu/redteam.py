@@ -48,6 +48,15 @@ def at_entry(ptx: str, code: str) -> str:
     return ptx[:pos] + "\n" + code + ptx[pos:]
 
 
+def _above(ptx: str, param: int, limit: int, then: str = "") -> str:
+    """``%ak_big``: the size parameter ``param`` exceeds ``limit`` (true at the bench size only),
+    computed at the entry; ``then``: PTX placed right after that compare."""
+    return at_entry(ptx, f"""\t.reg .pred %ak_big;
+\t.reg .b32 %ak_nb;
+\tld.param.u32 %ak_nb, [{_param(ptx, param)}];
+\tsetp.gt.u32 %ak_big, %ak_nb, {limit};""" + (f"\n{then}" if then else ""))
+
+
 def add_global(ptx: str, decl: str) -> str:
     """Add a module-scope declaration after ``.address_size``."""
     return _sub(r"(\.address_size \d+\n)", lambda m: m.group(1) + decl + "\n", ptx)
@@ -207,14 +216,6 @@ def fp16_add(ptx: str) -> str:
     return _sub(r"add\.f32\s+(%r\d+),\s*(%r\d+),\s*(%r\d+);", repl, ptx, count=0)
 
 
-def _above(ptx: str, param: int, limit: int) -> str:
-    """``%ak_big``: the size parameter ``param`` exceeds ``limit`` (true at the bench size only)."""
-    return at_entry(ptx, f"""\t.reg .pred %ak_big;
-\t.reg .b32 %ak_nb;
-\tld.param.u32 %ak_nb, [{_param(ptx, param)}];
-\tsetp.gt.u32 %ak_big, %ak_nb, {limit};""")
-
-
 def fp16_add_above(ptx: str, param: int, limit: int) -> str:
     """#12 #21: vector_add in fp16 at the bench size only (the verify size sees exact fp32 sums):
     disagrees with Triton there, and the float64 arbitration must see it is less accurate."""
@@ -272,13 +273,8 @@ oob_write_before = mutants.oob_write
 def skip_if_param_above(ptx: str, param: int, limit: int) -> str:
     """#21 #14: a ghost branch: no work when a size parameter exceeds ``limit`` (only the bench
     size takes it, so correctness at the verify size sees a correct kernel)."""
-    return at_entry(ptx, f"""\t{{
-\t.reg .b32 %ak_n;
-\t.reg .pred %ak_p;
-\tld.param.u32 %ak_n, [{_param(ptx, param)}];
-\tsetp.gt.u32 %ak_p, %ak_n, {limit};
-\t@%ak_p bra $L__ailower_skip;
-\t}}""").replace("\n\tret;", "\n$L__ailower_skip:\n\tret;", 1)
+    return _above(ptx, param, limit, "\t@%ak_big bra $L__ailower_skip;").replace(
+        "\n\tret;", "\n$L__ailower_skip:\n\tret;", 1)
 
 
 def globaltimer_skip(ptx: str) -> str:
