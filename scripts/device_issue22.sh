@@ -132,7 +132,7 @@ PY
       RC[$step]=0; grep -c -i "ncu\|dram\|stall" "$d/feedback.txt" ;;
     fastsearch)  # the fast family's search cells
       AILOWER_DATA_DIR="$d/data" AILOWER_AUTOTUNE_MAX_CONFIGS=${FS_MAX_CONFIGS:-8} \
-        timeout "${FS_S:-450}" python3 -m ailower suite run fast --arch sm_90a --provider search \
+        timeout "${FS_S:-450}" python3 -m ailower suite run ${FS_KERNELS:-fast} --arch sm_90a --provider search \
         --iterations ${FS_ITERS:-1} --json > "$d/cells.jsonl" 2> "$d/suite.err"; RC[$step]=$?
       python3 - "$d/cells.jsonl" <<'PY' | tee "$d/cells.txt"
 import json, sys
