@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from emulator.barrier_use import BarrierUse
 from emulator.machine import DEFAULT_MEMORY_BUDGET, Launch, Machine
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
@@ -81,6 +82,10 @@ class EmulationResult(BaseModel):
             registers; for ``tcgen05.wait::st``, one when a TMEM cell it completed was read
             before its writer waited again); 0: at this launch the wait never ordered or
             retired anything.
+        barrier_effects: with ``coverage=True``, per source line of a reached ``bar.sync`` /
+            ``barrier.sync``, its instances that may have ordered two conflicting memory
+            operations of two of its participants (:mod:`emulator.barrier_use`); 0: at this
+            launch removing the barrier leaves every conflicting pair ordered.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -109,6 +114,7 @@ class EmulationResult(BaseModel):
     unchecked_outputs: dict[str, str] = Field(default_factory=dict)
     line_counts: dict[int, int] | None = None
     wait_effects: dict[int, int] | None = None
+    barrier_effects: dict[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -213,7 +219,8 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
                capture: dict[str, np.ndarray] | None = None,
                memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
                cta_subset: bool = True, max_ctas: int | None = None,
-               coverage: bool = False) -> EmulationResult:
+               coverage: bool = False, elect: Literal["lowest", "highest"] = "lowest"
+               ) -> EmulationResult:
     """Emulate ``ptx`` for ``spec`` at ``size`` (or explicit ``dims``) and check its outputs.
 
     Args:
@@ -254,7 +261,11 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         coverage: also count, per source line, the threads executing it and the executions of
             each wait that had an effect (``line_counts``, ``wait_effects``; slower: every
             instruction step is wrapped). Used by the mutation table to leave out mutants
-            whose site the launch never reaches or whose removed wait never acted.
+            whose site the launch never reaches or whose removed wait never acted; also
+            ``barrier_effects`` (:mod:`emulator.barrier_use`).
+        elect: which active lane ``elect.sync`` elects: ``lowest`` (default) or ``highest``
+            (PTX ISA 9.1 says only that the election is deterministic: a kernel correct on the
+            hardware must be correct for either).
 
     Returns:
         An :class:`EmulationResult`; candidate bugs (faults, wrong values, races, deadlocks,
@@ -381,7 +392,11 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         mach = Machine(prog, launch, gmem, race=race, time_limit_s=time_limit_s,
                        batch_lanes=lanes_budget, memory_budget=memory_budget,
                        cta_subset=cta_subset, max_ctas=max_ctas)
-        counts, effects = _instrument(mach) if coverage else (None, None)
+        mach.elect_highest = elect == "highest"
+        use = BarrierUse(mach) if coverage else None
+        if use is not None:
+            use.install()
+        counts, effects = _instrument(mach, use) if coverage else (None, None)
         out = mach.run()
         if effects is not None:
             _tmem_wait_effects(mach, effects)
@@ -393,12 +408,16 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
     if counts is not None:
         lines: dict[int, int] = {}
         waits: dict[int, int] = {}
+        bars: dict[int, int] = {}
+        for pc, k in use.effects().items():
+            ln = prog.insts[pc].line
+            bars[ln] = bars.get(ln, 0) + k
         for ins, k, e in zip(prog.insts, counts.tolist(), effects.tolist()):
             if k:
                 lines[ins.line] = lines.get(ins.line, 0) + int(k)
                 if _is_wait(ins):
                     waits[ins.line] = waits.get(ins.line, 0) + int(e)
-        base = dict(base, line_counts=lines, wait_effects=waits)
+        base = dict(base, line_counts=lines, wait_effects=waits, barrier_effects=bars)
     common = dict(base, findings=out.findings, seconds=secs, steps=out.steps,
                   lane_insts=out.lane_insts,
                   race_checked_ctas=(out.ctas_run if race else 0) if partial else out.race_ctas,
@@ -478,7 +497,8 @@ def _is_wait(ins) -> bool:
              ins.parts[1] in ("try_wait", "test_wait")))
 
 
-def _instrument(mach: Machine) -> tuple[np.ndarray, np.ndarray]:
+def _instrument(mach: Machine, use: BarrierUse | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Count, per instruction of ``mach``'s program, the threads that execute it (reach it with
     its guard predicate true), and per wait
     (``cp.async.bulk.wait_group``, ``wgmma.wait_group``, ``mbarrier.try_wait``/``test_wait``)
@@ -486,7 +506,8 @@ def _instrument(mach: Machine) -> tuple[np.ndarray, np.ndarray]:
     grew (it acquired something), a bulk group or wgmma registers retired, or a thread outside
     the race-tracked set ran it (unknown: counted); a ``tcgen05.wait::st`` acts when a cell it
     completed is read before its writer waits again (``emulator.tcgen05_ext``, filled in by
-    :func:`_tmem_wait_effects` after the run). Each compiled instruction step is wrapped
+    :func:`_tmem_wait_effects` after the run); ``use`` (a :class:`BarrierUse`) is fed each
+    executed instruction. Each compiled instruction step is wrapped
     (the machine compiles a step the first time a pc runs, then calls the stored step).
     Returns the two (len(insts),) int64 arrays the run fills."""
     counts = np.zeros(len(mach.prog.insts), np.int64)
@@ -506,10 +527,13 @@ def _instrument(mach: Machine) -> tuple[np.ndarray, np.ndarray]:
 
         def run(pc: int, active: np.ndarray, fn=fn) -> bool:
             if guard is None:
-                counts[pc] += int(np.count_nonzero(active))
+                exe = active
             else:
                 g = mach.reg_bits(guard, pc)
-                counts[pc] += int(np.count_nonzero(active & (~g if neg else g)))
+                exe = active & (~g if neg else g)
+            counts[pc] += int(np.count_nonzero(exe))
+            if use is not None:
+                use.step(pc, exe)
             if not wait:
                 return fn(pc, active)
             lanes = np.flatnonzero(active)

@@ -142,6 +142,7 @@ class Machine:
         if max_ctas is not None and max_ctas < 1:
             raise ValueError(f"max_ctas must be at least 1, got {max_ctas}")
         self.race = race
+        self.elect_highest = False  # elect.sync elects the highest active lane (run_kernel)
         # the race check's compiled (numba) or numpy functions; raises _hbkern.BackendError
         # when numba is the backend and cannot be imported (never a silent fallback)
         self._hk = _hbkern.kernels() if race else None

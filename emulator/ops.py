@@ -1061,7 +1061,10 @@ def _elect(m, ins, pc, exe, active):
     mask = m.read(ins.operands[1], "u32", pc) if len(ins.operands) > 1 else None
     m.warp_members(pc, exe, mask)
     ex = exe.reshape(-1, 32)
-    first = np.argmax(ex, axis=1)
+    if m.elect_highest:  # run_kernel(elect="highest")
+        first = 31 - np.argmax(ex[:, ::-1], axis=1)
+    else:
+        first = np.argmax(ex, axis=1)
     leader = np.zeros_like(ex)
     has = ex.any(axis=1)
     leader[np.arange(ex.shape[0])[has], first[has]] = True
