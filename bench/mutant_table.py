@@ -52,8 +52,9 @@ def _emulation_rejects(text: str, path: Path, coverage: bool = False
     return bad, why
 
 
-def _emulate(text: str, path: Path, coverage: bool):
-    """The emulation result of ``text`` as the fast entry ``path`` names, or (None, why)."""
+def _emulate(text: str, path: Path, coverage: bool, elect: str = "lowest"):
+    """The emulation result of ``text`` as the fast entry ``path`` names, or (None, why)
+    (``elect``: ``run_kernel``'s choice of the lane ``elect.sync`` elects)."""
     import kernels
     from emulator import run_kernel
     from kernels.fast.hand_ptx import HAND_PTX
@@ -64,7 +65,7 @@ def _emulate(text: str, path: Path, coverage: bool):
                           meta=hand.emulation_meta(), threads=hand.threads,
                           dynamic_smem=hand.dynamic_smem,
                           global_scratch_size=hand.global_scratch_size, time_limit_s=60.0,
-                          coverage=coverage)
+                          coverage=coverage, elect=elect)
     stem = path.stem
     name, _, arch = stem.rpartition("_sm_")
     arch = "sm_" + arch
@@ -73,7 +74,20 @@ def _emulate(text: str, path: Path, coverage: bool):
     except Exception as exc:  # noqa: BLE001 - an unknown name: no verdict, said so
         return None, f"no spec {name}: {exc}"
     return run_kernel(text, spec, arch, filename=path.name, global_scratch_size=4096,
-                      time_limit_s=60.0, coverage=coverage)
+                      time_limit_s=60.0, coverage=coverage, elect=elect)
+
+
+def barrier_effects(text: str, path: Path, res) -> dict[int, int] | None:
+    """Per barrier line of ``text``, the instances that may have ordered a conflicting pair
+    (``EmulationResult.barrier_effects``), summed over ``res`` (the original's coverage run,
+    ``elect.sync`` electing the lowest lane) and a second coverage run electing the highest
+    lane: a barrier counts as inert only when it is in both. None when the second run does not
+    complete ``ok``."""
+    other = _emulate(text, path, True, elect="highest")
+    if isinstance(other, tuple) or not other.ok or res.barrier_effects is None:
+        return None
+    b1, b2 = res.barrier_effects, other.barrier_effects or {}
+    return {ln: b1[ln] + b2[ln] for ln in b1.keys() & b2.keys()}
 
 
 def _verdict(res) -> tuple[bool | None, str]:
@@ -113,7 +127,7 @@ def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) ->
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
         emu_here = emulate
-        reached = effects = None
+        reached = effects = bar_effects = None
         orig_warn: set = set()
         if emulate:
             bad, why, res = _emulation_rejects(text, path, coverage=True)
@@ -124,9 +138,11 @@ def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) ->
                 static_only.append(f"{path.name} ({why})")
             else:
                 reached, effects = res.line_counts, res.wait_effects
+                bar_effects = barrier_effects(text, path, res)
                 orig_warn = {(f.rule, f.line) for f in res.findings if f.severity == "warning"}
         for m in mutants(path.name, text, max_sites=max_sites, reached=reached,
-                         wait_effects=effects, keep_skipped=True):
+                         wait_effects=effects, keep_skipped=True,
+                         barrier_effects=bar_effects):
             if m.skip:
                 skipped[m.cls][m.skip.split(":")[0]] += 1
                 misses[m.cls].append(f"{path.name}:{m.line} {m.what} LEFT OUT ({m.skip})")

@@ -51,7 +51,11 @@ reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught)
   cell it completed was read before the writer's next ``wait::st`` (which completes every
   earlier store of the thread too) - (e.g. the wait on the MMA barrier of
   the previous tile when a wait on a later commit of the same thread already covered it, or a
-  ``wgmma.wait_group 0`` after the loop whose last iteration retired everything).
+  ``wgmma.wait_group 0`` after the loop whose last iteration retired everything);
+* *equivalent on the executed paths*, barriers (``barrier_effects``: the original's coverage
+  runs with ``elect.sync`` electing the lowest and the highest lane, summed): a removed
+  ``bar.sync`` / ``barrier.sync`` no instance of which ordered two conflicting operations of two
+  of its threads that the barriers around it do not order (:mod:`emulator.barrier_use`).
 """
 
 from __future__ import annotations
@@ -537,12 +541,17 @@ _NONLOCAL = ("early_dealloc",)
 
 
 def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] | None = None,
-             wait_effects: dict[int, int] | None = None, _cache: dict | None = None) -> str:
+             wait_effects: dict[int, int] | None = None, _cache: dict | None = None,
+             barrier_effects: dict[int, int] | None = None) -> str:
     """Why the ``cls`` mutant at ``line`` of ``text`` is not part of the table, or "": it is
     :func:`equivalent`; or (``reached``: lines the emulated original executed) its site is never
     executed at the launch; or (``wait_effects``: per reached wait line, its executions that
     acted, ``EmulationResult.wait_effects``) the removed wait never blocked, acquired or retired
-    anything at any of its executions there - it orders nothing on every executed path."""
+    anything at any of its executions there - it orders nothing on every executed path; or
+    (``barrier_effects``: per reached barrier line, its instances that may have ordered two
+    conflicting operations, ``EmulationResult.barrier_effects`` - of every emulated run of the
+    original, e.g. both ``elect.sync`` choices) no instance of the removed barrier ordered
+    anything the barriers around it do not."""
     why = equivalent(cls, text, line, _cache)
     if why:
         return why
@@ -552,13 +561,18 @@ def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] 
             and wait_effects[line] == 0):
         return ("equivalent on the executed paths: the removed wait never blocked, acquired "
                 "or retired anything at the emulated launch")
+    if (barrier_effects is not None and cls == "no_bar_sync" and line in barrier_effects
+            and barrier_effects[line] == 0):
+        return ("equivalent on the executed paths: no instance of the removed barrier ordered "
+                "two conflicting operations of two of its threads that the barriers around it "
+                "do not order (emulator.barrier_use)")
     return ""
 
 
 def mutants(base: str, text: str, classes: list[str] | None = None,
             max_sites: int = MAX_SITES, reached: dict[int, int] | set[int] | None = None,
-            keep_skipped: bool = False, wait_effects: dict[int, int] | None = None
-            ) -> list[FastMutant]:
+            keep_skipped: bool = False, wait_effects: dict[int, int] | None = None,
+            barrier_effects: dict[int, int] | None = None) -> list[FastMutant]:
     """Every mutant of ``text`` (named ``base``) for ``classes`` (default all), at most
     ``max_sites`` per class (counted over the emitted ones), without those :func:`left_out`
     names a reason for (``reached`` / ``wait_effects``: the original's
@@ -576,7 +590,7 @@ def mutants(base: str, text: str, classes: list[str] | None = None,
         for line, what, new in CLASSES[cls](text):
             if k >= max_sites:
                 break
-            skip = left_out(cls, text, line, reached, wait_effects, cache)
+            skip = left_out(cls, text, line, reached, wait_effects, cache, barrier_effects)
             if skip:
                 if keep_skipped:
                     out.append(FastMutant(cls, base, line, what, new, skip))

@@ -230,3 +230,21 @@ def test_catch_rate_per_class_does_not_regress():
            if c["tot"][cls] and Fraction(c["hit"][cls], c["tot"][cls]) < Fraction(k, n)}
     assert not low, f"catch rate below the measured floor: {low}"
     assert set(c["tot"]) <= set(FLOORS), set(c["tot"]) - set(FLOORS)
+
+
+def test_a_barrier_no_instance_of_which_acted_is_left_out_and_one_that_acted_is_kept():
+    from fast_mutants import left_out
+    text = _small("""
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 st.shared.u32 [buf+16], %r1;
+bar.sync 0;
+ld.shared.u32 %r4, [buf+16];
+bar.sync 0;""")
+    site = _line(text, "bar.sync", 0)
+    assert left_out("no_bar_sync", text, site) == ""  # not statically equivalent
+    assert left_out("no_bar_sync", text, site, barrier_effects={site: 0}).startswith(
+        "equivalent on the executed paths")
+    assert left_out("no_bar_sync", text, site, barrier_effects={site: 1}) == ""
+    # the measure applies to barrier removals only
+    assert left_out("no_proxy_fence", text, site, barrier_effects={site: 0}) == ""
