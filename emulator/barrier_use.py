@@ -6,24 +6,53 @@ memory consistency model: only *conflicting* operations - same location, at leas
 from two threads - need ordering). Triton emits such barriers conservatively (its membar pass
 puts one around every shared-memory op that another thread *might* touch), so removing one is
 often not a bug at all; a mutation table must not count those removals as missed bugs. This
-module measures, per barrier site, the instances that may have ordered a conflicting pair:
+module measures, per barrier site, the instances that may have ordered a conflicting pair.
 
-* each thread's memory operations are summarised per *window* (between two barrier arrivals
-  of that thread) as two bits: **read** (a plain ``ld`` of shared / global / generic memory, a
-  ``wgmma.mma_async`` reading its shared operands, a ``prefetch``) and **write-or-sync**
-  (everything else that touches memory or orders it: stores, atomics, ``mbarrier`` ops,
-  ``cp.async*`` / TMA issue, ``tensormap``, ``tcgen05``, ``barrier.cluster``,
-  ``bar.warp.sync``, loads with ``.acquire`` / ``.relaxed`` / ``.volatile``, an unknown opcode;
-  a ``fence`` / ``membar`` counts once its thread has touched memory before it - a fence with no
-  earlier access of its thread orders nothing); the addresses are ignored (any two summaries
-  with a write-or-sync and anything conflict);
-* instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
-  it count as acting) **acted** when, for two different threads a, b of S, a's operations
-  since its previous barrier instance that every thread of S waited at conflict with b's
-  operations until its next such instance. An instance of another barrier passed on the way
-  counts as a write-or-sync (it may carry the ordering on to a third thread);
-* an instance whose arrivals came from more than one source line, or that never completed,
-  counts as acting (removing one site would pair the others differently).
+Each thread's operations are summarised per *window* (between two barrier arrivals of that
+thread):
+
+* **by address** where the emulator sees every byte the instruction touches: plain (weak)
+  ``ld`` / ``st`` / ``ldmatrix`` / ``stmatrix``, relaxed ``atom`` / ``red`` (a write),
+  non-bulk ``cp.async`` (source read, destination write), ``wgmma.mma_async`` (its shared
+  operands read), TMA / bulk copies without multicast (destination written, shared source
+  read, global source read at *unknown* addresses: it conflicts with any global write) - as
+  sets of 8-byte granules read and written, taken from the happens-before checker's own calls
+  (``Machine._hb_check``, the same bytes it race-checks); and ``mbarrier`` operations as
+  operations on their object with the phase they landed in: ``init`` (a write), an *arrival*
+  (``arrive``, ``arrive.expect_tx``), a *tx* operation (``expect_tx``, ``complete_tx``, a
+  copy's completion) and a *wait* (``test_wait`` / ``try_wait``);
+* **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
+  of the other side) for everything else that touches or orders memory: strong / ``.acquire``
+  / ``.volatile`` loads and stores, ``atom`` with ordering semantics, ``tcgen05``,
+  ``tensormap``, ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
+  groups, ``mbarrier.inval`` / ``arrive_drop``, multicast copies, an unknown opcode, and every
+  instruction run by a thread the race checker does not track; ``wgmma.wait_group`` is a
+  blind read (it completes in-flight operand reads); a ``fence`` / ``membar`` counts as a
+  write once its thread has touched memory before it.
+
+Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
+it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
+previous barrier instance that every thread of S waited at (*before*) and b's summary until
+its next such instance (*after*) have
+
+1. a conflicting pair: a blind write and anything, a blind read and a write, a granule one
+   side writes and the other touches, an mbarrier ``init`` and any operation on that object,
+   a wait and a modifying operation on one object, or two modifying operations on one object
+   that do not commute. They commute when a's is an *arrival* and both landed in the same
+   phase: while a's arrival is outstanding the phase's pending count is at least 1, so no
+   order of b's arrive / tx operations before it can complete the phase early, and once it is
+   done the counts are the same (PTX ISA 9.1 §9.7.13.15.1-2: a phase completes when the
+   pending arrival count and the tx-count both reach zero; the tx-count may go negative);
+2. a chain through a third thread: b's after-side *releases* (an mbarrier arrival or tx
+   operation) while a's before-side holds any operation - unless a's are all arrivals on the
+   objects and phases of every one of b's releases (whoever acquires b's then acquires a's
+   directly); or a's before-side *acquires* (a wait) while b's after-side holds any
+   operation (what a acquired reaches b only through this barrier).
+
+An instance of another barrier passed on the way counts as a blind write (it may carry the
+ordering on to a third thread); an instance whose arrivals came from more than one source line,
+or that never completed, counts as acting (removing one site would pair the others
+differently).
 
 A site whose every instance did not act can be removed without changing the happens-before
 order of any two conflicting operations of this execution: every such pair stays ordered by
@@ -59,9 +88,9 @@ _SYNC_LOAD = ("acquire", "relaxed", "volatile", "mmio")
 
 
 def classify(ins: Any) -> int:
-    """The window summary bit of instruction ``ins`` (module docstring): 0 (none), READ, WRITE,
-    ``_FENCE`` (a fence: WRITE once its thread touched memory) or ``_BOUNDARY`` (a CTA
-    barrier the tracker sees as an arrival)."""
+    """The address-blind window summary bit of instruction ``ins`` (module docstring): 0
+    (none), READ, WRITE, ``_FENCE`` (a fence: WRITE once its thread touched memory) or
+    ``_BOUNDARY`` (a CTA barrier the tracker sees as an arrival)."""
     base, parts = ins.base, ins.parts
     if base in ("bar", "barrier"):
         if "warp" in parts or "cluster" in parts:
@@ -76,10 +105,94 @@ def classify(ins: Any) -> int:
     if base == "prefetch" or base == "prefetchu":
         return READ
     if base == "wgmma":
-        return READ if len(parts) > 1 and parts[1] == "mma_async" else 0
-    if base in _NONE:
-        return 0
+        # mma_async reads its shared operands; wait_group completes in-flight operand reads
+        return READ if len(parts) > 1 and parts[1] in ("mma_async", "wait_group") else 0
+    if base in _NONE or (base == "cp" and "commit_group" in parts):
+        return 0  # (a commit only groups the thread's own copies; the wait completes them)
     return WRITE  # stores, atomics, mbarrier, cp.async*, tensormap, tcgen05, unknown
+
+
+#: :func:`addressed` codes
+MEM, MBAR, COPY, WAIT = 1, 2, 3, 4
+_ORDERING = ("acquire", "release", "acq_rel", "sc", "relaxed", "volatile", "mmio")
+_MBAR_OPS = {"init": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
+             "try_wait": "wait", "test_wait": "wait"}
+
+
+def addressed(ins: Any) -> int:
+    """How the operations of ``ins`` are summarised by address (module docstring): ``MEM``
+    (every byte it touches passes the happens-before checker), ``MBAR`` (an mbarrier operation
+    on its object), ``COPY`` (a TMA / bulk copy: its bytes through the checker, its mbarrier
+    completion as a tx operation, a global source at unknown addresses), or 0 (address-blind,
+    :func:`classify`)."""
+    base, parts = ins.base, ins.parts
+    if base in ("ld", "ldu", "st"):
+        if len(parts) > 1 and parts[1] in ("param", "const", "local"):
+            return 0
+        return 0 if any(p in _ORDERING for p in parts) else MEM
+    if base in ("ldmatrix", "stmatrix"):
+        return MEM
+    if base in ("atom", "red"):
+        return 0 if any(p in _ORDERING[:4] for p in parts) else MEM
+    if base == "wgmma":
+        if len(parts) > 1 and parts[1] == "wait_group":
+            return WAIT
+        return MEM if len(parts) > 1 and parts[1] == "mma_async" else 0
+    if base == "mbarrier":
+        if len(parts) < 2 or parts[1] not in _MBAR_OPS:
+            return 0
+        return MBAR
+    if base == "cp":
+        if "bulk" in parts and "wait_group" in parts:
+            return WAIT
+        if "commit_group" in parts or "wait_group" in parts or "wait_all" in parts or \
+                "prefetch" in parts or "multicast::cluster" in parts:
+            return 0
+        if "bulk" in parts:
+            return COPY
+        if len(parts) > 1 and parts[1] == "async":
+            return MEM  # non-bulk cp.async: source read, destination write (async_issue)
+    return 0
+
+
+_SPACES = ("global", "shared::cluster", "shared::cta", "shared")
+
+
+class _Win:
+    """One thread's operations over one or more windows, by address (module docstring):
+    granules read / written (8-byte granules; shared ones even, global ones odd), mbarrier
+    operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
+    (an acquire) is among them."""
+
+    __slots__ = ("r", "w", "mb", "gr_any", "acq")
+
+    def __init__(self) -> None:
+        self.r: set[int] = set()
+        self.w: set[int] = set()
+        self.mb: list[tuple[int, str, int]] = []
+        self.gr_any = False
+        self.acq = False
+
+    def merge(self, o: "_Win | None") -> None:
+        if o is None:
+            return
+        self.r |= o.r
+        self.w |= o.w
+        self.mb.extend(o.mb)
+        self.gr_any |= o.gr_any
+        self.acq |= o.acq
+
+    def empty(self) -> bool:
+        return not (self.r or self.w or self.mb or self.gr_any)
+
+    def writes(self) -> bool:
+        return bool(self.w) or any(op != "wait" for _, op, _ in self.mb)
+
+    def releases(self) -> bool:
+        return any(op in ("arr", "tx") for _, op, _ in self.mb)
+
+    def global_write(self) -> bool:
+        return any(x & 1 for x in self.w)
 
 
 class BarrierUse:
@@ -89,20 +202,35 @@ class BarrierUse:
 
     def __init__(self, mach: Any) -> None:
         self.mach = mach
-        self.kind = np.array([classify(ins) for ins in mach.prog.insts], np.int8)
+        insts = mach.prog.insts
+        self.kind = np.array([classify(ins) for ins in insts], np.int8)
+        self.addr = np.array([addressed(ins) for ins in insts], np.int8)
         self.cur = np.zeros(0, np.int8)
+        self.acur: dict[int, _Win] = {}
+        # lane -> in-flight reads / writes of its wgmma groups and bulk (store) groups:
+        # [kind, group, granules read, granules written]; a wait that retires one adds them
+        self.pend: dict[int, list[list]] = defaultdict(list)
         self.touched = np.zeros(0, np.bool_)
-        # thread (global lane) -> [(instance key or None, summary of the window before it)]
-        self.hist: dict[int, list[tuple[tuple | None, int]]] = defaultdict(list)
+        # thread (global lane) -> [(instance key or None, blind bits, by-address summary)]
+        self.hist: dict[int, list[tuple[tuple | None, int, _Win | None]]] = defaultdict(list)
         # instance key (global CTA, barrier id, generation) -> {thread: (pc, waited, index)}
         self.inst: dict[tuple, dict[int, tuple[int, bool, int]]] = defaultdict(dict)
         self.fired: set[tuple] = set()
         self.gen: dict[tuple[int, int], int] = defaultdict(int)
 
+    def _win(self, lane: int) -> _Win:
+        w = self.acur.get(lane)
+        if w is None:
+            w = self.acur[lane] = _Win()
+        return w
+
     def install(self) -> None:
-        """Wrap the machine's barrier arrival, barrier release and batch run."""
+        """Wrap the machine's barrier arrival, barrier release, batch run and happens-before
+        access check."""
         m = self.mach
         arrive, release, run_batch = m.barrier, m._release_barriers, m._run_batch
+        hb_check = m._hb_check
+        insts = m.prog.insts
 
         def barrier(pc, exe, bar_id, count, wait):
             lanes = np.flatnonzero(exe)
@@ -113,7 +241,7 @@ class BarrierUse:
                 ik = (*key, self.gen[key])
                 h = self.hist[g]
                 self.inst[ik][g] = (pc, bool(wait), len(h))
-                h.append((ik, int(self.cur[lane])))
+                h.append((ik, int(self.cur[lane]), self.acur.pop(lane, None)))
                 self.cur[lane] = 0
             return arrive(pc, exe, bar_id, count, wait)
 
@@ -132,14 +260,57 @@ class BarrierUse:
         def batch(ids):
             n = np.asarray(ids).size * m.T
             self.cur = np.zeros(n, np.int8)
+            self.acur = {}
+            self.pend = defaultdict(list)
             self.touched = np.zeros(n, np.bool_)
             try:
                 return run_batch(ids)
             finally:
                 for lane in range(min(n, getattr(m, "N", n))):
-                    self.hist[int(m.glane[lane])].append((None, int(self.cur[lane])))
+                    self.hist[int(m.glane[lane])].append(
+                        (None, int(self.cur[lane]), self.acur.pop(lane, None)))
+
+        def checked(sh, space, lanes, idx, pc, data, kind, rec_lane=None, rec_clk=None):
+            if kind != "async_complete" and self.addr[pc] in (MEM, COPY) and not (
+                    insts[pc].base == "cp" and space == "shared" and kind == "atomic"
+                    and idx.shape[-1] == 8):  # a copy's complete_tx: recorded in step()
+                self._record(space, lanes, idx, data is not None or kind == "async_issue", pc)
+            return hb_check(sh, space, lanes, idx, pc, data, kind, rec_lane, rec_clk)
 
         m.barrier, m._release_barriers, m._run_batch = barrier, release_barriers, batch
+        m._hb_check = checked
+
+    def _record(self, space: str, lanes: np.ndarray, idx: np.ndarray, write: bool, pc: int
+                ) -> None:
+        """Granules of one checked access of ``lanes`` into their windows; a wgmma's operand
+        reads and a bulk store's source reads / global writes also stay in flight (``pend``)
+        until the wait that retires their group."""
+        m = self.mach
+        lanes = np.asarray(lanes).reshape(-1)
+        if not lanes.size:
+            return
+        tag = 0 if space == "shared" else 1
+        g = (np.asarray(idx).reshape(lanes.size, -1) // 8) * 2 + tag
+        ins = m.prog.insts[pc]
+        kind = None
+        if ins.base == "wgmma":
+            kind = "wg"
+        elif ins.base == "cp" and "bulk" in ins.parts and not any(
+                x.startswith("mbarrier::") for x in ins.parts):  # a store: bulk group
+            kind = "bulk"
+        for r, ln in enumerate(lanes.tolist()):
+            if ln >= m.ntr:
+                continue
+            w = self._win(ln)
+            gs = np.unique(g[r]).tolist()
+            (w.w if write else w.r).update(gs)
+            if kind is not None:
+                grp = (int(m.wg_committed[ln]) + 1 if kind == "wg" else
+                       int(_bulk_state(m).committed[ln]))
+                pl = self.pend[ln]
+                if not pl or pl[-1][0] != kind or pl[-1][1] != grp or pl[-1][4] != pc:
+                    pl.append([kind, grp, set(), set(), pc])
+                pl[-1][3 if write else 2].update(gs)
 
     def step(self, pc: int, exe: np.ndarray) -> None:
         """Record instruction ``pc`` executed by the lanes of ``exe`` (guard true)."""
@@ -149,23 +320,118 @@ class BarrierUse:
         if k == _FENCE:
             self.cur[exe & self.touched] |= WRITE
             return
-        self.cur[exe] |= k
+        a = self.addr[pc]
+        if not a:
+            self.cur[exe] |= k
+            self.touched[exe] = True
+            return
+        m = self.mach
         self.touched[exe] = True
+        blind = exe.copy()
+        blind[:m.ntr] = False  # threads the race checker does not track: address-blind
+        if blind.any():
+            self.cur[blind] |= k if a in (MEM, WAIT) else WRITE
+        lanes = np.flatnonzero(exe[:m.ntr])
+        if a == MBAR:
+            self._mbar_ops(pc, lanes)
+        elif a == COPY:
+            self._copy_ops(pc, lanes)
+        elif a == WAIT:
+            self._retire(pc, lanes)
+
+    def _retire(self, pc: int, lanes: np.ndarray) -> None:
+        """``wgmma.wait_group N`` / ``cp.async.bulk.wait_group{.read} N``: the reads (and,
+        without ``.read``, a bulk store's writes) of the groups it retires complete here (the
+        retire rules of ``emulator.ops._wgmma`` and ``emulator.async_copy._wait_group``)."""
+        m = self.mach
+        ins = m.prog.insts[pc]
+        n = int(ins.operands[0].value or 0) if ins.operands else 0
+        wg = ins.base == "wgmma"
+        read_only = "read" in ins.parts
+        bst = None if wg else _bulk_state(m)
+        for ln in lanes.tolist():
+            pl = self.pend.get(ln)
+            if not pl:
+                continue
+            w = self._win(ln)
+            keep = []
+            for e in pl:
+                if wg and e[0] == "wg" and e[1] <= int(m.wg_committed[ln]) - n:
+                    w.r |= e[2]
+                    continue
+                if not wg and e[0] == "bulk" and e[1] < int(bst.committed[ln]) - n:
+                    w.r |= e[2]
+                    e[2] = set()
+                    if not read_only:
+                        w.w |= e[3]
+                        continue
+                keep.append(e)
+            self.pend[ln] = keep
+
+    def _granule(self, lane: int, addr: int) -> tuple[int, int]:
+        """(mbarrier granule, phase now or -1) of the mbarrier at ``addr`` used by ``lane``."""
+        m = self.mach
+        key = m.mbar_key(lane, addr)
+        st = m.mbar.get(key)
+        flat = key[0] * m.shared.shape[1] + key[1]
+        return (flat // 8) * 2, (int(st["phase"]) if st is not None else -1)
+
+    def _mbar_ops(self, pc: int, lanes: np.ndarray) -> None:
+        from emulator.ops import _addr_u
+
+        m = self.mach
+        ins = m.prog.insts[pc]
+        op = _MBAR_OPS[ins.parts[1]]
+        ops = ins.operands
+        if op == "wait":
+            aop = ops[1]
+        elif ins.parts[1] == "arrive" and ops and ops[0].kind != "address":
+            aop = ops[1]
+        else:
+            aop = ops[0]
+        addr = _addr_u(m, aop, pc)
+        for ln in lanes.tolist():
+            gran, ph = self._granule(ln, int(addr[ln]))  # as the mbarrier handler passes it
+            w = self._win(ln)
+            if op == "init":
+                w.w.add(gran)
+            else:
+                w.mb.append((gran, op, ph))
+                w.acq |= op == "wait"
+
+    def _copy_ops(self, pc: int, lanes: np.ndarray) -> None:
+        m = self.mach
+        ins = m.prog.insts[pc]
+        parts = ins.parts
+        spaces = [x for x in parts if x in _SPACES]
+        src_global = len(spaces) >= 2 and spaces[1] == "global"
+        mb_op = None
+        if "mbarrier::complete_tx::bytes" in parts:
+            mb_op = ins.operands[2] if "tensor" in parts else ins.operands[3]
+        addr = m.address(mb_op, pc) if mb_op is not None else None
+        for ln in lanes.tolist():
+            w = self._win(ln)
+            w.gr_any |= src_global
+            if addr is not None:
+                gran, ph = self._granule(ln, int(addr[ln]) & 0xFFFFFFFF)
+                w.mb.append((gran, "tx", ph))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
         if ik not in self.fired:
             return None
         return {g for g, (_, w, _) in self.inst[ik].items() if w}
 
-    def _side(self, g: int, idx: int, members: set[int], forward: bool) -> int:
-        """Summary of thread ``g``'s operations on one side of its arrival ``idx``, out to
-        the nearest instance every thread of ``members`` waited at."""
+    def _side(self, g: int, idx: int, members: set[int], forward: bool
+              ) -> tuple[int, _Win]:
+        """(blind bits, by-address summary) of thread ``g``'s operations on one side of its
+        arrival ``idx``, out to the nearest instance every thread of ``members`` waited at."""
         h = self.hist[g]
-        acc = 0
+        acc, win = 0, _Win()
         j = idx + 1 if forward else idx
         while 0 <= j < len(h):
-            ik, bits = h[j]
+            ik, bits, aw = h[j]
             acc |= bits
+            win.merge(aw)
             nxt = h[j][0] if forward else (h[j - 1][0] if j > 0 else None)
             if nxt is None:
                 break
@@ -174,7 +440,7 @@ class BarrierUse:
                 break
             acc |= WRITE  # another barrier passed: it may carry the ordering on
             j += 1 if forward else -1
-        return acc
+        return acc, win
 
     def acted(self, ik: tuple) -> bool:
         """Whether instance ``ik`` may have ordered two conflicting operations (module
@@ -186,11 +452,59 @@ class BarrierUse:
         members = set(parts)
         before = {g: self._side(g, idx, members, False) for g, (_, _, idx) in parts.items()}
         after = {g: self._side(g, idx, members, True) for g, (_, _, idx) in parts.items()}
-        bw = [g for g, b in before.items() if b & WRITE]
-        ba = [g for g, b in before.items() if b]
-        aw = [g for g, b in after.items() if b & WRITE]
-        aa = [g for g, b in after.items() if b]
-        return _cross(bw, aa) or _cross(ba, aw)
+        # address-blind bits against anything / any write of the other side
+        bn = [g for g, (b, w) in before.items() if b or not w.empty()]
+        an = [g for g, (b, w) in after.items() if b or not w.empty()]
+        bwr = [g for g, (b, w) in before.items() if b & WRITE or w.writes()]
+        awr = [g for g, (b, w) in after.items() if b & WRITE or w.writes()]
+        if _cross([g for g, (b, _) in before.items() if b & WRITE], an) or \
+                _cross(bn, [g for g, (b, _) in after.items() if b & WRITE]) or \
+                _cross([g for g, (b, _) in before.items() if b & READ], awr) or \
+                _cross(bwr, [g for g, (b, _) in after.items() if b & READ]):
+            return True
+        # a global source at unknown addresses against a global write
+        if _cross([g for g, (_, w) in before.items() if w.gr_any],
+                  [g for g, (_, w) in after.items() if w.global_write()]) or \
+                _cross([g for g, (_, w) in before.items() if w.global_write()],
+                       [g for g, (_, w) in after.items() if w.gr_any]):
+            return True
+        # chains through a third thread: an acquire before, a release after
+        if _cross([g for g, (_, w) in before.items() if w.acq], an):
+            return True
+        for b_, (_, wb) in after.items():
+            if wb.releases():
+                for a_ in bn:
+                    if a_ != b_ and (before[a_][0] or not _covered(before[a_][1], wb)):
+                        return True
+        # by address: granules and mbarrier objects
+        idx_r: dict[int, set[int]] = defaultdict(set)
+        idx_w: dict[int, set[int]] = defaultdict(set)
+        idx_m: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+        for g, (_, w) in after.items():
+            for x in w.r:
+                idx_r[x].add(g)
+            for x in w.w:
+                idx_w[x].add(g)
+            for x, op, ph in w.mb:
+                idx_m[x].append((g, op, ph))
+        for a_, (_, w) in before.items():
+            for x in w.w:
+                if (idx_w.get(x, _EMPTY) | idx_r.get(x, _EMPTY)) - {a_} or any(
+                        g != a_ for g, _, _ in idx_m.get(x, ())):
+                    return True
+            for x in w.r:
+                if idx_w.get(x, _EMPTY) - {a_} or any(
+                        g != a_ and op != "wait" for g, op, _ in idx_m.get(x, ())):
+                    return True
+            for x, op, ph in w.mb:
+                if idx_w.get(x, _EMPTY) - {a_}:
+                    return True
+                if op != "wait" and idx_r.get(x, _EMPTY) - {a_}:
+                    return True
+                for g, op2, ph2 in idx_m.get(x, ()):
+                    if g != a_ and not _commute(op, ph, op2, ph2):
+                        return True
+        return False
 
     def effects(self) -> dict[int, int]:
         """Per program counter of a CTA barrier site: the number of its instances that acted
@@ -201,6 +515,36 @@ class BarrierUse:
             for pc in {pc for pc, _, _ in parts.values()}:
                 out[pc] += int(a)
         return dict(out)
+
+
+_EMPTY: frozenset[int] = frozenset()
+
+
+def _bulk_state(m: Any) -> Any:
+    from emulator.async_copy import _state
+
+    return _state(m)
+
+
+def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int) -> bool:
+    """Whether mbarrier operation ``op_a`` (before the barrier) and ``op_b`` (after it, another
+    thread) on one object may run in either order with the same outcome (module docstring):
+    two waits; or an arrival before and an arrival / tx operation after, in the same phase."""
+    if op_a == "wait" and op_b == "wait":
+        return True
+    return op_a == "arr" and op_b in ("arr", "tx") and ph_a == ph_b and ph_a >= 0
+
+
+def _covered(before: _Win, after: _Win) -> bool:
+    """Whether thread a's before-side ``before`` is acquired by whoever acquires a release of
+    thread b's after-side ``after`` without this barrier: a's are only arrivals, on the objects
+    and phases of every one of b's releases."""
+    if before.r or before.w or before.gr_any or before.acq or not before.mb:
+        return False
+    if any(op != "arr" for _, op, _ in before.mb):
+        return False
+    mine = {(x, ph) for x, _, ph in before.mb}
+    return all((x, ph) in mine for x, op, ph in after.mb if op in ("arr", "tx"))
 
 
 def _cross(xs: list[int], ys: list[int]) -> bool:

@@ -138,3 +138,133 @@ st.global.u32 [%rd1], %r7;"""), "t.ptx"))
     assert kinds["add.u32"] == 0
     assert kinds["st.global.u32"] == WRITE
     assert kinds["ld.param.u64"] == 0
+
+
+def test_accesses_to_different_bytes_do_not_conflict():
+    eff, ptx = _effects("""
+@%p1 st.shared.u32 [buf], %r1;
+bar.sync 0;
+@%p2 ld.shared.u32 %r5, [buf+64];
+@%p2 st.shared.u32 [buf+128], %r1;""")
+    assert eff[_line(ptx, "bar.sync")] == 0
+
+
+_INIT = """
+@%p1 mbarrier.init.shared::cta.b64 [buf+64], 1;
+bar.sync 0;"""
+
+
+def test_an_arrival_and_a_copy_completing_the_same_phase_commute():
+    # Triton's TMA prologue: tid 0 announces the bytes and arrives; another thread (the lane
+    # elect.sync picks) issues the copy whose complete_tx lands in the same phase - in either
+    # order the phase completes only after both (the waits come after a later barrier: a wait
+    # and an arrival on two sides of one barrier count as a conflict)
+    eff, ptx = _effects(_INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+bar.sync 0;
+@%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 0;
+mov.u32 %r9, 0;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [buf+64], %r9;
+@!%p3 bra WAIT;""")
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
+
+
+def test_an_arrival_that_completed_the_phase_does_not_commute_with_a_later_expect_tx():
+    # t0's arrive completes phase 0 at once; t1's expect_tx lands in phase 1: moved before the
+    # arrive it would hold phase 0 open
+    eff, ptx = _effects(_INIT + """
+@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];
+bar.sync 0;
+@%p2 mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [buf+64], 16;
+@%p2 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];""")
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
+
+
+def test_a_copy_completion_before_and_an_arrival_after_do_not_commute():
+    # moved before t0's tx operation, t1's arrival may find both counts at zero too early
+    eff, ptx = _effects(_INIT + """
+@%p1 mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 0;
+@%p2 mbarrier.arrive.shared::cta.b64 _, [buf+64];""")
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
+
+
+def test_a_release_after_the_barrier_carries_a_write_before_it_to_a_third_thread():
+    # t0 stores; the barrier orders it before t1's arrive, which t2 acquires before reading
+    eff, ptx = _effects(_INIT + """
+@%p1 st.shared.u32 [buf], %r1;
+bar.sync 0;
+@%p2 mbarrier.arrive.shared::cta.b64 _, [buf+64];
+setp.eq.u32 %p3, %r1, 2;
+@!%p3 bra DONE;
+mov.u32 %r9, 0;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra WAIT;
+ld.shared.u32 %r5, [buf];
+DONE:""")
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
+
+
+def test_an_acquire_before_the_barrier_carries_what_it_acquired_to_another_thread():
+    # t1 waits for the copy t0 issued; only the barrier orders the copy's bytes before t2's
+    # read (t2 did not wait)
+    eff, ptx = _effects(_INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 0;
+mov.u32 %r9, 0;
+@!%p2 bra SKIP;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra WAIT;
+SKIP:
+bar.sync 0;
+setp.eq.u32 %p3, %r1, 2;
+@%p3 ld.shared.u32 %r5, [buf+256];""")
+    assert eff[_line(ptx, "bar.sync", 2)] == 1
+
+
+def test_addressed_names_what_is_summarised_by_address():
+    from emulator.barrier_use import COPY, MBAR, MEM, addressed
+
+    prog = build_program(parse_ptx(HEAD.format(body="""
+ld.shared.u32 %r5, [buf];
+ld.acquire.gpu.global.u32 %r6, [%rd1];
+mbarrier.init.shared::cta.b64 [buf+64], 1;
+mbarrier.inval.shared::cta.b64 [buf+64];
+cp.async.bulk.commit_group;
+atom.shared.add.u32 %r7, [buf], 1;
+atom.acq_rel.gpu.global.add.u32 %r8, [%rd1], 1;"""), "t.ptx"))
+    kinds = {ins.opcode: addressed(ins) for ins in prog.insts}
+    assert kinds["ld.shared.u32"] == MEM
+    assert kinds["ld.acquire.gpu.global.u32"] == 0  # ordering semantics: address-blind
+    assert kinds["mbarrier.init.shared::cta.b64"] == MBAR
+    assert kinds["mbarrier.inval.shared::cta.b64"] == 0
+    assert kinds["cp.async.bulk.commit_group"] == 0
+    assert kinds["atom.shared.add.u32"] == MEM
+    assert kinds["atom.acq_rel.gpu.global.add.u32"] == 0
+    assert COPY != MEM
+
+
+_STORE = """
+@%p1 st.shared.u32 [buf+256], %r1;
+fence.proxy.async.shared::cta;
+bar.sync 0;
+@%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd1], [buf+256], 16;
+cp.async.bulk.commit_group;
+cp.async.bulk.wait_group.read 0;
+bar.sync 0;
+@%p2 st.shared.u32 [{addr}], %r1;"""
+
+
+def test_a_bulk_stores_source_read_completes_at_its_wait_group_read():
+    # t0's copy reads buf+256 until its wait_group.read: the barrier after that wait orders
+    # the read before t1's refill of the staging bytes, and nothing before other bytes
+    refill, ptx = _effects(_STORE.format(addr="buf+256"))
+    other, _ = _effects(_STORE.format(addr="buf+512"))
+    assert refill[_line(ptx, "bar.sync", 1)] == 1
+    assert other[_line(ptx, "bar.sync", 1)] == 0
