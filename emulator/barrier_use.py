@@ -49,8 +49,10 @@ its next such instance (*after*) have
    directly); or a's before-side *acquires* (a wait) while b's after-side holds any
    operation (what a acquired reaches b only through this barrier).
 
-An instance of another barrier passed on the way counts as a blind write (it may carry the
-ordering on to a third thread); an instance whose arrivals came from more than one source line,
+The two sides reach past the other instances of the same site (removing a site removes
+all of them: a write two iterations before a read is then ordered by neither); an instance of
+another barrier passed on the way counts as a blind write (it may carry the ordering on to a
+third thread); an instance whose arrivals came from more than one source line,
 or that never completed, counts as acting (removing one site would pair the others
 differently).
 
@@ -421,10 +423,11 @@ class BarrierUse:
             return None
         return {g for g, (_, w, _) in self.inst[ik].items() if w}
 
-    def _side(self, g: int, idx: int, members: set[int], forward: bool
+    def _side(self, g: int, idx: int, members: set[int], forward: bool, site: int
               ) -> tuple[int, _Win]:
         """(blind bits, by-address summary) of thread ``g``'s operations on one side of its
-        arrival ``idx``, out to the nearest instance every thread of ``members`` waited at."""
+        arrival ``idx``, out to the nearest instance of another site than ``site`` (a removal
+        removes every instance of its site) that every thread of ``members`` waited at."""
         h = self.hist[g]
         acc, win = 0, _Win()
         j = idx + 1 if forward else idx
@@ -435,6 +438,9 @@ class BarrierUse:
             nxt = h[j][0] if forward else (h[j - 1][0] if j > 0 else None)
             if nxt is None:
                 break
+            if {pc for pc, _, _ in self.inst[nxt].values()} == {site}:
+                j += 1 if forward else -1  # the same site: removed with this one
+                continue
             w = self._waiters(nxt)
             if w is not None and members <= w:
                 break
@@ -450,8 +456,10 @@ class BarrierUse:
                 not all(w for _, w, _ in parts.values()):
             return True
         members = set(parts)
-        before = {g: self._side(g, idx, members, False) for g, (_, _, idx) in parts.items()}
-        after = {g: self._side(g, idx, members, True) for g, (_, _, idx) in parts.items()}
+        site = next(iter(parts.values()))[0]
+        before = {g: self._side(g, idx, members, False, site)
+                  for g, (_, _, idx) in parts.items()}
+        after = {g: self._side(g, idx, members, True, site) for g, (_, _, idx) in parts.items()}
         # address-blind bits against anything / any write of the other side
         bn = [g for g, (b, w) in before.items() if b or not w.empty()]
         an = [g for g, (b, w) in after.items() if b or not w.empty()]

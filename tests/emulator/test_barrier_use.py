@@ -268,3 +268,23 @@ def test_a_bulk_stores_source_read_completes_at_its_wait_group_read():
     other, _ = _effects(_STORE.format(addr="buf+512"))
     assert refill[_line(ptx, "bar.sync", 1)] == 1
     assert other[_line(ptx, "bar.sync", 1)] == 0
+
+
+def test_a_site_in_a_loop_is_judged_with_all_its_instances_removed():
+    # one barrier site run 3 times: t0 stores in iteration 0, t1 loads in iteration 2. No two
+    # adjacent windows conflict, but removing the site removes every instance, and nothing else
+    # orders the store before the load
+    eff, ptx = _effects("""
+mov.u32 %r4, 0;
+LOOP:
+setp.eq.u32 %p3, %r4, 0;
+and.pred %p3, %p3, %p1;
+@%p3 st.shared.u32 [buf], %r1;
+setp.eq.u32 %p0, %r4, 2;
+and.pred %p0, %p0, %p2;
+@%p0 ld.shared.u32 %r5, [buf];
+bar.sync 0;
+add.u32 %r4, %r4, 1;
+setp.lt.u32 %p0, %r4, 3;
+@%p0 bra LOOP;""")
+    assert eff[_line(ptx, "bar.sync")] >= 1
