@@ -44,10 +44,17 @@ its next such instance (*after*) have
    done the counts are the same (PTX ISA 9.1 §9.7.13.15.1-2: a phase completes when the
    pending arrival count and the tx-count both reach zero; the tx-count may go negative);
 2. a chain through a third thread: b's after-side *releases* (an mbarrier arrival or tx
-   operation) while a's before-side holds any operation - unless a's are all arrivals on the
-   objects and phases of every one of b's releases (whoever acquires b's then acquires a's
-   directly); or a's before-side *acquires* (a wait) while b's after-side holds any
-   operation (what a acquired reaches b only through this barrier).
+   operation of phase p) and a third thread c whose wait on that object succeeded at a later
+   phase (so it acquired b's release) does, from that wait until the first barrier instance
+   of another site that a arrived at after this one and c waited at, something that
+   conflicts with a's before-side - or anything address-blind, or a release of its own (the
+   chain may go on); not when a's before-side holds only arrivals on the objects and phases
+   of every one of b's releases (whoever acquires b's then acquires a's directly). Or a's
+   before-side *acquires* (a successful wait at phase q) and some releaser d of an earlier
+   phase of that object did, between the latest barrier instance of another site that every
+   participant waited at before this one and its release, something that conflicts with b's
+   after-side (what a acquired reaches b only through this barrier); a span of d's holding an
+   acquire of its own counts as a conflict (the chain may go on).
 
 The two sides reach past the other instances of the same site (removing a site removes
 all of them: a write two iterations before a read is then ordered by neither); an instance of
@@ -212,6 +219,11 @@ class BarrierUse:
         # lane -> in-flight reads / writes of its wgmma groups and bulk (store) groups:
         # [kind, group, granules read, granules written]; a wait that retires one adds them
         self.pend: dict[int, list[list]] = defaultdict(list)
+        # mbarrier granule -> successful waits (thread, phase then, index of its window)
+        self.acquires: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        # mbarrier granule -> arrivals / tx operations (thread, phase, index of its window,
+        # whether a copy's completion: its bytes are written by the async proxy)
+        self.releases: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)
         self.touched = np.zeros(0, np.bool_)
         # thread (global lane) -> [(instance key or None, blind bits, by-address summary)]
         self.hist: dict[int, list[tuple[tuple | None, int, _Win | None]]] = defaultdict(list)
@@ -379,7 +391,7 @@ class BarrierUse:
         return (flat // 8) * 2, (int(st["phase"]) if st is not None else -1)
 
     def _mbar_ops(self, pc: int, lanes: np.ndarray) -> None:
-        from emulator.ops import _addr_u
+        from emulator.ops import _addr_u, _lanes
 
         m = self.mach
         ins = m.prog.insts[pc]
@@ -392,6 +404,7 @@ class BarrierUse:
         else:
             aop = ops[0]
         addr = _addr_u(m, aop, pc)
+        par = _lanes(m.read(ops[2], "u32", pc), m.N) if op == "wait" else None
         for ln in lanes.tolist():
             gran, ph = self._granule(ln, int(addr[ln]))  # as the mbarrier handler passes it
             w = self._win(ln)
@@ -400,6 +413,14 @@ class BarrierUse:
             else:
                 w.mb.append((gran, op, ph))
                 w.acq |= op == "wait"
+                if op in ("arr", "tx"):
+                    g = int(m.glane[ln])
+                    self.releases[gran].append((g, ph, len(self.hist[g]), False))
+                if op == "wait" and ph >= 0 and (int(par[ln]) & 1) != (ph & 1):
+                    # it succeeds (emulator.machine.Machine.mbar_wait): it acquires the
+                    # arrivals of every phase before ``ph``
+                    g = int(m.glane[ln])
+                    self.acquires[gran].append((g, ph, len(self.hist[g])))
 
     def _copy_ops(self, pc: int, lanes: np.ndarray) -> None:
         m = self.mach
@@ -417,6 +438,8 @@ class BarrierUse:
             if addr is not None:
                 gran, ph = self._granule(ln, int(addr[ln]) & 0xFFFFFFFF)
                 w.mb.append((gran, "tx", ph))
+                g = int(m.glane[ln])
+                self.releases[gran].append((g, ph, len(self.hist[g]), True))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
         if ik not in self.fired:
@@ -476,13 +499,24 @@ class BarrierUse:
                 _cross([g for g, (_, w) in before.items() if w.global_write()],
                        [g for g, (_, w) in after.items() if w.gr_any]):
             return True
-        # chains through a third thread: an acquire before, a release after
-        if _cross([g for g, (_, w) in before.items() if w.acq], an):
-            return True
-        for b_, (_, wb) in after.items():
-            if wb.releases():
-                for a_ in bn:
-                    if a_ != b_ and (before[a_][0] or not _covered(before[a_][1], wb)):
+        # a chain through a third thread: an acquire before the barrier
+        acq = [g for g, (_, w) in before.items() if w.acq]
+        if _cross(acq, an):
+            m0 = next(iter(parts))
+            h0 = self.hist[m0]
+            earlier = {h0[k][0] for k in range(parts[m0][2])
+                       if h0[k][0] is not None and (w := self._waiters(h0[k][0])) is not None
+                       and members <= w
+                       and {pc for pc, _, _ in self.inst[h0[k][0]].values()} != {site}}
+            for a_ in acq:
+                spans = self._released(a_, parts[a_][2], before[a_][1], earlier)
+                if spans is None:
+                    if any(b_ != a_ for b_ in an):
+                        return True
+                    continue
+                for b_ in an:
+                    if b_ != a_ and any(_conflict(db, dw, *after[b_])
+                                        for d, db, dw in spans if d != b_):
                         return True
         # by address: granules and mbarrier objects
         idx_r: dict[int, set[int]] = defaultdict(set)
@@ -512,6 +546,101 @@ class BarrierUse:
                 for g, op2, ph2 in idx_m.get(x, ()):
                     if g != a_ and not _commute(op, ph, op2, ph2):
                         return True
+        # a release after the barrier, acquired by a third thread
+        for b_, (_, wb) in after.items():
+            rel = [(x, ph) for x, op, ph in wb.mb if op in ("arr", "tx")]
+            if not rel:
+                continue
+            for a_ in bn:
+                if a_ == b_:
+                    continue
+                ba, wa = before[a_]
+                if not ba and _covered(wa, wb):
+                    continue
+                if self._chain(a_, parts[a_][2], ba, wa, rel, b_, site):
+                    return True
+        return False
+
+    def _released(self, a: int, a_idx: int, wa: _Win, earlier: set[tuple]
+                  ) -> list[tuple[int, int, _Win]] | None:
+        """What thread a acquired by its successful waits in the window before its arrival
+        ``a_idx`` (summary ``wa``): per releaser d of an earlier phase of the waited object,
+        d's operations from the latest barrier instance of ``earlier`` (instances of other
+        sites that every participant waited at before this one: they order d's earlier
+        operations before everyone's later ones) to the window of its release, as
+        ``(d, blind bits, summary)``; None when one of those spans holds an acquire of its own
+        (the chain may go on)."""
+        waited = {x for x, op, _ in wa.mb if op == "wait"}
+        lo = a_idx
+        h_a = self.hist[a]
+        while lo > 0 and h_a[lo - 1][0] not in earlier:
+            lo -= 1
+        out: list[tuple[int, int, _Win]] = []
+        seen: set[tuple[int, int, bool]] = set()
+        for x in waited:
+            qs = [q for g, q, widx in self.acquires.get(x, ()) if g == a and lo <= widx <= a_idx]
+            if not qs:
+                continue
+            q = max(qs)
+            for d, p, widx, copy in self.releases.get(x, ()):
+                if p >= q or d == a or (d, widx, copy) in seen:
+                    continue
+                seen.add((d, widx, copy))
+                h_d = self.hist[d]
+                j = min(widx, len(h_d) - 1)
+                passed = any(h_d[k][0] in earlier for k in range(widx, len(h_d)))
+                if passed and not copy:
+                    continue  # d passed one of them after its release: ordered before b
+                db, dw = 0, _Win()
+                if passed:  # a copy's bytes land at its completion, after that barrier
+                    out.append((d, h_d[j][1], h_d[j][2] or _Win()))
+                    continue
+                while j >= 0:
+                    db |= h_d[j][1]
+                    dw.merge(h_d[j][2])
+                    if j == 0 or h_d[j - 1][0] in earlier:
+                        break
+                    if h_d[j - 1][0] is not None:
+                        db |= WRITE  # another barrier passed on the way
+                    j -= 1
+                if dw.acq:
+                    return None
+                out.append((d, db, dw))
+        return out
+
+    def _chain(self, a: int, a_idx: int, ba: int, wa: _Win, rel: list[tuple[int, int]],
+               b: int, site: int) -> bool:
+        """Whether thread a's before-side (``ba``, ``wa``; its arrival ``a_idx``) may conflict
+        with what a third thread c does after acquiring one of b's releases ``rel`` (mbarrier
+        granule, phase): c's operations from its successful wait on a later phase until the
+        first barrier instance of another site that a arrived at after this one and c waited
+        at (that instance orders a's side before c's rest). A blind bit or a release of c's in
+        that span counts as a conflict (the chain may go on)."""
+        h_a = self.hist[a]
+        later = {h_a[k][0] for k in range(a_idx + 1, len(h_a)) if h_a[k][0] is not None}
+        stop: dict[int, int] = {}
+        for x, p in rel:
+            for c, q, widx in self.acquires.get(x, ()):
+                if q <= p or c == a or c == b:
+                    continue
+                if c not in stop:
+                    h_c = self.hist[c]
+                    stop[c] = next((j for j, (ik, _, _) in enumerate(h_c)
+                                    if ik in later and ik in self.fired
+                                    and self.inst[ik][c][1]
+                                    and {pc for pc, _, _ in self.inst[ik].values()} != {site}),
+                                   len(h_c))
+                if widx > stop[c]:
+                    continue  # c waited after an instance that already orders a's side
+                cb, cw = 0, _Win()
+                h_c = self.hist[c]
+                for j in range(widx, min(stop[c] + 1, len(h_c))):
+                    cb |= h_c[j][1]
+                    cw.merge(h_c[j][2])
+                    if j < stop[c] and h_c[j][0] is not None:
+                        cb |= WRITE  # another barrier passed on the way
+                if cb or cw.releases() or _conflict(ba, wa, cb, cw):
+                    return True
         return False
 
     def effects(self) -> dict[int, int]:
@@ -532,6 +661,28 @@ def _bulk_state(m: Any) -> Any:
     from emulator.async_copy import _state
 
     return _state(m)
+
+
+def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
+    """Whether one thread's side (blind bits ``xb``, summary ``xw``) and another's (``yb``,
+    ``yw``) hold a conflicting pair (module docstring, 1)."""
+    if (xb & WRITE and (yb or not yw.empty())) or (yb & WRITE and (xb or not xw.empty())):
+        return True
+    if (xb & READ and (yb & WRITE or yw.writes())) or (yb & READ and xw.writes()):
+        return True
+    if (xw.gr_any and yw.global_write()) or (yw.gr_any and xw.global_write()):
+        return True
+    ymb = {x for x, _, _ in yw.mb}
+    ymod = {x for x, op, _ in yw.mb if op != "wait"}
+    if xw.w & (yw.r | yw.w | ymb) or xw.r & (yw.w | ymod):
+        return True
+    for x, op, ph in xw.mb:
+        if x in yw.w or (op != "wait" and x in yw.r):
+            return True
+        for y, op2, ph2 in yw.mb:
+            if y == x and not _commute(op, ph, op2, ph2):
+                return True
+    return False
 
 
 def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int) -> bool:

@@ -192,9 +192,7 @@ bar.sync 0;
     assert eff[_line(ptx, "bar.sync", 1)] == 1
 
 
-def test_a_release_after_the_barrier_carries_a_write_before_it_to_a_third_thread():
-    # t0 stores; the barrier orders it before t1's arrive, which t2 acquires before reading
-    eff, ptx = _effects(_INIT + """
+_CHAIN = _INIT + """
 @%p1 st.shared.u32 [buf], %r1;
 bar.sync 0;
 @%p2 mbarrier.arrive.shared::cta.b64 _, [buf+64];
@@ -204,15 +202,20 @@ mov.u32 %r9, 0;
 WAIT:
 mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
 @!%p0 bra WAIT;
-ld.shared.u32 %r5, [buf];
-DONE:""")
-    assert eff[_line(ptx, "bar.sync", 1)] == 1
+ld.shared.u32 %r5, [{addr}];
+DONE:"""
 
 
-def test_an_acquire_before_the_barrier_carries_what_it_acquired_to_another_thread():
-    # t1 waits for the copy t0 issued; only the barrier orders the copy's bytes before t2's
-    # read (t2 did not wait)
-    eff, ptx = _effects(_INIT + """
+def test_a_release_after_the_barrier_carries_a_write_before_it_to_a_third_thread():
+    # t0 stores; the barrier orders it before t1's arrive, which t2 acquires before reading:
+    # the barrier acts when t2 reads t0's bytes, not when it reads others
+    same, ptx = _effects(_CHAIN.format(addr="buf"))
+    other, _ = _effects(_CHAIN.format(addr="buf+128"))
+    assert same[_line(ptx, "bar.sync", 1)] == 1
+    assert other[_line(ptx, "bar.sync", 1)] == 0
+
+
+_ACQ = _INIT + """
 @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
 @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
 bar.sync 0;
@@ -224,8 +227,17 @@ mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
 SKIP:
 bar.sync 0;
 setp.eq.u32 %p3, %r1, 2;
-@%p3 ld.shared.u32 %r5, [buf+256];""")
-    assert eff[_line(ptx, "bar.sync", 2)] == 1
+@%p3 ld.shared.u32 %r5, [{addr}];"""
+
+
+def test_an_acquire_before_the_barrier_carries_what_it_acquired_to_another_thread():
+    # t1 waits for the copy t0 issued; only the barrier orders the copy's bytes before t2's
+    # read (t2 did not wait) - the barrier before the wait does not: the bytes land at the
+    # copy's completion. A read of other bytes needs no ordering
+    copied, ptx = _effects(_ACQ.format(addr="buf+256"))
+    other, _ = _effects(_ACQ.format(addr="buf+512"))
+    assert copied[_line(ptx, "bar.sync", 2)] == 1
+    assert other[_line(ptx, "bar.sync", 2)] == 0
 
 
 def test_addressed_names_what_is_summarised_by_address():
