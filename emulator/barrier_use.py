@@ -24,11 +24,12 @@ thread):
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
   / ``.volatile`` loads and stores, ``atom`` with ordering semantics, ``tcgen05``,
-  ``tensormap``, ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
+  ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
   groups, ``mbarrier.inval`` / ``arrive_drop``, multicast copies, an unknown opcode, and every
-  instruction run by a thread the race checker does not track; ``wgmma.wait_group`` is a
-  blind read (it completes in-flight operand reads); a ``fence`` / ``membar`` counts as a
-  write once its thread has touched memory before it.
+  instruction run by a thread the race checker does not track; a ``fence`` / ``membar``
+  counts as a write once its thread has touched memory before it - but a ``fence.proxy.*``
+  counts as nothing (it orders only its own thread's accesses across proxies, and those are
+  summarised themselves).
 
 Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
 it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
@@ -105,6 +106,11 @@ def classify(ins: Any) -> int:
         if "warp" in parts or "cluster" in parts:
             return WRITE
         return _BOUNDARY
+    if base == "fence" and len(parts) > 1 and parts[1] == "proxy":
+        # a proxy fence orders its own thread's accesses across proxies (PTX ISA 9.1 §9.7.13.4:
+        # fence.proxy is a proxy fence, not a memory-ordering fence between threads): what a
+        # barrier after it orders is its thread's accesses, summarised themselves
+        return 0
     if base in ("fence", "membar"):
         return _FENCE
     if base in ("ld", "ldu", "ldmatrix"):
@@ -141,6 +147,8 @@ def addressed(ins: Any) -> int:
         return 0 if any(p in _ORDERING for p in parts) else MEM
     if base in ("ldmatrix", "stmatrix"):
         return MEM
+    if base == "tensormap" and len(parts) > 1 and parts[1] == "replace":
+        return MEM  # a generic-proxy write of the field (emulator.async_copy._tensormap)
     if base in ("atom", "red"):
         return 0 if any(p in _ORDERING[:4] for p in parts) else MEM
     if base == "wgmma":
@@ -195,7 +203,7 @@ class _Win:
         return not (self.r or self.w or self.mb or self.gr_any)
 
     def writes(self) -> bool:
-        return bool(self.w) or any(op != "wait" for _, op, _ in self.mb)
+        return bool(self.w) or any(op not in _WAITS for _, op, _ in self.mb)
 
     def releases(self) -> bool:
         return any(op in ("arr", "tx") for _, op, _ in self.mb)
@@ -214,6 +222,7 @@ class BarrierUse:
         insts = mach.prog.insts
         self.kind = np.array([classify(ins) for ins in insts], np.int8)
         self.addr = np.array([addressed(ins) for ins in insts], np.int8)
+        self.spin = _spin_waits(mach.prog)
         self.cur = np.zeros(0, np.int8)
         self.acur: dict[int, _Win] = {}
         # lane -> in-flight reads / writes of its wgmma groups and bulk (store) groups:
@@ -405,22 +414,27 @@ class BarrierUse:
             aop = ops[0]
         addr = _addr_u(m, aop, pc)
         par = _lanes(m.read(ops[2], "u32", pc), m.N) if op == "wait" else None
+        spin = pc in self.spin
         for ln in lanes.tolist():
             gran, ph = self._granule(ln, int(addr[ln]))  # as the mbarrier handler passes it
             w = self._win(ln)
             if op == "init":
                 w.w.add(gran)
-            else:
+                continue
+            g = int(m.glane[ln])
+            if op in ("arr", "tx"):
                 w.mb.append((gran, op, ph))
-                w.acq |= op == "wait"
-                if op in ("arr", "tx"):
-                    g = int(m.glane[ln])
-                    self.releases[gran].append((g, ph, len(self.hist[g]), False))
-                if op == "wait" and ph >= 0 and (int(par[ln]) & 1) != (ph & 1):
-                    # it succeeds (emulator.machine.Machine.mbar_wait): it acquires the
-                    # arrivals of every phase before ``ph``
-                    g = int(m.glane[ln])
-                    self.acquires[gran].append((g, ph, len(self.hist[g])))
+                self.releases[gran].append((g, ph, len(self.hist[g]), False))
+                continue
+            ok = ph >= 0 and (int(par[ln]) & 1) != (ph & 1)
+            if spin and not ok:
+                continue  # a failed attempt of a spin loop: it only runs the wait again
+            w.mb.append((gran, "spin" if spin else "wait", ph))
+            w.acq = True
+            if ok:
+                # it succeeds (emulator.machine.Machine.mbar_wait): it acquires the arrivals
+                # of every phase before ``ph``
+                self.acquires[gran].append((g, ph, len(self.hist[g])))
 
     def _copy_ops(self, pc: int, lanes: np.ndarray) -> None:
         m = self.mach
@@ -536,12 +550,12 @@ class BarrierUse:
                     return True
             for x in w.r:
                 if idx_w.get(x, _EMPTY) - {a_} or any(
-                        g != a_ and op != "wait" for g, op, _ in idx_m.get(x, ())):
+                        g != a_ and op not in _WAITS for g, op, _ in idx_m.get(x, ())):
                     return True
             for x, op, ph in w.mb:
                 if idx_w.get(x, _EMPTY) - {a_}:
                     return True
-                if op != "wait" and idx_r.get(x, _EMPTY) - {a_}:
+                if op not in _WAITS and idx_r.get(x, _EMPTY) - {a_}:
                     return True
                 for g, op2, ph2 in idx_m.get(x, ()):
                     if g != a_ and not _commute(op, ph, op2, ph2):
@@ -570,7 +584,7 @@ class BarrierUse:
         operations before everyone's later ones) to the window of its release, as
         ``(d, blind bits, summary)``; None when one of those spans holds an acquire of its own
         (the chain may go on)."""
-        waited = {x for x, op, _ in wa.mb if op == "wait"}
+        waited = {x for x, op, _ in wa.mb if op in _WAITS}
         lo = a_idx
         h_a = self.hist[a]
         while lo > 0 and h_a[lo - 1][0] not in earlier:
@@ -673,11 +687,11 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
     if (xw.gr_any and yw.global_write()) or (yw.gr_any and xw.global_write()):
         return True
     ymb = {x for x, _, _ in yw.mb}
-    ymod = {x for x, op, _ in yw.mb if op != "wait"}
+    ymod = {x for x, op, _ in yw.mb if op not in _WAITS}
     if xw.w & (yw.r | yw.w | ymb) or xw.r & (yw.w | ymod):
         return True
     for x, op, ph in xw.mb:
-        if x in yw.w or (op != "wait" and x in yw.r):
+        if x in yw.w or (op not in _WAITS and x in yw.r):
             return True
         for y, op2, ph2 in yw.mb:
             if y == x and not _commute(op, ph, op2, ph2):
@@ -685,13 +699,44 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
     return False
 
 
+_WAITS = ("wait", "spin")
+
+
 def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int) -> bool:
     """Whether mbarrier operation ``op_a`` (before the barrier) and ``op_b`` (after it, another
     thread) on one object may run in either order with the same outcome (module docstring):
-    two waits; or an arrival before and an arrival / tx operation after, in the same phase."""
-    if op_a == "wait" and op_b == "wait":
+    two waits; an arrival before and an arrival / tx operation after, in the same phase; or an
+    arrival / tx operation of phase p before and a spin-loop wait after that succeeded at phase
+    p + 1 (run earlier, it fails until phase p completes, then passes as before)."""
+    if op_a in _WAITS and op_b in _WAITS:
         return True
-    return op_a == "arr" and op_b in ("arr", "tx") and ph_a == ph_b and ph_a >= 0
+    if ph_a < 0:
+        return False
+    if op_b == "spin":
+        return op_a in ("arr", "tx") and ph_b == ph_a + 1
+    return op_a == "arr" and op_b in ("arr", "tx") and ph_a == ph_b
+
+
+def _spin_waits(prog: Any) -> set[int]:
+    """Program counters of the ``mbarrier.try_wait`` / ``test_wait`` instructions that form a
+    spin loop: the next instruction branches back to the wait itself when the wait's
+    predicate is false (``L: mbarrier.try_wait... %p, ...; @!%p bra L;``, Triton's and the
+    hand-written kernels' form). A failed attempt of such a wait has no effect but to run it
+    again, so only its successful execution counts."""
+    out = set()
+    insts = prog.insts
+    for pc, ins in enumerate(insts[:-1]):
+        if ins.base != "mbarrier" or len(ins.parts) < 2 or \
+                ins.parts[1] not in ("try_wait", "test_wait") or not ins.operands:
+            continue
+        nxt = insts[pc + 1]
+        pred = ins.operands[0].name or ins.operands[0].text
+        if nxt.base != "bra" or not nxt.negated or nxt.predicate != pred or \
+                not nxt.operands or nxt.operands[0].kind != "label":
+            continue
+        if prog.envs[pc + 1].label(nxt.operands[0].name or nxt.operands[0].text) == pc:
+            out.add(pc)
+    return out
 
 
 def _covered(before: _Win, after: _Win) -> bool:

@@ -98,17 +98,28 @@ bar.sync 0;
     assert eff[_line(ptx, "bar.sync 0")] == 1
 
 
-def test_a_fence_counts_only_after_its_thread_touched_memory():
-    eff, ptx = _effects("""
-fence.proxy.async.shared::cta;
+_FENCES = """
+{fence};
 bar.sync 0;
 @%p2 st.shared.u32 [buf], %r1;
 @%p1 st.shared.u32 [buf+4], %r1;
 bar.sync 0;
-fence.proxy.async.shared::cta;
-bar.sync 0;""")
+{fence};
+bar.sync 0;"""
+
+
+def test_a_fence_counts_only_after_its_thread_touched_memory():
+    eff, ptx = _effects(_FENCES.format(fence="fence.acq_rel.cta"))
     assert eff[_line(ptx, "bar.sync", 0)] == 0  # nobody accessed memory before the fences
     assert eff[_line(ptx, "bar.sync", 1)] == 1  # t1's and t0's stores vs the others' fences
+
+
+def test_a_proxy_fence_orders_nothing_between_threads():
+    # fence.proxy.async orders its own thread's accesses across proxies; the two stores are to
+    # different bytes, so no barrier here orders a conflicting pair
+    eff, ptx = _effects(_FENCES.format(fence="fence.proxy.async.shared::cta"))
+    assert eff[_line(ptx, "bar.sync", 0)] == 0
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
 
 
 def test_which_lane_elect_sync_elects_decides_whether_two_operations_share_a_thread():
@@ -300,3 +311,26 @@ add.u32 %r4, %r4, 1;
 setp.lt.u32 %p0, %r4, 3;
 @%p0 bra LOOP;""")
     assert eff[_line(ptx, "bar.sync")] >= 1
+
+
+_SPIN = _INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 0;
+mov.u32 %r9, 0;
+WAIT:
+{wait} %p3, [buf+64], %r9;
+@!%p3 bra {target};
+NEXT:"""
+
+
+def test_a_spin_wait_after_the_barrier_commutes_with_the_phase_it_waits_for():
+    # run before t0's arrival and copy, a spin loop only spins until phase 0 completes; a single
+    # test_wait whose result goes on (here: to the next instruction either way) does not
+    spin, ptx = _effects(_SPIN.format(wait="mbarrier.try_wait.parity.shared::cta.b64",
+                                      target="WAIT"))
+    once, _ = _effects(_SPIN.format(wait="mbarrier.try_wait.parity.shared::cta.b64",
+                                    target="NEXT") + "\nWAIT2:\nmbarrier.try_wait.parity."
+                       "shared::cta.b64 %p3, [buf+64], %r9;\n@!%p3 bra WAIT2;")
+    assert spin[_line(ptx, "bar.sync", 1)] == 0
+    assert once[_line(ptx, "bar.sync", 1)] == 1
