@@ -18,14 +18,14 @@ thread):
   read, global source read at *unknown* addresses: it conflicts with any global write) - as
   sets of 8-byte granules read and written, taken from the happens-before checker's own calls
   (``Machine._hb_check``, the same bytes it race-checks); and ``mbarrier`` operations as
-  operations on their object with the phase they landed in: ``init`` (a write), an *arrival*
+  operations on their object with the phase they landed in: ``init`` / ``inval`` (a write), an *arrival*
   (``arrive``, ``arrive.expect_tx``), a *tx* operation (``expect_tx``, ``complete_tx``, a
   copy's completion) and a *wait* (``test_wait`` / ``try_wait``);
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
   / ``.volatile`` loads and stores, ``atom`` with ordering semantics, ``tcgen05``,
   ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
-  groups, ``mbarrier.inval`` / ``arrive_drop``, multicast copies, an unknown opcode, and every
+  groups, ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every
   instruction run by a thread the race checker does not track; a ``fence`` / ``membar``
   counts as a write once its thread has touched memory before it - but a ``fence.proxy.*``
   counts as nothing (it orders only its own thread's accesses across proxies, and those are
@@ -122,6 +122,9 @@ def classify(ins: Any) -> int:
     if base == "wgmma":
         # mma_async reads its shared operands; wait_group completes in-flight operand reads
         return READ if len(parts) > 1 and parts[1] in ("mma_async", "wait_group") else 0
+    if base == "tcgen05" and len(parts) > 1 and parts[1] == "relinquish_alloc_permit":
+        # no memory effect; it only orders a later tcgen05.alloc of the CTA (a write here)
+        return READ
     if base in _NONE or (base == "cp" and "commit_group" in parts):
         return 0  # (a commit only groups the thread's own copies; the wait completes them)
     return WRITE  # stores, atomics, mbarrier, cp.async*, tensormap, tcgen05, unknown
@@ -130,7 +133,7 @@ def classify(ins: Any) -> int:
 #: :func:`addressed` codes
 MEM, MBAR, COPY, WAIT = 1, 2, 3, 4
 _ORDERING = ("acquire", "release", "acq_rel", "sc", "relaxed", "volatile", "mmio")
-_MBAR_OPS = {"init": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
+_MBAR_OPS = {"init": "init", "inval": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
              "try_wait": "wait", "test_wait": "wait"}
 
 

@@ -266,7 +266,7 @@ atom.acq_rel.gpu.global.add.u32 %r8, [%rd1], 1;"""), "t.ptx"))
     assert kinds["ld.shared.u32"] == MEM
     assert kinds["ld.acquire.gpu.global.u32"] == 0  # ordering semantics: address-blind
     assert kinds["mbarrier.init.shared::cta.b64"] == MBAR
-    assert kinds["mbarrier.inval.shared::cta.b64"] == 0
+    assert kinds["mbarrier.inval.shared::cta.b64"] == MBAR  # a write of the object, as init
     assert kinds["cp.async.bulk.commit_group"] == 0
     assert kinds["atom.shared.add.u32"] == MEM
     assert kinds["atom.acq_rel.gpu.global.add.u32"] == 0
