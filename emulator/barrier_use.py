@@ -144,6 +144,8 @@ def addressed(ins: Any) -> int:
     completion as a tx operation, a global source at unknown addresses), or 0 (address-blind,
     :func:`classify`)."""
     base, parts = ins.base, ins.parts
+    if base in ("st", "red", "atom") and "async" in parts:
+        return 0  # st.async / red.async: a remote write that also completes an mbarrier's tx
     if base in ("ld", "ldu", "st"):
         if len(parts) > 1 and parts[1] in ("param", "const", "local"):
             return 0
@@ -170,7 +172,8 @@ def addressed(ins: Any) -> int:
             return 0
         if "bulk" in parts:
             return COPY
-        if len(parts) > 1 and parts[1] == "async":
+        if len(parts) > 1 and parts[1] == "async" and not any(
+                p.startswith("mbarrier") for p in parts):  # (cp.async.mbarrier.arrive: blind)
             return MEM  # non-bulk cp.async: source read, destination write (async_issue)
     return 0
 

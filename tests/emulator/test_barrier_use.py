@@ -261,7 +261,8 @@ mbarrier.init.shared::cta.b64 [buf+64], 1;
 mbarrier.inval.shared::cta.b64 [buf+64];
 cp.async.bulk.commit_group;
 atom.shared.add.u32 %r7, [buf], 1;
-atom.acq_rel.gpu.global.add.u32 %r8, [%rd1], 1;"""), "t.ptx"))
+atom.acq_rel.gpu.global.add.u32 %r8, [%rd1], 1;
+cp.async.mbarrier.arrive.noinc.shared::cta.b64 [buf+64];"""), "t.ptx"))
     kinds = {ins.opcode: addressed(ins) for ins in prog.insts}
     assert kinds["ld.shared.u32"] == MEM
     assert kinds["ld.acquire.gpu.global.u32"] == 0  # ordering semantics: address-blind
@@ -270,6 +271,7 @@ atom.acq_rel.gpu.global.add.u32 %r8, [%rd1], 1;"""), "t.ptx"))
     assert kinds["cp.async.bulk.commit_group"] == 0
     assert kinds["atom.shared.add.u32"] == MEM
     assert kinds["atom.acq_rel.gpu.global.add.u32"] == 0
+    assert kinds["cp.async.mbarrier.arrive.noinc.shared::cta.b64"] == 0  # an arrive: blind
     assert COPY != MEM
 
 
