@@ -27,7 +27,8 @@ thread):
   ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
   groups, ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every
   instruction run by a thread the race checker does not track; a ``fence`` / ``membar``
-  counts as a write once its thread has touched memory before it - but a ``fence.proxy.*``
+  counts as a write once its thread has touched memory or passed a barrier before it (a
+  fence is cumulative: it also orders what the thread observed) - but a ``fence.proxy.*``
   counts as nothing (it orders only its own thread's accesses across proxies, and those are
   summarised themselves).
 
@@ -264,6 +265,7 @@ class BarrierUse:
         def barrier(pc, exe, bar_id, count, wait):
             lanes = np.flatnonzero(exe)
             T = m.T
+            self.touched[lanes] = True  # it observes the others' operations from here on
             for lane in lanes.tolist():
                 g = int(m.glane[lane])
                 key = (g // T, int(bar_id[lane]))
@@ -536,7 +538,7 @@ class BarrierUse:
                     continue
                 for b_ in an:
                     if b_ != a_ and any(_conflict(db, dw, *after[b_])
-                                        for d, db, dw in spans if d != b_):
+                                        for d, db, dw, copy in spans if copy or d != b_):
                         return True
         # by address: granules and mbarrier objects
         idx_r: dict[int, set[int]] = defaultdict(set)
@@ -564,7 +566,8 @@ class BarrierUse:
                 if op not in _WAITS and idx_r.get(x, _EMPTY) - {a_}:
                     return True
                 for g, op2, ph2 in idx_m.get(x, ()):
-                    if g != a_ and not _commute(op, ph, op2, ph2):
+                    if g != a_ and not _commute(op, ph, op2, ph2, self._observed(
+                            g, x, ph, parts[g][2])):
                         return True
         # a release after the barrier, acquired by a third thread
         for b_, (_, wb) in after.items():
@@ -581,21 +584,32 @@ class BarrierUse:
                     return True
         return False
 
+    def _observed(self, b: int, gran: int, p: int, b_idx: int) -> bool:
+        """Whether thread b had seen phase p - 1 of the mbarrier at ``gran`` complete before its
+        arrival ``b_idx`` (a successful wait of its at phase >= p, or p == 0): then a spin wait
+        of b's that runs earlier cannot pass on phase p - 1's parity (``_commute``)."""
+        if p == 0:
+            return True
+        return any(g == b and q >= p and widx <= b_idx
+                   for g, q, widx in self.acquires.get(gran, ()))
+
     def _released(self, a: int, a_idx: int, wa: _Win, earlier: set[tuple]
-                  ) -> list[tuple[int, int, _Win]] | None:
+                  ) -> list[tuple[int, int, _Win, bool]] | None:
         """What thread a acquired by its successful waits in the window before its arrival
         ``a_idx`` (summary ``wa``): per releaser d of an earlier phase of the waited object,
         d's operations from the latest barrier instance of ``earlier`` (instances of other
         sites that every participant waited at before this one: they order d's earlier
         operations before everyone's later ones) to the window of its release, as
-        ``(d, blind bits, summary)``; None when one of those spans holds an acquire of its own
-        (the chain may go on)."""
+        ``(d, blind bits, summary, whether a copy's)``; None when one of those spans holds an
+        acquire of its own (the chain may go on). A copy's bytes land at its completion, so a
+        copy counts even when a or the other side's thread issued it (program order does not
+        cover them)."""
         waited = {x for x, op, _ in wa.mb if op in _WAITS}
         lo = a_idx
         h_a = self.hist[a]
         while lo > 0 and h_a[lo - 1][0] not in earlier:
             lo -= 1
-        out: list[tuple[int, int, _Win]] = []
+        out: list[tuple[int, int, _Win, bool]] = []
         seen: set[tuple[int, int, bool]] = set()
         for x in waited:
             qs = [q for g, q, widx in self.acquires.get(x, ()) if g == a and lo <= widx <= a_idx]
@@ -603,7 +617,7 @@ class BarrierUse:
                 continue
             q = max(qs)
             for d, p, widx, copy in self.releases.get(x, ()):
-                if p >= q or d == a or (d, widx, copy) in seen:
+                if p >= q or (d == a and not copy) or (d, widx, copy) in seen:
                     continue
                 seen.add((d, widx, copy))
                 h_d = self.hist[d]
@@ -613,7 +627,7 @@ class BarrierUse:
                     continue  # d passed one of them after its release: ordered before b
                 db, dw = 0, _Win()
                 if passed:  # a copy's bytes land at its completion, after that barrier
-                    out.append((d, h_d[j][1], h_d[j][2] or _Win()))
+                    out.append((d, h_d[j][1], h_d[j][2] or _Win(), True))
                     continue
                 while j >= 0:
                     db |= h_d[j][1]
@@ -625,7 +639,7 @@ class BarrierUse:
                     j -= 1
                 if dw.acq:
                     return None
-                out.append((d, db, dw))
+                out.append((d, db, dw, copy))
         return out
 
     def _chain(self, a: int, a_idx: int, ba: int, wa: _Win, rel: list[tuple[int, int]],
@@ -708,18 +722,20 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
 _WAITS = ("wait", "spin")
 
 
-def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int) -> bool:
+def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int, observed: bool = False) -> bool:
     """Whether mbarrier operation ``op_a`` (before the barrier) and ``op_b`` (after it, another
     thread) on one object may run in either order with the same outcome (module docstring):
     two waits; an arrival before and an arrival / tx operation after, in the same phase; or an
     arrival / tx operation of phase p before and a spin-loop wait after that succeeded at phase
-    p + 1 (run earlier, it fails until phase p completes, then passes as before)."""
+    p + 1, when its thread had already seen phase p - 1 complete (``observed``): run earlier,
+    it fails until phase p completes, then passes as before - without that, run during phase
+    p - 1 it would pass at once on the same parity."""
     if op_a in _WAITS and op_b in _WAITS:
         return True
     if ph_a < 0:
         return False
     if op_b == "spin":
-        return op_a in ("arr", "tx") and ph_b == ph_a + 1
+        return op_a in ("arr", "tx") and ph_b == ph_a + 1 and observed
     return op_a == "arr" and op_b in ("arr", "tx") and ph_a == ph_b
 
 
