@@ -240,6 +240,7 @@ class BarrierUse:
         # mbarrier granule -> arrivals / tx operations (thread, phase, index of its window,
         # whether a copy's completion: its bytes are written by the async proxy)
         self.releases: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)
+        self.incarnation: dict[int, int] = defaultdict(int)  # mbarrier granule -> inits so far
         self.touched = np.zeros(0, np.bool_)
         # thread (global lane) -> [(instance key or None, blind bits, by-address summary)]
         self.hist: dict[int, list[tuple[tuple | None, int, _Win | None]]] = defaultdict(list)
@@ -400,12 +401,17 @@ class BarrierUse:
             self.pend[ln] = keep
 
     def _granule(self, lane: int, addr: int) -> tuple[int, int]:
-        """(mbarrier granule, phase now or -1) of the mbarrier at ``addr`` used by ``lane``."""
+        """(mbarrier granule, phase now or -1) of the mbarrier at ``addr`` used by ``lane``;
+        the phase counts on across re-initialisations (each ``init`` starts a new incarnation
+        ``_INCARNATION`` phases later), so phases of two incarnations never compare as one."""
         m = self.mach
         key = m.mbar_key(lane, addr)
         st = m.mbar.get(key)
         flat = key[0] * m.shared.shape[1] + key[1]
-        return (flat // 8) * 2, (int(st["phase"]) if st is not None else -1)
+        gran = (flat // 8) * 2
+        if st is None:
+            return gran, -1
+        return gran, self.incarnation[gran] * _INCARNATION + int(st["phase"])
 
     def _mbar_ops(self, pc: int, lanes: np.ndarray) -> None:
         from emulator.ops import _addr_u, _lanes
@@ -428,6 +434,8 @@ class BarrierUse:
             w = self._win(ln)
             if op == "init":
                 w.w.add(gran)
+                if ins.parts[1] == "init":
+                    self.incarnation[gran] += 1  # the operations after it: a new incarnation
                 continue
             g = int(m.glane[ln])
             if op in ("arr", "tx"):
@@ -588,8 +596,8 @@ class BarrierUse:
         """Whether thread b had seen phase p - 1 of the mbarrier at ``gran`` complete before its
         arrival ``b_idx`` (a successful wait of its at phase >= p, or p == 0): then a spin wait
         of b's that runs earlier cannot pass on phase p - 1's parity (``_commute``)."""
-        if p == 0:
-            return True
+        if p % _INCARNATION == 0:
+            return True  # the first phase of its incarnation
         return any(g == b and q >= p and widx <= b_idx
                    for g, q, widx in self.acquires.get(gran, ()))
 
@@ -689,6 +697,7 @@ class BarrierUse:
 
 
 _EMPTY: frozenset[int] = frozenset()
+_INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers recorded here
 
 
 def _bulk_state(m: Any) -> Any:

@@ -418,3 +418,48 @@ fence.acq_rel.cta;
 ld.shared.u32 %r5, [buf+512];
 DONE:""", threads=96)
     assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+
+
+def test_a_wait_on_an_earlier_incarnation_of_the_mbarrier_does_not_count_as_seen():
+    # red team, round 2: t32 saw phase 0 of the first incarnation complete; after inval + init
+    # the phases start again, and that old wait must not let t32's later spin commute
+    body = _INIT + """
+setp.eq.u32 %p4, %r1, 64;
+setp.eq.u32 %p5, %r1, 32;
+setp.lt.u32 %p6, %r1, 64;
+@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];
+@!%p5 bra SKIPW;
+mov.u32 %r9, 0;
+OW:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra OW;
+SKIPW:
+bar.sync 2;
+@%p1 mbarrier.inval.shared::cta.b64 [buf+64];
+@%p1 mbarrier.init.shared::cta.b64 [buf+64], 1;
+bar.sync 3;
+@%p4 bra PROD64;
+@%p1 bra PROD0;
+bra JOIN;
+CONS:
+mov.u32 %r9, 1;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra WAIT;
+ld.shared.u32 %r5, [buf+512];
+bra DONE;
+JOIN:
+@!%p6 bra DONE;
+bar.sync 1, 64;
+@%p5 bra CONS;
+bra DONE;
+PROD64:
+st.shared.u32 [buf+512], %r1;
+mbarrier.arrive.shared::cta.b64 _, [buf+64];
+bra DONE;
+PROD0:
+mbarrier.arrive.shared::cta.b64 _, [buf+64];
+bra JOIN;
+DONE:"""
+    eff, ptx = _effects(body, threads=96)
+    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
