@@ -188,7 +188,7 @@ class _Win:
     operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
     (an acquire) is among them."""
 
-    __slots__ = ("r", "w", "mb", "gr_any", "acq")
+    __slots__ = ("acq", "gr_any", "mb", "r", "w")
 
     def __init__(self) -> None:
         self.r: set[int] = set()
@@ -197,7 +197,7 @@ class _Win:
         self.gr_any = False
         self.acq = False
 
-    def merge(self, o: "_Win | None") -> None:
+    def merge(self, o: _Win | None) -> None:
         if o is None:
             return
         self.r |= o.r
@@ -420,9 +420,7 @@ class BarrierUse:
         ins = m.prog.insts[pc]
         op = _MBAR_OPS[ins.parts[1]]
         ops = ins.operands
-        if op == "wait":
-            aop = ops[1]
-        elif ins.parts[1] == "arrive" and ops and ops[0].kind != "address":
+        if op == "wait" or (ins.parts[1] == "arrive" and ops and ops[0].kind != "address"):
             aop = ops[1]
         else:
             aop = ops[0]
@@ -485,7 +483,7 @@ class BarrierUse:
         acc, win = 0, _Win()
         j = idx + 1 if forward else idx
         while 0 <= j < len(h):
-            ik, bits, aw = h[j]
+            _, bits, aw = h[j]
             acc |= bits
             win.merge(aw)
             nxt = h[j][0] if forward else (h[j - 1][0] if j > 0 else None)
