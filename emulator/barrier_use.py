@@ -30,7 +30,8 @@ thread):
   counts as a write once its thread has touched memory or passed a barrier before it (a
   fence is cumulative: it also orders what the thread observed) - but a ``fence.proxy.*``
   counts as nothing (it orders only its own thread's accesses across proxies, and those are
-  summarised themselves).
+  summarised themselves; the uni-directional ``.release`` / ``.acquire`` proxy fences count as
+  fences).
 
 Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
 it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
@@ -107,10 +108,13 @@ def classify(ins: Any) -> int:
         if "warp" in parts or "cluster" in parts:
             return WRITE
         return _BOUNDARY
-    if base == "fence" and len(parts) > 1 and parts[1] == "proxy":
-        # a proxy fence orders its own thread's accesses across proxies (PTX ISA 9.1 §9.7.13.4:
-        # fence.proxy is a proxy fence, not a memory-ordering fence between threads): what a
-        # barrier after it orders is its thread's accesses, summarised themselves
+    if base == "fence" and len(parts) > 1 and parts[1] == "proxy" and not any(
+            p in ("release", "acquire", "acq_rel", "sc") for p in parts):
+        # a bidirectional proxy fence orders its own thread's accesses across proxies (PTX ISA
+        # 9.1 §9.7.13.4 membar/fence: fence.proxy.proxykind): what a barrier after it orders
+        # is its thread's accesses, summarised themselves. The uni-directional ones
+        # (fence.proxy.tensormap::generic.release / .acquire ...) have release / acquire
+        # semantics at a scope and count as fences
         return 0
     if base in ("fence", "membar"):
         return _FENCE

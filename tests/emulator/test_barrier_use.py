@@ -463,3 +463,9 @@ bra JOIN;
 DONE:"""
     eff, ptx = _effects(body, threads=96)
     assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+
+
+def test_a_uni_directional_proxy_fence_with_release_semantics_counts_as_a_fence():
+    eff, ptx = _effects(_FENCES.format(fence="fence.proxy.tensormap::generic.release.gpu"))
+    assert eff[_line(ptx, "bar.sync", 0)] == 0
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
