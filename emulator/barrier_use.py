@@ -82,6 +82,10 @@ from typing import Any
 
 import numpy as np
 
+from emulator.async_copy import _state as _bulk_state
+from emulator.ops import _addr_u
+from emulator.registry import _lanes
+
 READ, WRITE = 1, 2
 _FENCE, _BOUNDARY = 3, 4
 
@@ -109,7 +113,7 @@ def classify(ins: Any) -> int:
             return WRITE
         return _BOUNDARY
     if base == "fence" and len(parts) > 1 and parts[1] == "proxy" and not any(
-            p in ("release", "acquire", "acq_rel", "sc") for p in parts):
+            p in _SEM for p in parts):
         # a bidirectional proxy fence orders its own thread's accesses across proxies (PTX ISA
         # 9.1 §9.7.13.4 membar/fence: fence.proxy.proxykind): what a barrier after it orders
         # is its thread's accesses, summarised themselves. The uni-directional ones
@@ -137,7 +141,8 @@ def classify(ins: Any) -> int:
 
 #: :func:`addressed` codes
 MEM, MBAR, COPY, WAIT = 1, 2, 3, 4
-_ORDERING = ("acquire", "release", "acq_rel", "sc", "relaxed", "volatile", "mmio")
+_SEM = ("acquire", "release", "acq_rel", "sc")  # memory-ordering semantics qualifiers
+_ORDERING = (*_SEM, "relaxed", "volatile", "mmio")
 _MBAR_OPS = {"init": "init", "inval": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
              "try_wait": "wait", "test_wait": "wait"}
 
@@ -160,7 +165,7 @@ def addressed(ins: Any) -> int:
     if base == "tensormap" and len(parts) > 1 and parts[1] == "replace":
         return MEM  # a generic-proxy write of the field (emulator.async_copy._tensormap)
     if base in ("atom", "red"):
-        return 0 if any(p in _ORDERING[:4] for p in parts) else MEM
+        return 0 if any(p in _SEM for p in parts) else MEM
     if base == "wgmma":
         if len(parts) > 1 and parts[1] == "wait_group":
             return WAIT
@@ -252,6 +257,8 @@ class BarrierUse:
         self.inst: dict[tuple, dict[int, tuple[int, bool, int]]] = defaultdict(dict)
         self.fired: set[tuple] = set()
         self.gen: dict[tuple[int, int], int] = defaultdict(int)
+        self._waiting: dict[tuple, set[int] | None] = {}  # :meth:`_waiters`, after the run
+        self._site_of: dict[tuple, frozenset[int]] = {}  # :meth:`_sites`, after the run
 
     def _win(self, lane: int) -> _Win:
         w = self.acur.get(lane)
@@ -418,8 +425,6 @@ class BarrierUse:
         return gran, self.incarnation[gran] * _INCARNATION + int(st["phase"])
 
     def _mbar_ops(self, pc: int, lanes: np.ndarray) -> None:
-        from emulator.ops import _addr_u, _lanes
-
         m = self.mach
         ins = m.prog.insts[pc]
         op = _MBAR_OPS[ins.parts[1]]
@@ -474,9 +479,19 @@ class BarrierUse:
                 self.releases[gran].append((g, ph, len(self.hist[g]), True))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
-        if ik not in self.fired:
-            return None
-        return {g for g, (_, w, _) in self.inst[ik].items() if w}
+        """The threads that waited at instance ``ik`` (None: it never completed); read after
+        the run, so kept once computed."""
+        if ik not in self._waiting:
+            self._waiting[ik] = (None if ik not in self.fired else
+                                 {g for g, (_, w, _) in self.inst[ik].items() if w})
+        return self._waiting[ik]
+
+    def _sites(self, ik: tuple) -> frozenset[int]:
+        """The barrier sites (program counters) instance ``ik`` has arrivals from; read after
+        the run, so kept once computed."""
+        if ik not in self._site_of:
+            self._site_of[ik] = frozenset(pc for pc, _, _ in self.inst[ik].values())
+        return self._site_of[ik]
 
     def _side(self, g: int, idx: int, members: set[int], forward: bool, site: int
               ) -> tuple[int, _Win]:
@@ -493,7 +508,7 @@ class BarrierUse:
             nxt = h[j][0] if forward else (h[j - 1][0] if j > 0 else None)
             if nxt is None:
                 break
-            if {pc for pc, _, _ in self.inst[nxt].values()} == {site}:
+            if self._sites(nxt) == {site}:
                 j += 1 if forward else -1  # the same site: removed with this one
                 continue
             w = self._waiters(nxt)
@@ -507,7 +522,7 @@ class BarrierUse:
         """Whether instance ``ik`` may have ordered two conflicting operations (module
         docstring)."""
         parts = self.inst[ik]
-        if ik not in self.fired or len({pc for pc, _, _ in parts.values()}) > 1 or \
+        if ik not in self.fired or len(self._sites(ik)) > 1 or \
                 not all(w for _, w, _ in parts.values()):
             return True
         members = set(parts)
@@ -539,7 +554,7 @@ class BarrierUse:
             earlier = {h0[k][0] for k in range(parts[m0][2])
                        if h0[k][0] is not None and (w := self._waiters(h0[k][0])) is not None
                        and members <= w
-                       and {pc for pc, _, _ in self.inst[h0[k][0]].values()} != {site}}
+                       and self._sites(h0[k][0]) != {site}}
             for a_ in acq:
                 spans = self._released(a_, parts[a_][2], before[a_][1], earlier)
                 if spans is None:
@@ -667,17 +682,16 @@ class BarrierUse:
             for c, q, widx in self.acquires.get(x, ()):
                 if q <= p or c == a or c == b:
                     continue
+                h_c = self.hist[c]
                 if c not in stop:
-                    h_c = self.hist[c]
                     stop[c] = next((j for j, (ik, _, _) in enumerate(h_c)
                                     if ik in later and ik in self.fired
                                     and self.inst[ik][c][1]
-                                    and {pc for pc, _, _ in self.inst[ik].values()} != {site}),
+                                    and self._sites(ik) != {site}),
                                    len(h_c))
                 if widx > stop[c]:
                     continue  # c waited after an instance that already orders a's side
                 cb, cw = 0, _Win()
-                h_c = self.hist[c]
                 for j in range(widx, min(stop[c] + 1, len(h_c))):
                     cb |= h_c[j][1]
                     cw.merge(h_c[j][2])
@@ -691,21 +705,15 @@ class BarrierUse:
         """Per program counter of a CTA barrier site: the number of its instances that acted
         (an instance counts at each site it has arrivals from)."""
         out: dict[int, int] = defaultdict(int)
-        for ik, parts in self.inst.items():
+        for ik in self.inst:
             a = self.acted(ik)
-            for pc in {pc for pc, _, _ in parts.values()}:
+            for pc in self._sites(ik):
                 out[pc] += int(a)
         return dict(out)
 
 
 _EMPTY: frozenset[int] = frozenset()
 _INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers recorded here
-
-
-def _bulk_state(m: Any) -> Any:
-    from emulator.async_copy import _state
-
-    return _state(m)
 
 
 def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:

@@ -342,103 +342,15 @@ def test_a_spin_wait_after_the_barrier_commutes_with_the_phase_it_waits_for():
 # --- found by red-teaming the measure (2026-12-03): each was reported 0 although removing the
 # barrier makes the emulated program racy (HB1 on the mutant)
 
-def test_a_copy_issued_and_waited_for_by_one_thread_is_published_by_the_next_barrier():
-    # t0 issues the copy and waits for it; another barrier lies between issue and wait, so the
-    # copy's bytes (landing at its completion) are in neither side's window of the last one
-    eff, ptx = _effects(_INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
-bar.sync 1;
-mov.u32 %r9, 0;
-@!%p1 bra SKIP;
-WAIT:
-mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
-@!%p0 bra WAIT;
-SKIP:
-bar.sync 0;
-@%p2 ld.shared.u32 %r5, [buf+256];""")
-    assert eff[_line(ptx, "bar.sync 0", 1)] == 1
-
-
-def test_a_spin_wait_that_had_not_seen_the_previous_phase_does_not_commute():
-    # count 1: t64 stores D and arrives (phase 0), t0 arrives (phase 1); after the named
-    # barrier of warps 0-1, t32 waits for parity 1 and reads D. Without the barrier t32's wait
-    # may run during phase 0, where parity 1 passes at once
-    eff, ptx = _effects(_INIT + """
+# roles in a 96-thread CTA: %p4 thread 64 (warp 2), %p5 thread 32, %p6 warps 0-1
+_ROLES = """
 setp.eq.u32 %p4, %r1, 64;
 setp.eq.u32 %p5, %r1, 32;
 setp.lt.u32 %p6, %r1, 64;
-@%p4 bra PROD64;
-@%p1 bra PROD0;
-bra JOIN;
-CONS:
-mov.u32 %r9, 1;
-WAIT:
-mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
-@!%p0 bra WAIT;
-ld.shared.u32 %r5, [buf+512];
-bra DONE;
-JOIN:
-@!%p6 bra DONE;
-bar.sync 1, 64;
-@%p5 bra CONS;
-bra DONE;
-PROD64:
-st.shared.u32 [buf+512], %r1;
-mbarrier.arrive.shared::cta.b64 _, [buf+64];
-bra DONE;
-PROD0:
-mbarrier.arrive.shared::cta.b64 _, [buf+64];
-bra JOIN;
-DONE:""", threads=96)
-    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
-
-
-def test_a_fence_after_the_barrier_in_a_thread_that_touched_nothing_is_cumulative():
-    # t0 stores D; after the barrier t32 (no access of its own yet) fences and sets a flag that
-    # t64 spins on before reading D: the fence publishes what the barrier ordered before it
-    eff, ptx = _effects("""
-setp.eq.u32 %p4, %r1, 64;
-setp.eq.u32 %p5, %r1, 32;
-setp.lt.u32 %p6, %r1, 64;
-@!%p6 bra CONS;
-@%p1 st.shared.u32 [buf+512], %r1;
-bar.sync 1, 64;
-@!%p5 bra DONE;
-fence.acq_rel.cta;
-red.shared.add.u32 [buf+128], 1;
-bra DONE;
-CONS:
-@!%p4 bra DONE;
-SPIN:
-atom.shared.add.u32 %r7, [buf+128], 0;
-setp.eq.u32 %p0, %r7, 0;
-@%p0 bra SPIN;
-fence.acq_rel.cta;
-ld.shared.u32 %r5, [buf+512];
-DONE:""", threads=96)
-    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
-
-
-def test_a_wait_on_an_earlier_incarnation_of_the_mbarrier_does_not_count_as_seen():
-    # red team, round 2: t32 saw phase 0 of the first incarnation complete; after inval + init
-    # the phases start again, and that old wait must not let t32's later spin commute
-    body = _INIT + """
-setp.eq.u32 %p4, %r1, 64;
-setp.eq.u32 %p5, %r1, 32;
-setp.lt.u32 %p6, %r1, 64;
-@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];
-@!%p5 bra SKIPW;
-mov.u32 %r9, 0;
-OW:
-mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
-@!%p0 bra OW;
-SKIPW:
-bar.sync 2;
-@%p1 mbarrier.inval.shared::cta.b64 [buf+64];
-@%p1 mbarrier.init.shared::cta.b64 [buf+64], 1;
-bar.sync 3;
-@%p4 bra PROD64;
+"""
+# count 1: t64 stores D and arrives, t0 arrives; after the named barrier of warps 0-1, t32
+# waits for parity 1 and reads D
+_ALIAS = """@%p4 bra PROD64;
 @%p1 bra PROD0;
 bra JOIN;
 CONS:
@@ -461,6 +373,70 @@ PROD0:
 mbarrier.arrive.shared::cta.b64 _, [buf+64];
 bra JOIN;
 DONE:"""
+
+def test_a_copy_issued_and_waited_for_by_one_thread_is_published_by_the_next_barrier():
+    # t0 issues the copy and waits for it; another barrier lies between issue and wait, so the
+    # copy's bytes (landing at its completion) are in neither side's window of the last one
+    eff, ptx = _effects(_INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 1;
+mov.u32 %r9, 0;
+@!%p1 bra SKIP;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra WAIT;
+SKIP:
+bar.sync 0;
+@%p2 ld.shared.u32 %r5, [buf+256];""")
+    assert eff[_line(ptx, "bar.sync 0", 1)] == 1
+
+
+def test_a_spin_wait_that_had_not_seen_the_previous_phase_does_not_commute():
+    # count 1: t64 stores D and arrives (phase 0), t0 arrives (phase 1); after the named
+    # barrier of warps 0-1, t32 waits for parity 1 and reads D. Without the barrier t32's wait
+    # may run during phase 0, where parity 1 passes at once
+    eff, ptx = _effects(_INIT + _ROLES + _ALIAS, threads=96)
+    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+
+
+def test_a_fence_after_the_barrier_in_a_thread_that_touched_nothing_is_cumulative():
+    # t0 stores D; after the barrier t32 (no access of its own yet) fences and sets a flag that
+    # t64 spins on before reading D: the fence publishes what the barrier ordered before it
+    eff, ptx = _effects(_ROLES + """@!%p6 bra CONS;
+@%p1 st.shared.u32 [buf+512], %r1;
+bar.sync 1, 64;
+@!%p5 bra DONE;
+fence.acq_rel.cta;
+red.shared.add.u32 [buf+128], 1;
+bra DONE;
+CONS:
+@!%p4 bra DONE;
+SPIN:
+atom.shared.add.u32 %r7, [buf+128], 0;
+setp.eq.u32 %p0, %r7, 0;
+@%p0 bra SPIN;
+fence.acq_rel.cta;
+ld.shared.u32 %r5, [buf+512];
+DONE:""", threads=96)
+    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+
+
+def test_a_wait_on_an_earlier_incarnation_of_the_mbarrier_does_not_count_as_seen():
+    # red team, round 2: t32 saw phase 0 of the first incarnation complete; after inval + init
+    # the phases start again, and that old wait must not let t32's later spin commute
+    body = _INIT + _ROLES + """@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];
+@!%p5 bra SKIPW;
+mov.u32 %r9, 0;
+OW:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+64], %r9;
+@!%p0 bra OW;
+SKIPW:
+bar.sync 2;
+@%p1 mbarrier.inval.shared::cta.b64 [buf+64];
+@%p1 mbarrier.init.shared::cta.b64 [buf+64], 1;
+bar.sync 3;
+""" + _ALIAS
     eff, ptx = _effects(body, threads=96)
     assert eff[_line(ptx, "bar.sync 1, 64")] == 1
 
