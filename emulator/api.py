@@ -80,8 +80,11 @@ class EmulationResult(BaseModel):
             ``test_wait``, ``tcgen05.wait::st``), its executions that had an effect (a thread
             blocked, acquired happens-before knowledge, or retired a bulk group / wgmma
             registers; for ``tcgen05.wait::st``, one when a TMEM cell it completed was read
-            before its writer waited again); 0: at this launch the wait never ordered or
-            retired anything.
+            before its writer waited again), and of a reached ``fence.proxy.async``, one when
+            some async-proxy read (wgmma / tcgen05.mma operand, TMA store source) of bytes a
+            thread wrote through the generic proxy was fenced by that site's instances alone
+            (PTX ISA 9.1 §8.6: without it the read would be HB4); 0: at this launch the wait
+            or fence never ordered or retired anything.
         barrier_effects: with ``coverage=True``, per source line of a reached ``bar.sync`` /
             ``barrier.sync``, its instances that may have ordered two conflicting memory
             operations of two of its participants (:mod:`emulator.barrier_use`); 0: at this
@@ -399,7 +402,7 @@ def run_kernel(ptx: str, spec: KernelSpec, arch: str, *, size: str = "verify",
         counts, effects = _instrument(mach, use) if coverage else (None, None)
         out = mach.run()
         if effects is not None:
-            _tmem_wait_effects(mach, effects)
+            _completion_effects(mach, effects)
     except EmulationUnsupported as exc:
         return EmulationResult(**base, status="unsupported", message=str(exc),
                                seconds=time.perf_counter() - t0)
@@ -492,9 +495,16 @@ def _is_wait(ins) -> bool:
     """Whether ``ins`` is a wait whose effect :func:`_instrument` measures."""
     op = ins.opcode
     return (op.startswith("cp.async.bulk.wait_group") or op.startswith("wgmma.wait_group") or
-            op.startswith("tcgen05.wait::st") or
+            op.startswith("tcgen05.wait::st") or _is_proxy_fence(ins) or
             (ins.base == "mbarrier" and len(ins.parts) > 1 and
              ins.parts[1] in ("try_wait", "test_wait")))
+
+
+def _is_proxy_fence(ins) -> bool:
+    """Whether ``ins`` is a ``fence.proxy.async{.space}`` (the fences the HB4 check counts,
+    ``emulator.ops._fence``; not ``fence.mbarrier_init``)."""
+    return ins.base == "fence" and "proxy" in ins.parts and any(
+        x.startswith("async") for x in ins.parts[2:])
 
 
 def _instrument(mach: Machine, use: BarrierUse | None = None
@@ -505,8 +515,10 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
     the executions that had an effect: a thread blocked, a thread's happens-before knowledge
     grew (it acquired something), a bulk group or wgmma registers retired, or a thread outside
     the race-tracked set ran it (unknown: counted); a ``tcgen05.wait::st`` acts when a cell it
-    completed is read before its writer waits again (``emulator.tcgen05_ext``, filled in by
-    :func:`_tmem_wait_effects` after the run); ``use`` (a :class:`BarrierUse`) is fed each
+    completed is read before its writer waits again (``emulator.tcgen05_ext``), a
+    ``fence.proxy.async`` when an async-proxy read of generic-written bytes was fenced by that
+    site alone (``Machine.note_fence_use``) - both filled in by :func:`_completion_effects`
+    after the run; ``use`` (a :class:`BarrierUse`) is fed each
     executed instruction. Each compiled instruction step is wrapped
     (the machine compiles a step the first time a pc runs, then calls the stored step).
     Returns the two (len(insts),) int64 arrays the run fills."""
@@ -522,7 +534,8 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
     def counting(p: int):
         fn = compile_step(p)
         ins = mach.prog.insts[p]
-        wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.")
+        fence = _is_proxy_fence(ins)
+        wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.") and not fence
         guard, neg = ins.predicate, ins.negated
 
         def run(pc: int, active: np.ndarray, fn=fn) -> bool:
@@ -534,6 +547,9 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
             counts[pc] += int(np.count_nonzero(exe))
             if use is not None:
                 use.step(pc, exe)
+            if fence:
+                for ln in np.flatnonzero(exe[:mach.ntr]).tolist():
+                    mach.pfence_log.setdefault(int(mach.glane[ln]), []).append(pc)
             if not wait:
                 return fn(pc, active)
             lanes = np.flatnonzero(active)
@@ -551,13 +567,17 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
 
     mach._compile = counting
     mach.tmem_wait_used = set()
+    mach.pfence_log, mach.pfence_used = {}, set()
     return counts, effects
 
 
-def _tmem_wait_effects(mach: Machine, effects: np.ndarray) -> None:
-    """Count, for each ``tcgen05.wait::st`` whose completion some read depended on, one
-    effect (see :func:`_instrument`)."""
+def _completion_effects(mach: Machine, effects: np.ndarray) -> None:
+    """Count one effect for each ``tcgen05.wait::st`` whose completion some read depended on,
+    and for each ``fence.proxy.async`` site an async-proxy read of generic-written shared bytes
+    depended on alone (``Machine.note_fence_use``; see :func:`_instrument`)."""
     for pc in getattr(mach, "tmem_wait_used", ()):
+        effects[pc] += 1
+    for pc in mach.pfence_used:
         effects[pc] += 1
 
 

@@ -357,6 +357,7 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     stale = np.zeros(loc.shape, np.bool_)
     stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
     if not stale.any():
+        m.note_fence_use(idx)
         return
     j = int(np.flatnonzero(stale)[0])
     wpc = int(sh.w_pc[idx[real]][j])

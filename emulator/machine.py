@@ -132,6 +132,12 @@ class Machine:
             budget); the outcome then names the subset as above.
     """
 
+    #: with coverage (``emulator.api``): global lane -> program counters of the lane's
+    #: ``fence.proxy.async`` executions in order, and the sites an HB4 check depended on alone
+    #: (:meth:`note_fence_use`); None / empty without coverage
+    pfence_log: dict[int, list[int]] | None = None
+    pfence_used: set[int] = frozenset()
+
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,
                  batch_lanes: int = 1 << 16, memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
@@ -840,6 +846,7 @@ class Machine:
         j = int(self._hk.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
                                     self.pfence))
         if j < 0:
+            self.note_fence_use(idx)
             return False
         if not report:
             return True
@@ -862,6 +869,31 @@ class Machine:
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
                                 "the writing threads after the write, before the hand-off")])
         return True
+
+    def note_fence_use(self, slots: np.ndarray) -> None:
+        """With coverage (``pfence_log`` set by ``emulator.api``): the shared-shadow ``slots``
+        are read by the async proxy and every generic-proxy writer among them has fenced since
+        its write; a ``fence.proxy.async`` site that is the only site among the writer's fences
+        since that write is added to ``pfence_used`` (removing that site would make the read
+        an HB4; ``EmulationResult.wait_effects``)."""
+        log = self.pfence_log
+        if log is None:
+            return
+        sh = self.sshadow
+        wl = sh.w_lane[slots]
+        NT = self.n_ctas * self.T
+        real = (wl >= 0) & (wl < NT)
+        if not real.any():
+            return
+        pairs = np.unique(np.stack([wl[real], sh.w_pf[slots][real]]), axis=1)
+        for g, pf in pairs.T.tolist():
+            lc = int(self._batch_pos[g // self.T])
+            if lc < 0:
+                continue
+            now = int(self.pfence[lc * self.T + g % self.T])
+            sites = set(log.get(g, [])[pf:now])
+            if len(sites) == 1:
+                self.pfence_used.add(sites.pop())
 
     def async_complete_epoch(self, c: int) -> int:
         """Close the CTA's current async epoch (a commit); returns it."""

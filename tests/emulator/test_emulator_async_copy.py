@@ -394,3 +394,53 @@ def test_bulk_copy_in_and_bulk_add_reduction_out():
     res = run_launch(BULK, launch, gmem, filename="bulk.ptx")
     assert res.status == "ok" and res.findings == [], (res.message, res.findings)
     assert np.array_equal(gmem.buffer("dst").view(np.float32), a + 1.0)
+
+
+def _fence_effects(fence: str, template: str = STORE
+                   ) -> tuple[dict[int, int], list[str], list]:
+    """(source line -> effects of each reached proxy fence, the PTX lines, the findings) of
+    ``template`` (the STORE kernel) with ``fence`` between the generic writes and the barrier,
+    on a coverage run (``emulator.api._instrument``, as ``run_kernel(coverage=True)`` does)."""
+    from emulator.api import _completion_effects, _instrument
+    from emulator.machine import Machine
+    from emulator.program import build_program
+    from verifier.ptx.parser import parse_ptx
+
+    ptx = template.format(fence=fence, wait="@%p1 cp.async.bulk.wait_group.read 0;")
+    prog = build_program(parse_ptx(ptx, "st.ptx"))
+    gmem = GlobalMemory()
+    dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
+    mach = Machine(prog, Launch(grid=(1, 1, 1), threads=64, params={
+        "tmap": _tmap(dst), "out": (0).to_bytes(8, "little")}), gmem)
+    _, effects = _instrument(mach)
+    res = mach.run()
+    assert res.status == "ok", res.message
+    _completion_effects(mach, effects)
+    by_line: dict[int, int] = {}
+    for ins, e in zip(prog.insts, effects.tolist()):
+        if ins.base == "fence":
+            by_line[ins.line] = by_line.get(ins.line, 0) + int(e)
+    return by_line, ptx.split("\n"), res.findings
+
+
+def test_a_proxy_fence_that_alone_fences_a_tma_store_source_acted():
+    eff, lines, _ = _fence_effects("fence.proxy.async.shared::cta;")
+    ln = next(i for i, s in enumerate(lines, 1) if s.startswith("fence.proxy.async"))
+    assert eff == {ln: 1}
+
+
+def test_two_proxy_fence_sites_after_the_writes_each_are_removable():
+    # either fence alone fences the store's source: removing one site leaves the other
+    eff, _, _ = _fence_effects("fence.proxy.async.shared::cta;\nfence.proxy.async;")
+    assert sorted(eff.values()) == [0, 0] and len(eff) == 2
+
+
+def test_a_proxy_fence_before_the_generic_writes_fences_nothing():
+    # the fence above the st.shared: the store reads unfenced bytes (HB4), the fence ordered
+    # nothing
+    text = STORE.replace("st.shared.v4.u32 [%r4], {{%r11",
+                         "fence.proxy.async.shared::cta;\nst.shared.v4.u32 [%r4], {{%r11", 1)
+    assert text != STORE
+    eff, _, findings = _fence_effects("", text)
+    assert any(f.rule == "HB4" for f in findings)
+    assert list(eff.values()) == [0]

@@ -38,7 +38,11 @@ reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught)
   with no ``wgmma.mma_async`` in flight the same way; a removed ``bar.sync``/``barrier.sync``
   in the kernel's branch-free prefix with an identical barrier (or the entry) next to it in its
   basic block through register-only instructions, so there is no memory access it alone
-  orders;
+  orders; a removed ``tcgen05.wait::ld`` when on every path another unpredicated
+  ``tcgen05.wait::ld`` (it completes every earlier ``tcgen05.ld`` of the thread) comes before
+  anything but register code, further ``tcgen05.ld`` and weak loads / stores - i.e. before any
+  TMEM write, dealloc or signal to another thread (rule TL4 of docs/ptx_rules.md: the ld's
+  destination registers are ordered by their register dependency, PTX ISA 9.1 §9.7.16.8.5);
 * *never executed* (``reached``: the source lines the emulator's per-instruction counts of the
   original show executed - reached with the guard predicate true -,
   ``emulator.run_kernel(coverage=True)`` at the launch ``ailower eval`` emulates): a mutation
@@ -51,7 +55,11 @@ reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught)
   cell it completed was read before the writer's next ``wait::st`` (which completes every
   earlier store of the thread too) - (e.g. the wait on the MMA barrier of
   the previous tile when a wait on a later commit of the same thread already covered it, or a
-  ``wgmma.wait_group 0`` after the loop whose last iteration retired everything);
+  ``wgmma.wait_group 0`` after the loop whose last iteration retired everything); a removed
+  ``fence.proxy.async`` none of whose executions was the only proxy fence, since the write,
+  of a thread whose generic-proxy writes an async-proxy read (wgmma / tcgen05.mma operand,
+  TMA store source) then read (``Machine.note_fence_use``: e.g. Triton's fence before a TMA
+  load into a buffer no generic write touched);
 * *equivalent on the executed paths*, barriers (``barrier_effects``: the original's coverage
   runs with ``elect.sync`` electing the lowest and the highest lane, summed): a removed
   ``bar.sync`` / ``barrier.sync`` no instance of which ordered two conflicting operations of two
@@ -325,6 +333,62 @@ def _nothing_in_flight(cfg, i: int, issues, retires) -> bool:
     return not transfer(inn, b.start, i)
 
 
+def _waited_again(cfg, i: int, retires, quiet) -> bool:
+    """Whether on every path from after instruction ``i`` an instruction with ``retires(ins)``
+    (unpredicated) comes before any instruction that is not ``quiet(ins)`` and before the path
+    ends (``exit`` / ``ret``): a backward must-analysis over the blocks (greatest fixed point:
+    a loop of quiet instructions only orders nothing either)."""
+    n = len(cfg.blocks)
+    exit_id = cfg.exit_id
+
+    def scan(lo: int, hi: int) -> bool | None:
+        for j in range(lo, hi):
+            ins = cfg.instrs[j]
+            if retires(ins) and ins.predicate is None:
+                return True
+            if ins.base in _ENDS or not quiet(ins):
+                return False
+        return None  # fell through to the block's successors
+
+    def block_ok(bid: int, lo: int, good: list[bool]) -> bool:
+        b = cfg.blocks[bid]
+        r = scan(lo, b.end)
+        if r is not None:
+            return r
+        succ = [e.dst for e in b.succs]
+        return bool(succ) and all(d != exit_id and d < n and good[d] for d in succ)
+
+    good = [True] * n
+    changed = True
+    while changed:
+        changed = False
+        for bid in reversed(cfg.rpo):
+            new = block_ok(bid, cfg.blocks[bid].start, good)
+            if new != good[bid]:
+                good[bid], changed = new, True
+    return block_ok(cfg.block_of[i], i + 1, good)
+
+
+def _tmem_ld_retire(ins) -> bool:
+    return ins.opcode.startswith("tcgen05.wait::ld")
+
+
+def _tmem_ld_quiet(ins) -> bool:
+    """An instruction a pending ``tcgen05.ld`` may run past (PTX ISA 9.1 §9.7.16.8.5, rule TL4
+    of docs/ptx_rules.md): register-only code (the ld's destination registers are ordered by
+    their register dependency), further ``tcgen05.ld``, and weak loads / stores (no release:
+    they signal no other thread). Anything that writes TMEM, deallocates, synchronises or
+    fences is not."""
+    if ins.base not in _MEMORY:
+        return True
+    if ins.opcode.startswith("tcgen05.ld"):
+        return True
+    if ins.base in ("ld", "ldu", "st"):
+        return not any(p in ("acquire", "release", "relaxed", "volatile", "mmio")
+                       for p in ins.parts)
+    return False
+
+
 def _bulk_issue(ins) -> bool:
     return ins.base == "cp" and "bulk_group" in ins.parts
 
@@ -359,7 +423,7 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
     """Why removing the site at ``line`` of ``text`` (class ``cls``) cannot change any
     execution, or "" when it may (module docstring: removed waits with nothing in flight on any
     path, barriers with an identical barrier next to them through register-only code)."""
-    if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync"):
+    if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync", "no_tcgen05_wait"):
         return ""
     key = hash(text)
     if _cache is not None and key in _cache:
@@ -375,6 +439,11 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         return "equivalent: no bulk-group operation can be in flight at this wait"
     if cls == "no_wgmma_wait" and _nothing_in_flight(cfg, i, _wgmma_issue, _wgmma_retire):
         return "equivalent: no wgmma.mma_async can be in flight at this wait"
+    if (cls == "no_tcgen05_wait" and cfg.instrs[i].opcode.startswith("tcgen05.wait::ld")
+            and _waited_again(cfg, i, _tmem_ld_retire, _tmem_ld_quiet)):
+        return ("equivalent: on every path another tcgen05.wait::ld (which completes every "
+                "earlier tcgen05.ld of the thread) comes before anything that writes TMEM, "
+                "deallocates or signals another thread")
     if cls == "no_bar_sync" and _barrier_redundant(cfg, i):
         return "equivalent: an identical barrier is next to it through register-only code"
     if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i, _values(cfg, _cache)):
@@ -535,7 +604,8 @@ CLASSES: dict[str, Callable[[str], Iterator[tuple[int, str, str]]]] = {
 
 
 #: classes whose mutation removes a wait at the site line (the dynamic equivalence applies)
-_WAIT_REMOVALS = ("store_refill", "no_wgmma_wait", "no_mbar_wait", "no_tcgen05_wait")
+_WAIT_REMOVALS = ("store_refill", "no_wgmma_wait", "no_mbar_wait", "no_tcgen05_wait",
+                  "no_proxy_fence")
 #: classes whose mutation acts at another line than the site (the reach filter does not apply)
 _NONLOCAL = ("early_dealloc",)
 
@@ -559,6 +629,10 @@ def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] 
         return "never executed: no thread executes the site at the emulated launch"
     if (wait_effects is not None and cls in _WAIT_REMOVALS and line in wait_effects
             and wait_effects[line] == 0):
+        if cls == "no_proxy_fence":
+            return ("equivalent on the executed paths: no async-proxy read at the emulated "
+                    "launch depended on the removed proxy fence alone (no generic-written "
+                    "bytes it alone fenced)")
         return ("equivalent on the executed paths: the removed wait never blocked, acquired "
                 "or retired anything at the emulated launch")
     if (barrier_effects is not None and cls == "no_bar_sync" and line in barrier_effects

@@ -131,6 +131,32 @@ cp.async.bulk.wait_group.read 0;""")
     assert got == [True, False, True]
 
 
+def test_a_tcgen05_ld_wait_covered_by_a_later_one_is_equivalent_and_the_last_is_not():
+    from fast_mutants import equivalent
+    text = _small("""
+mov.u32 %r1, 0;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r2}, [%r1];
+tcgen05.wait::ld.sync.aligned;
+cvt.u64.u32 %rd1, %r2;
+st.global.u32 [%rd1], %r2;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r3}, [%r1+1];
+tcgen05.wait::ld.sync.aligned;
+bar.sync 0;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r4}, [%r1+2];
+tcgen05.wait::ld.sync.aligned;
+setp.eq.u32 %p1, %r4, 0;
+@%p1 bra END;
+tcgen05.wait::ld.sync.aligned;
+END:
+tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r4};""")
+    waits = [_line(text, "wait::ld", k) for k in range(4)]
+    got = [bool(equivalent("no_tcgen05_wait", text, n)) for n in waits]
+    # 1st: the 2nd completes both loads before anything but register code and a weak store;
+    # 2nd: a barrier (a signal) comes first; 3rd: one path reaches the tcgen05.st (a TMEM
+    # write) without another wait; 4th: the tcgen05.st follows directly
+    assert got == [True, False, False, False]
+
+
 def test_a_bulk_wait_at_a_loop_head_sees_the_store_of_the_previous_iteration():
     from fast_mutants import equivalent
     text = _small("""
