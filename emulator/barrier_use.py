@@ -15,7 +15,10 @@ thread):
   ``ld`` / ``st`` / ``ldmatrix`` / ``stmatrix``, relaxed ``atom`` / ``red`` (a write),
   non-bulk ``cp.async`` (source read, destination write), ``wgmma.mma_async`` (its shared
   operands read), TMA / bulk copies without multicast (destination written, shared source
-  read, global source read at *unknown* addresses: it conflicts with any global write) - as
+  read, global source read at *unknown* addresses: it conflicts with any global write; a
+  load into shared memory completed through an mbarrier writes its bytes at that completion,
+  so they conflict with operations *after* a barrier - a refill issued there - and reach
+  others *before* it only through the completion: a wait that acquired it, below) - as
   sets of 8-byte granules read and written, taken from the happens-before checker's own calls
   (``Machine._hb_check``, the same bytes it race-checks); and ``mbarrier`` operations as
   operations on their object with the phase they landed in: ``init`` / ``inval`` (a write), an *arrival*
@@ -24,14 +27,16 @@ thread):
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
   / ``.volatile`` loads and stores, ``atom`` with ordering semantics, ``tcgen05``,
-  ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, ``bar.warp.sync``, bulk and ``cp.async`` wait/commit
+  ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, bulk and ``cp.async`` wait/commit
   groups, ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every
   instruction run by a thread the race checker does not track; a ``fence`` / ``membar``
   counts as a write once its thread has touched memory or passed a barrier before it (a
   fence is cumulative: it also orders what the thread observed) - but a ``fence.proxy.*``
   counts as nothing (it orders only its own thread's accesses across proxies, and those are
   summarised themselves; the uni-directional ``.release`` / ``.acquire`` proxy fences count as
-  fences).
+  fences); a ``bar.warp.sync`` counts as nothing for an instance that every thread of the CTA
+  takes part in (a thread it could order something for is then a participant, compared
+  directly) and as a write for a partial (named) barrier.
 
 Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
 it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
@@ -56,8 +61,10 @@ its next such instance (*after*) have
    before-side *acquires* (a successful wait at phase q) and some releaser d of an earlier
    phase of that object did, between the latest barrier instance of another site that every
    participant waited at before this one and its release, something that conflicts with b's
-   after-side (what a acquired reaches b only through this barrier); a span of d's holding an
-   acquire of its own counts as a conflict (the chain may go on).
+   after-side (what a acquired reaches b only through this barrier) - for a copy's
+   completion, the bytes that copy wrote (its ``complete_tx`` publishes those, not its
+   issuer's other operations; the issuer's own ``arrive.expect_tx`` is a release of its own);
+   a span of d's holding an acquire of its own counts as a conflict (the chain may go on).
 
 The two sides reach past the other instances of the same site (removing a site removes
 all of them: a write two iterations before a read is then ordered by neither); an instance of
@@ -88,6 +95,10 @@ from emulator.registry import _lanes
 
 READ, WRITE = 1, 2
 _FENCE, _BOUNDARY = 3, 4
+#: the window bit of a ``bar.warp.sync``: nothing for an instance every thread of the CTA
+#: takes part in (a third thread that could carry an ordering on is itself a participant,
+#: whose own accesses are compared directly), a blind write for a partial one
+_WARP = 8
 
 #: opcodes with no memory effect another thread can observe (register, warp-collective value
 #: exchange without ordering guarantees, address computation, hints)
@@ -109,8 +120,10 @@ def classify(ins: Any) -> int:
     ``_BOUNDARY`` (a CTA barrier the tracker sees as an arrival)."""
     base, parts = ins.base, ins.parts
     if base in ("bar", "barrier"):
-        if "warp" in parts or "cluster" in parts:
+        if "cluster" in parts:
             return WRITE
+        if "warp" in parts:
+            return _WARP
         return _BOUNDARY
     if base == "fence" and len(parts) > 1 and parts[1] == "proxy" and not any(
             p in _SEM for p in parts):
@@ -177,8 +190,12 @@ def addressed(ins: Any) -> int:
     if base == "cp":
         if "bulk" in parts and "wait_group" in parts:
             return WAIT
-        if "commit_group" in parts or "wait_group" in parts or "wait_all" in parts or \
-                "prefetch" in parts or "multicast::cluster" in parts:
+        if len(parts) > 1 and parts[1] == "async" and ("wait_group" in parts or
+                                                      "wait_all" in parts):
+            # cp.async.wait_group / wait_all: the thread's own copies land here, their bytes
+            # recorded through the checker's completion call (``checked``); nothing else
+            return MEM
+        if "commit_group" in parts or "prefetch" in parts or "multicast::cluster" in parts:
             return 0
         if "bulk" in parts:
             return COPY
@@ -197,11 +214,15 @@ class _Win:
     operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
     (an acquire) is among them."""
 
-    __slots__ = ("acq", "gr_any", "mb", "r", "w")
+    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "w")
 
     def __init__(self) -> None:
         self.r: set[int] = set()
         self.w: set[int] = set()
+        # shared granules a copy issued here writes when it completes (a TMA / bulk load into
+        # shared memory, completed through its mbarrier): conflicts of later accesses with
+        # them are ordered by that completion, not by a barrier after the issue
+        self.cw: set[int] = set()
         self.mb: list[tuple[int, str, int]] = []
         self.gr_any = False
         self.acq = False
@@ -211,15 +232,16 @@ class _Win:
             return
         self.r |= o.r
         self.w |= o.w
+        self.cw |= o.cw
         self.mb.extend(o.mb)
         self.gr_any |= o.gr_any
         self.acq |= o.acq
 
     def empty(self) -> bool:
-        return not (self.r or self.w or self.mb or self.gr_any)
+        return not (self.r or self.w or self.cw or self.mb or self.gr_any)
 
     def writes(self) -> bool:
-        return bool(self.w) or any(op not in _WAITS for _, op, _ in self.mb)
+        return bool(self.w or self.cw) or any(op not in _WAITS for _, op, _ in self.mb)
 
     def releases(self) -> bool:
         return any(op in ("arr", "tx") for _, op, _ in self.mb)
@@ -247,8 +269,12 @@ class BarrierUse:
         # mbarrier granule -> successful waits (thread, phase then, index of its window)
         self.acquires: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         # mbarrier granule -> arrivals / tx operations (thread, phase, index of its window,
-        # whether a copy's completion: its bytes are written by the async proxy)
-        self.releases: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)
+        # for a copy's completion the shared granules that copy writes, filled in as it runs:
+        # its complete_tx releases those bytes, not its issuer's earlier operations; None for
+        # an arrival / expect_tx, which releases the thread's operations before it)
+        self.releases: dict[int, list[tuple[int, int, int, set[int] | None]]] = \
+            defaultdict(list)
+        self._copying: dict[int, tuple[int, set[int]]] = {}  # lane -> (pc, its copy's bytes)
         self.incarnation: dict[int, int] = defaultdict(int)  # mbarrier granule -> inits so far
         self.touched = np.zeros(0, np.bool_)
         # thread (global lane) -> [(instance key or None, blind bits, by-address summary)]
@@ -305,6 +331,7 @@ class BarrierUse:
             self.cur = np.zeros(n, np.int8)
             self.acur = {}
             self.pend = defaultdict(list)
+            self._copying = {}
             self.touched = np.zeros(n, np.bool_)
             try:
                 return run_batch(ids)
@@ -314,7 +341,12 @@ class BarrierUse:
                         (None, int(self.cur[lane]), self.acur.pop(lane, None)))
 
         def checked(sh, space, lanes, idx, pc, data, kind, rec_lane=None, rec_clk=None):
-            if kind != "async_complete" and self.addr[pc] in (MEM, COPY) and not (
+            if kind == "async_complete" and insts[pc].base == "cp" and "bulk" not in \
+                    insts[pc].parts:
+                # a cp.async's bytes land at the wait_group that completes it (``pc`` is the
+                # copy's): writes of the waiting thread, in its window now
+                self._record(space, lanes, idx, True, pc)
+            elif kind != "async_complete" and self.addr[pc] in (MEM, COPY) and not (
                     insts[pc].base == "cp" and space == "shared" and kind == "atomic"
                     and idx.shape[-1] == 8):  # a copy's complete_tx: recorded in step()
                 self._record(space, lanes, idx, data is not None or kind == "async_issue", pc)
@@ -341,12 +373,18 @@ class BarrierUse:
         elif ins.base == "cp" and "bulk" in ins.parts and not any(
                 x.startswith("mbarrier::") for x in ins.parts):  # a store: bulk group
             kind = "bulk"
+        # a load into shared memory completed through an mbarrier: its writes land at the
+        # completion (_Win.cw)
+        landing = write and space == "shared" and ins.base == "cp" and \
+            "mbarrier::complete_tx::bytes" in ins.parts
         for r, ln in enumerate(lanes.tolist()):
             if ln >= m.ntr:
                 continue
             w = self._win(ln)
             gs = np.unique(g[r]).tolist()
-            (w.w if write else w.r).update(gs)
+            (w.cw if landing else w.w if write else w.r).update(gs)
+            if landing and self._copying.get(ln, (None,))[0] == pc:
+                self._copying[ln][1].update(gs)
             if kind is not None:
                 grp = (int(m.wg_committed[ln]) + 1 if kind == "wg" else
                        int(_bulk_state(m).committed[ln]))
@@ -447,7 +485,7 @@ class BarrierUse:
             g = int(m.glane[ln])
             if op in ("arr", "tx"):
                 w.mb.append((gran, op, ph))
-                self.releases[gran].append((g, ph, len(self.hist[g]), False))
+                self.releases[gran].append((g, ph, len(self.hist[g]), None))
                 continue
             ok = ph >= 0 and (int(par[ln]) & 1) != (ph & 1)
             if spin and not ok:
@@ -476,7 +514,9 @@ class BarrierUse:
                 gran, ph = self._granule(ln, int(addr[ln]) & 0xFFFFFFFF)
                 w.mb.append((gran, "tx", ph))
                 g = int(m.glane[ln])
-                self.releases[gran].append((g, ph, len(self.hist[g]), True))
+                landed: set[int] = set()
+                self._copying[ln] = (pc, landed)
+                self.releases[gran].append((g, ph, len(self.hist[g]), landed))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
         """The threads that waited at instance ``ik`` (None: it never completed); read after
@@ -493,8 +533,8 @@ class BarrierUse:
             self._site_of[ik] = frozenset(pc for pc, _, _ in self.inst[ik].values())
         return self._site_of[ik]
 
-    def _side(self, g: int, idx: int, members: set[int], forward: bool, site: int
-              ) -> tuple[int, _Win]:
+    def _side(self, g: int, idx: int, members: set[int], forward: bool, site: int,
+              full: bool = False) -> tuple[int, _Win]:
         """(blind bits, by-address summary) of thread ``g``'s operations on one side of its
         arrival ``idx``, out to the nearest instance of another site than ``site`` (a removal
         removes every instance of its site) that every thread of ``members`` waited at."""
@@ -516,20 +556,31 @@ class BarrierUse:
                 break
             acc |= WRITE  # another barrier passed: it may carry the ordering on
             j += 1 if forward else -1
-        return acc, win
+        return _warp_bits(acc, full), win
 
     def acted(self, ik: tuple) -> bool:
         """Whether instance ``ik`` may have ordered two conflicting operations (module
         docstring)."""
+        return bool(self.why_acted(ik))
+
+    def why_acted(self, ik: tuple) -> str:
+        """Why instance ``ik`` may have ordered two conflicting operations: one line naming
+        the first conflict found (threads as ``CTA.thread``, 8-byte granules, mbarrier
+        objects), or "" when it did not (module docstring)."""
         parts = self.inst[ik]
-        if ik not in self.fired or len(self._sites(ik)) > 1 or \
-                not all(w for _, w, _ in parts.values()):
-            return True
+        if ik not in self.fired:
+            return "the instance never completed"
+        if len(self._sites(ik)) > 1:
+            return "its arrivals come from more than one barrier site"
+        if not all(w for _, w, _ in parts.values()):
+            return "a participant only arrived (bar.arrive)"
         members = set(parts)
         site = next(iter(parts.values()))[0]
-        before = {g: self._side(g, idx, members, False, site)
+        full = len(members) == self.mach.T  # every thread of the CTA takes part
+        before = {g: self._side(g, idx, members, False, site, full)
                   for g, (_, _, idx) in parts.items()}
-        after = {g: self._side(g, idx, members, True, site) for g, (_, _, idx) in parts.items()}
+        after = {g: self._side(g, idx, members, True, site, full)
+                 for g, (_, _, idx) in parts.items()}
         # address-blind bits against anything / any write of the other side
         bn = [g for g, (b, w) in before.items() if b or not w.empty()]
         an = [g for g, (b, w) in after.items() if b or not w.empty()]
@@ -539,13 +590,13 @@ class BarrierUse:
                 _cross(bn, [g for g, (b, _) in after.items() if b & WRITE]) or \
                 _cross([g for g, (b, _) in before.items() if b & READ], awr) or \
                 _cross(bwr, [g for g, (b, _) in after.items() if b & READ]):
-            return True
+            return "an address-blind operation on one side, an access of another thread on the other"
         # a global source at unknown addresses against a global write
         if _cross([g for g, (_, w) in before.items() if w.gr_any],
                   [g for g, (_, w) in after.items() if w.global_write()]) or \
                 _cross([g for g, (_, w) in before.items() if w.global_write()],
                        [g for g, (_, w) in after.items() if w.gr_any]):
-            return True
+            return "a global read at unknown addresses (a copy's source) and a global write"
         # a chain through a third thread: an acquire before the barrier
         acq = [g for g, (_, w) in before.items() if w.acq]
         if _cross(acq, an):
@@ -559,12 +610,14 @@ class BarrierUse:
                 spans = self._released(a_, parts[a_][2], before[a_][1], earlier)
                 if spans is None:
                     if any(b_ != a_ for b_ in an):
-                        return True
+                        return (f"{self._who(a_)} acquired before it from a releaser that had "
+                                f"acquired itself (the chain may go on)")
                     continue
                 for b_ in an:
                     if b_ != a_ and any(_conflict(db, dw, *after[b_])
                                         for d, db, dw, copy in spans if copy or d != b_):
-                        return True
+                        return (f"{self._who(a_)} acquired before it what {self._who(b_)} "
+                                f"conflicts with after it")
         # by address: granules and mbarrier objects
         idx_r: dict[int, set[int]] = defaultdict(set)
         idx_w: dict[int, set[int]] = defaultdict(set)
@@ -572,7 +625,7 @@ class BarrierUse:
         for g, (_, w) in after.items():
             for x in w.r:
                 idx_r[x].add(g)
-            for x in w.w:
+            for x in w.w | w.cw:  # (a copy issued after it writes after it in any case)
                 idx_w[x].add(g)
             for x, op, ph in w.mb:
                 idx_m[x].append((g, op, ph))
@@ -580,20 +633,22 @@ class BarrierUse:
             for x in w.w:
                 if (idx_w.get(x, _EMPTY) | idx_r.get(x, _EMPTY)) - {a_} or any(
                         g != a_ for g, _, _ in idx_m.get(x, ())):
-                    return True
+                    return f"{self._who(a_)} wrote {self._gran(x)} before it, another thread touches it after"
             for x in w.r:
                 if idx_w.get(x, _EMPTY) - {a_} or any(
                         g != a_ and op not in _WAITS for g, op, _ in idx_m.get(x, ())):
-                    return True
+                    return f"{self._who(a_)} read {self._gran(x)} before it, another thread writes it after"
             for x, op, ph in w.mb:
-                if idx_w.get(x, _EMPTY) - {a_}:
-                    return True
-                if op not in _WAITS and idx_r.get(x, _EMPTY) - {a_}:
-                    return True
+                if idx_w.get(x, _EMPTY) - {a_} or (
+                        op not in _WAITS and idx_r.get(x, _EMPTY) - {a_}):
+                    return (f"{self._who(a_)}'s mbarrier {op} on {self._gran(x)} before it, "
+                            f"a plain access of another thread after")
                 for g, op2, ph2 in idx_m.get(x, ()):
                     if g != a_ and not _commute(op, ph, op2, ph2, self._observed(
                             g, x, ph, parts[g][2])):
-                        return True
+                        return (f"mbarrier {self._gran(x)}: {op} (phase {ph % _INCARNATION}) of "
+                                f"{self._who(a_)} before it and {op2} (phase "
+                                f"{ph2 % _INCARNATION}) of {self._who(g)} after do not commute")
         # a release after the barrier, acquired by a third thread
         for b_, (_, wb) in after.items():
             rel = [(x, ph) for x, op, ph in wb.mb if op in ("arr", "tx")]
@@ -606,8 +661,16 @@ class BarrierUse:
                 if not ba and _covered(wa, wb):
                     continue
                 if self._chain(a_, parts[a_][2], ba, wa, rel, b_, site):
-                    return True
-        return False
+                    return (f"{self._who(b_)} releases an mbarrier after it; a third thread "
+                            f"acquires that and conflicts with {self._who(a_)} before it")
+        return ""
+
+    def _who(self, g: int) -> str:
+        return f"CTA {g // self.mach.T} thread {g % self.mach.T}"
+
+    def _gran(self, x: int) -> str:
+        space = "global" if x & 1 else "shared"
+        return f"{space} granule 0x{(x >> 1) * 8:x}"
 
     def _observed(self, b: int, gran: int, p: int, b_idx: int) -> bool:
         """Whether thread b had seen phase p - 1 of the mbarrier at ``gran`` complete before its
@@ -621,41 +684,45 @@ class BarrierUse:
     def _released(self, a: int, a_idx: int, wa: _Win, earlier: set[tuple]
                   ) -> list[tuple[int, int, _Win, bool]] | None:
         """What thread a acquired by its successful waits in the window before its arrival
-        ``a_idx`` (summary ``wa``): per releaser d of an earlier phase of the waited object,
+        ``a_idx`` (summary ``wa``): per release of an earlier phase of the waited object, as
+        ``(releaser d, blind bits, summary, whether a copy's)`` - for an arrival / expect_tx,
         d's operations from the latest barrier instance of ``earlier`` (instances of other
         sites that every participant waited at before this one: they order d's earlier
-        operations before everyone's later ones) to the window of its release, as
-        ``(d, blind bits, summary, whether a copy's)``; None when one of those spans holds an
-        acquire of its own (the chain may go on). A copy's bytes land at its completion, so a
-        copy counts even when a or the other side's thread issued it (program order does not
-        cover them)."""
+        operations before everyone's later ones) to the window of its release; for a copy's
+        completion, the bytes that copy wrote (its ``complete_tx`` publishes them, not its
+        issuer's other operations, PTX ISA 9.1 §9.7.9.25.2; they land at its completion, so
+        they count even when a or the other side's thread issued it: program order does not
+        cover them). None when one of the arrival spans holds an acquire of its own (the
+        chain may go on)."""
         waited = {x for x, op, _ in wa.mb if op in _WAITS}
         lo = a_idx
         h_a = self.hist[a]
         while lo > 0 and h_a[lo - 1][0] not in earlier:
             lo -= 1
         out: list[tuple[int, int, _Win, bool]] = []
-        seen: set[tuple[int, int, bool]] = set()
+        seen: set[tuple[int, int, int]] = set()
         for x in waited:
             qs = [q for g, q, widx in self.acquires.get(x, ()) if g == a and lo <= widx <= a_idx]
             if not qs:
                 continue
             q = max(qs)
-            for d, p, widx, copy in self.releases.get(x, ()):
-                if p >= q or (d == a and not copy) or (d, widx, copy) in seen:
+            for d, p, widx, landed in self.releases.get(x, ()):
+                key = (d, widx, id(landed) if landed is not None else 0)
+                if p >= q or (d == a and landed is None) or key in seen:
                     continue
-                seen.add((d, widx, copy))
+                seen.add(key)
+                if landed is not None:
+                    cw = _Win()
+                    cw.cw |= landed
+                    out.append((d, 0, cw, True))
+                    continue
                 h_d = self.hist[d]
                 j = min(widx, len(h_d) - 1)
-                passed = any(h_d[k][0] in earlier for k in range(widx, len(h_d)))
-                if passed and not copy:
+                if any(h_d[k][0] in earlier for k in range(widx, len(h_d))):
                     continue  # d passed one of them after its release: ordered before b
                 db, dw = 0, _Win()
-                if passed:  # a copy's bytes land at its completion, after that barrier
-                    out.append((d, h_d[j][1], h_d[j][2] or _Win(), True))
-                    continue
                 while j >= 0:
-                    db |= h_d[j][1]
+                    db |= _warp_bits(h_d[j][1])
                     dw.merge(h_d[j][2])
                     if j == 0 or h_d[j - 1][0] in earlier:
                         break
@@ -664,7 +731,7 @@ class BarrierUse:
                     j -= 1
                 if dw.acq:
                     return None
-                out.append((d, db, dw, copy))
+                out.append((d, db, dw, False))
         return out
 
     def _chain(self, a: int, a_idx: int, ba: int, wa: _Win, rel: list[tuple[int, int]],
@@ -693,7 +760,7 @@ class BarrierUse:
                     continue  # c waited after an instance that already orders a's side
                 cb, cw = 0, _Win()
                 for j in range(widx, min(stop[c] + 1, len(h_c))):
-                    cb |= h_c[j][1]
+                    cb |= _warp_bits(h_c[j][1])
                     cw.merge(h_c[j][2])
                     if j < stop[c] and h_c[j][0] is not None:
                         cb |= WRITE  # another barrier passed on the way
@@ -716,6 +783,14 @@ _EMPTY: frozenset[int] = frozenset()
 _INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers recorded here
 
 
+def _warp_bits(bits: int, full: bool = False) -> int:
+    """Window bits with a ``bar.warp.sync`` (:data:`_WARP`) dropped for an instance of the
+    whole CTA (``full``), else read as a blind write."""
+    if not bits & _WARP:
+        return bits
+    return bits & ~_WARP if full else (bits & ~_WARP) | WRITE
+
+
 def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
     """Whether one thread's side (blind bits ``xb``, summary ``xw``) and another's (``yb``,
     ``yw``) hold a conflicting pair (module docstring, 1)."""
@@ -727,10 +802,11 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
         return True
     ymb = {x for x, _, _ in yw.mb}
     ymod = {x for x, op, _ in yw.mb if op not in _WAITS}
-    if xw.w & (yw.r | yw.w | ymb) or xw.r & (yw.w | ymod):
+    xw_w, yw_w = xw.w | xw.cw, yw.w | yw.cw
+    if xw_w & (yw.r | yw_w | ymb) or xw.r & (yw_w | ymod):
         return True
     for x, op, ph in xw.mb:
-        if x in yw.w or (op not in _WAITS and x in yw.r):
+        if x in yw_w or (op not in _WAITS and x in yw.r):
             return True
         for y, op2, ph2 in yw.mb:
             if y == x and not _commute(op, ph, op2, ph2):

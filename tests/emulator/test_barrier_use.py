@@ -445,3 +445,59 @@ def test_a_uni_directional_proxy_fence_with_release_semantics_counts_as_a_fence(
     eff, ptx = _effects(_FENCES.format(fence="fence.proxy.tensormap::generic.release.gpu"))
     assert eff[_line(ptx, "bar.sync", 0)] == 0
     assert eff[_line(ptx, "bar.sync", 1)] == 1
+
+
+def test_a_copy_before_the_barrier_is_ordered_for_its_readers_by_their_own_waits():
+    # t0 issues a bulk load into buf+256 before the barrier; every reader spin-waits on the
+    # copy's mbarrier after it. The copy's bytes land at its completion, which only the wait
+    # orders: the barrier orders nothing of it (the mutant without it is the same program)
+    body = _INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+bar.sync 0;
+mov.u32 %r9, 0;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [buf+64], %r9;
+@!%p3 bra WAIT;
+ld.shared.u32 %r5, [buf+256];"""
+    eff, ptx = _effects(body)
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
+    # the readers do not wait, t0 does before the barrier: the barrier publishes the bytes
+    eff, ptx = _effects(body.replace("bar.sync 0;\nmov.u32 %r9, 0;\nWAIT:", "mov.u32 %r9, 0;\n"
+                                     "@!%p1 bra SKIP;\nWAIT:").replace(
+        "@!%p3 bra WAIT;", "@!%p3 bra WAIT;\nSKIP:\nbar.sync 0;"))
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
+
+
+def test_a_warp_barrier_is_nothing_for_a_cta_barrier_and_a_blind_write_for_a_named_one():
+    # t0 stores, every thread passes bar.warp.sync, the CTA barrier, then t1 reads another
+    # granule: nothing conflicts; in a 64-thread named barrier of a 96-thread CTA the warp
+    # barrier may carry an ordering on to a thread outside it
+    body = """
+@%p1 st.shared.u32 [buf], %r1;
+bar.warp.sync -1;
+bar.sync {bar};
+@%p2 ld.shared.u32 %r5, [buf+64];
+bar.sync 0;"""
+    assert classify(next(i for i in build_program(parse_ptx(
+        HEAD.format(body="bar.warp.sync -1;", nt=32))).insts if i.base == "bar")) == 8
+    eff, ptx = _effects(body.format(bar="0"))
+    assert eff[_line(ptx, "bar.sync 0")] == 0
+    eff, ptx = _effects(_ROLES + "@!%p6 bra DONE;" + body.format(bar="1, 64").replace(
+        "bar.sync 0;", "DONE:\nbar.sync 0;"), threads=96)
+    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+
+
+def test_a_cp_async_lands_at_its_wait_group_by_address():
+    # t0's cp.async lands at its wait_group between the two barriers; t1 reads another granule
+    # before the first and the copied one after the second: only the second orders anything
+    eff, ptx = _effects("""
+@%p2 ld.shared.u32 %r6, [buf+256];
+@%p1 cp.async.ca.shared.global [buf], [%rd1], 4;
+@%p1 cp.async.commit_group;
+bar.sync 0;
+@%p1 cp.async.wait_group 0;
+bar.sync 1;
+@%p2 ld.shared.u32 %r5, [buf];""")
+    assert eff[_line(ptx, "bar.sync 0")] == 0
+    assert eff[_line(ptx, "bar.sync 1")] == 1
