@@ -175,8 +175,11 @@ def addressed(ins: Any) -> int:
         return 0 if any(p in _ORDERING for p in parts) else MEM
     if base in ("ldmatrix", "stmatrix"):
         return MEM
-    if base == "tensormap" and len(parts) > 1 and parts[1] == "replace":
-        return MEM  # a generic-proxy write of the field (emulator.async_copy._tensormap)
+    if base == "tensormap" and len(parts) > 1 and parts[1] in ("replace", "cp_fenceproxy"):
+        # a generic-proxy write of the field / the 128-byte copy of a tensor map from shared
+        # to global memory (emulator.async_copy._tensormap; cp_fenceproxy's release part is a
+        # fence, ``_fence_like``)
+        return MEM
     if base in ("atom", "red"):
         return 0 if any(p in _SEM for p in parts) else MEM
     if base == "wgmma":
@@ -214,11 +217,16 @@ class _Win:
     operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
     (an acquire) is among them."""
 
-    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "w")
+    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "rg", "rp", "w")
 
     def __init__(self) -> None:
         self.r: set[int] = set()
         self.w: set[int] = set()
+        # of the granules read: those read by a plain (thread) access, and per granule read by
+        # a wgmma the groups that read it ((warpgroup, commit-group number)): every thread of
+        # the warpgroup that retires such a group is ordered after its reads by itself
+        self.rp: set[int] = set()
+        self.rg: dict[int, set[tuple[int, int]]] = {}
         # shared granules a copy issued here writes when it completes (a TMA / bulk load into
         # shared memory, completed through its mbarrier): conflicts of later accesses with
         # them are ordered by that completion, not by a barrier after the issue
@@ -232,6 +240,9 @@ class _Win:
             return
         self.r |= o.r
         self.w |= o.w
+        self.rp |= o.rp
+        for x, gks in o.rg.items():
+            self.rg.setdefault(x, set()).update(gks)
         self.cw |= o.cw
         self.mb.extend(o.mb)
         self.gr_any |= o.gr_any
@@ -276,7 +287,19 @@ class BarrierUse:
             defaultdict(list)
         self._copying: dict[int, tuple[int, set[int]]] = {}  # lane -> (pc, its copy's bytes)
         self.incarnation: dict[int, int] = defaultdict(int)  # mbarrier granule -> inits so far
+        # (warpgroup, wgmma commit-group number) -> thread -> index of the window in which the
+        # thread's wgmma.wait_group retired that group; per thread the last group retired
+        self.wg_retired: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+        self.wg_done: dict[int, int] = {}
         self.touched = np.zeros(0, np.bool_)
+        # per lane of the batch: it executed a fence (after touching memory) / a relaxed
+        # strong operation that is summarised by address (a fence turns it into a release or
+        # acquire pattern, PTX ISA 9.1 §8.8: fence + strong write, strong read + fence)
+        self.fenced = np.zeros(0, np.bool_)
+        self.relaxed = np.zeros(0, np.bool_)
+        self.fence_like = np.array([_fence_like(ins) for ins in insts], np.bool_)
+        self.relaxed_op = np.array([_relaxed_strong(ins) for ins in insts], np.bool_)
+        self._exe = np.zeros(0, np.bool_)
         # thread (global lane) -> [(instance key or None, blind bits, by-address summary)]
         self.hist: dict[int, list[tuple[tuple | None, int, _Win | None]]] = defaultdict(list)
         # instance key (global CTA, barrier id, generation) -> {thread: (pc, waited, index)}
@@ -333,6 +356,8 @@ class BarrierUse:
             self.pend = defaultdict(list)
             self._copying = {}
             self.touched = np.zeros(n, np.bool_)
+            self.fenced = np.zeros(n, np.bool_)
+            self.relaxed = np.zeros(n, np.bool_)
             try:
                 return run_batch(ids)
             finally:
@@ -377,12 +402,25 @@ class BarrierUse:
         # completion (_Win.cw)
         landing = write and space == "shared" and ins.base == "cp" and \
             "mbarrier::complete_tx::bytes" in ins.parts
+        if ins.base == "tensormap" and ins.parts[1] == "cp_fenceproxy":
+            # warp-collective (.sync.aligned): the emulator moves the bytes for one lane per
+            # warp; every executing lane of the warp did the copy
+            ex = np.flatnonzero(self._exe[:m.ntr])
+            g = np.repeat(g, [int(np.count_nonzero(ex // 32 == ln // 32)) for ln in lanes],
+                          axis=0)
+            lanes = np.concatenate([ex[ex // 32 == ln // 32] for ln in lanes])
         for r, ln in enumerate(lanes.tolist()):
             if ln >= m.ntr:
                 continue
             w = self._win(ln)
             gs = np.unique(g[r]).tolist()
             (w.cw if landing else w.w if write else w.r).update(gs)
+            if kind == "wg" and not write:
+                gk = (self._warpgroup(int(m.glane[ln])), int(m.wg_committed[ln]) + 1)
+                for x in gs:
+                    w.rg.setdefault(x, set()).add(gk)
+            elif not write and not landing:
+                w.rp.update(gs)
             if landing and self._copying.get(ln, (None,))[0] == pc:
                 self._copying[ln][1].update(gs)
             if kind is not None:
@@ -395,12 +433,23 @@ class BarrierUse:
 
     def step(self, pc: int, exe: np.ndarray) -> None:
         """Record instruction ``pc`` executed by the lanes of ``exe`` (guard true)."""
+        self._exe = exe
         k = self.kind[pc]
         if k == 0 or k == _BOUNDARY:
             return
-        if k == _FENCE:
-            self.cur[exe & self.touched] |= WRITE
-            return
+        if self.fence_like[pc]:
+            # a fence orders other threads' operations only through a strong access of its
+            # own thread (release: fence then a strong write; acquire: a strong read then the
+            # fence); blind strong accesses are writes themselves, so it counts as a write
+            # once the thread also does a relaxed operation summarised by address
+            t = exe & self.touched
+            self.fenced |= t
+            self.cur[t & self.relaxed] |= WRITE
+            if k == _FENCE:
+                return
+        if self.relaxed_op[pc]:
+            self.relaxed |= exe
+            self.cur[exe & self.fenced] |= WRITE
         a = self.addr[pc]
         if not a:
             self.cur[exe] |= k
@@ -420,6 +469,11 @@ class BarrierUse:
         elif a == WAIT:
             self._retire(pc, lanes)
 
+    def _warpgroup(self, g: int) -> int:
+        """A global id of thread ``g``'s warpgroup (its CTA's threads 128 k .. 128 k + 127)."""
+        T = self.mach.T
+        return (g // T) * (T // _WARPGROUP + 1) + (g % T) // _WARPGROUP
+
     def _retire(self, pc: int, lanes: np.ndarray) -> None:
         """``wgmma.wait_group N`` / ``cp.async.bulk.wait_group{.read} N``: the reads (and,
         without ``.read``, a bulk store's writes) of the groups it retires complete here (the
@@ -430,6 +484,13 @@ class BarrierUse:
         wg = ins.base == "wgmma"
         read_only = "read" in ins.parts
         bst = None if wg else _bulk_state(m)
+        if wg:  # every thread of the warpgroup: the groups it retires here, and when
+            for ln in lanes.tolist():
+                g = int(m.glane[ln])
+                top = int(m.wg_committed[ln]) - n
+                for grp in range(self.wg_done.get(g, 0) + 1, top + 1):
+                    self.wg_retired[(self._warpgroup(g), grp)].setdefault(g, len(self.hist[g]))
+                self.wg_done[g] = max(self.wg_done.get(g, 0), top)
         for ln in lanes.tolist():
             pl = self.pend.get(ln)
             if not pl:
@@ -439,9 +500,13 @@ class BarrierUse:
             for e in pl:
                 if wg and e[0] == "wg" and e[1] <= int(m.wg_committed[ln]) - n:
                     w.r |= e[2]
+                    gk = (self._warpgroup(int(m.glane[ln])), e[1])
+                    for x in e[2]:
+                        w.rg.setdefault(x, set()).add(gk)
                     continue
                 if not wg and e[0] == "bulk" and e[1] < int(bst.committed[ln]) - n:
                     w.r |= e[2]
+                    w.rp |= e[2]
                     e[2] = set()
                     if not read_only:
                         w.w |= e[3]
@@ -635,7 +700,14 @@ class BarrierUse:
                         g != a_ for g, _, _ in idx_m.get(x, ())):
                     return f"{self._who(a_)} wrote {self._gran(x)} before it, another thread touches it after"
             for x in w.r:
-                if idx_w.get(x, _EMPTY) - {a_} or any(
+                writers = idx_w.get(x, _EMPTY) - {a_}
+                if writers and x not in w.rp and x in w.rg:
+                    # read only by wgmma groups: a writer that retired each of them itself
+                    # before this barrier is ordered after the reads by its program order
+                    writers = {b for b in writers if not all(
+                        self.wg_retired.get(gk, {}).get(b, 1 << 62) <= parts[b][2]
+                        for gk in w.rg[x])}
+                if writers or any(
                         g != a_ and op not in _WAITS for g, op, _ in idx_m.get(x, ())):
                     return f"{self._who(a_)} read {self._gran(x)} before it, another thread writes it after"
             for x, op, ph in w.mb:
@@ -780,6 +852,7 @@ class BarrierUse:
 
 
 _EMPTY: frozenset[int] = frozenset()
+_WARPGROUP = 128  # threads per warpgroup (PTX ISA 9.1 §9.7.15: four contiguous warps)
 _INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers recorded here
 
 
@@ -832,6 +905,22 @@ def _commute(op_a: str, ph_a: int, op_b: str, ph_b: int, observed: bool = False)
     if op_b == "spin":
         return op_a in ("arr", "tx") and ph_b == ph_a + 1 and observed
     return op_a == "arr" and op_b in ("arr", "tx") and ph_a == ph_b
+
+
+def _fence_like(ins: Any) -> bool:
+    """A fence with ordering semantics (``fence`` / ``membar`` but a bidirectional
+    ``fence.proxy.*``, :func:`classify`) or the release of ``tensormap.cp_fenceproxy``."""
+    return classify(ins) == _FENCE or (ins.base == "tensormap" and len(ins.parts) > 1
+                                       and ins.parts[1] == "cp_fenceproxy")
+
+
+def _relaxed_strong(ins: Any) -> bool:
+    """A strong operation summarised by address that a fence can make a release / acquire:
+    ``atom`` / ``red`` without ordering semantics (relaxed by default), ``.relaxed``
+    mbarrier operations."""
+    if ins.base in ("atom", "red"):
+        return addressed(ins) == MEM
+    return ins.base == "mbarrier" and "relaxed" in ins.parts
 
 
 def _spin_waits(prog: Any) -> set[int]:

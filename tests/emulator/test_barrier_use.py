@@ -109,10 +109,18 @@ bar.sync 0;
 bar.sync 0;"""
 
 
-def test_a_fence_counts_only_after_its_thread_touched_memory():
+def test_a_fence_counts_only_with_a_strong_access_of_its_thread_after_touching_memory():
+    # a fence alone synchronises with no other thread (PTX ISA 9.1 §8.8: release / acquire
+    # patterns need a strong access after / before it); the stores are to different bytes
     eff, ptx = _effects(_FENCES.format(fence="fence.acq_rel.cta"))
-    assert eff[_line(ptx, "bar.sync", 0)] == 0  # nobody accessed memory before the fences
-    assert eff[_line(ptx, "bar.sync", 1)] == 1  # t1's and t0's stores vs the others' fences
+    assert eff[_line(ptx, "bar.sync", 0)] == 0
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
+    # with a relaxed red after each, the second fence makes a release of what the barrier
+    # before it ordered (the stores); the first comes before any access (nothing to publish)
+    eff, ptx = _effects(_FENCES.format(fence="fence.acq_rel.cta;\nred.shared.add.u32 "
+                                             "[buf+128], 1"))
+    assert eff[_line(ptx, "bar.sync", 0)] == 0
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
 
 
 def test_a_proxy_fence_orders_nothing_between_threads():
@@ -442,9 +450,12 @@ bar.sync 3;
 
 
 def test_a_uni_directional_proxy_fence_with_release_semantics_counts_as_a_fence():
-    eff, ptx = _effects(_FENCES.format(fence="fence.proxy.tensormap::generic.release.gpu"))
+    fence = "fence.proxy.tensormap::generic.release.gpu"
+    eff, ptx = _effects(_FENCES.format(fence=fence + ";\nred.shared.add.u32 [buf+128], 1"))
     assert eff[_line(ptx, "bar.sync", 0)] == 0
     assert eff[_line(ptx, "bar.sync", 1)] == 1
+    eff, ptx = _effects(_FENCES.format(fence=fence))  # no strong access: it publishes nothing
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
 
 
 def test_a_copy_before_the_barrier_is_ordered_for_its_readers_by_their_own_waits():
@@ -501,3 +512,32 @@ bar.sync 1;
 @%p2 ld.shared.u32 %r5, [buf];""")
     assert eff[_line(ptx, "bar.sync 0")] == 0
     assert eff[_line(ptx, "bar.sync 1")] == 1
+
+
+_WGMMA = """
+mov.u32 %r20, 0;
+mov.u32 %r21, 0;
+mov.u32 %r22, 0;
+mov.u32 %r23, 0;
+shr.u32 %r24, %r3, 4;
+cvt.u64.u32 %rd2, %r24;
+or.b64 %rd2, %rd2, 4294967296;
+or.b64 %rd2, %rd2, 524288;
+wgmma.fence.sync.aligned;
+wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r10, %r11, %r12, %r13}, {%r20, %r21, %r22, %r23}, %rd2, 0, 1, 1, 0;
+wgmma.commit_group.sync.aligned;
+"""
+
+
+def test_a_wgmma_read_retired_by_the_writers_own_wait_group_needs_no_barrier():
+    # one warpgroup: the wgmma reads B from buf; every thread's wait_group retires the group
+    # before the barrier, so t1's later store is ordered after the reads by its own program
+    # order. With the store before its wait (the reads still in flight), the barrier counts
+    eff, ptx = _effects(_WGMMA + """wgmma.wait_group.sync.aligned 0;
+bar.sync 0;
+@%p2 st.shared.u32 [buf], %r1;""", threads=128)
+    assert eff[_line(ptx, "bar.sync 0")] == 0
+    eff, ptx = _effects(_WGMMA + """bar.sync 0;
+@%p2 st.shared.u32 [buf], %r1;
+wgmma.wait_group.sync.aligned 0;""", threads=128)
+    assert eff[_line(ptx, "bar.sync 0")] == 1
