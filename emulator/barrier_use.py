@@ -18,25 +18,43 @@ thread):
   read, global source read at *unknown* addresses: it conflicts with any global write; a
   load into shared memory completed through an mbarrier writes its bytes at that completion,
   so they conflict with operations *after* a barrier - a refill issued there - and reach
-  others *before* it only through the completion: a wait that acquired it, below) - as
-  sets of 8-byte granules read and written, taken from the happens-before checker's own calls
-  (``Machine._hb_check``, the same bytes it race-checks); and ``mbarrier`` operations as
+  others *before* it only through the completion: a wait that acquired it, below),
+  ``tensormap.cp_fenceproxy`` (its 128 bytes, for every lane of the warp: it is
+  warp-collective), ``cp.async.wait_group`` (the thread's copies land there), and the
+  ``tcgen05`` operations on tensor memory - ``ld`` / ``st`` of shape ``32x32b`` (their
+  cells, in flight until ``wait::ld`` / ``wait::st``), ``mma`` / ``cp`` (accumulator,
+  TMEM operand and scale cells and shared operands, *asynchronous*: a barrier after the
+  issue orders them with other threads' tcgen05 operations, which run in issue order, but
+  with anything else only through the completion the thread's next ``tcgen05.commit``
+  publishes on its mbarrier - a release of those accesses), ``alloc`` / ``dealloc`` (the
+  columns they hand out / take back, all 128 lanes; the address ``alloc`` writes to shared
+  memory) - as sets of granules read and written (8 shared or global bytes; 4 TMEM columns
+  of one lane), taken from the happens-before checker's own calls (``Machine._hb_check``,
+  the same bytes it race-checks; TMEM cells through ``Machine.tmem_note``, the emulator's
+  own cell computation); and ``mbarrier`` operations as
   operations on their object with the phase they landed in: ``init`` / ``inval`` (a write), an *arrival*
   (``arrive``, ``arrive.expect_tx``), a *tx* operation (``expect_tx``, ``complete_tx``, a
   copy's completion) and a *wait* (``test_wait`` / ``try_wait``);
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
-  / ``.volatile`` loads and stores, ``atom`` with ordering semantics, ``tcgen05``,
-  ``tensormap.cp_fenceproxy`` (``tensormap.replace`` is a write by address), ``barrier.cluster``, bulk and ``cp.async`` wait/commit
-  groups, ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every
-  instruction run by a thread the race checker does not track; a ``fence`` / ``membar``
-  counts as a write once its thread has touched memory or passed a barrier before it (a
-  fence is cumulative: it also orders what the thread observed) - but a ``fence.proxy.*``
-  counts as nothing (it orders only its own thread's accesses across proxies, and those are
-  summarised themselves; the uni-directional ``.release`` / ``.acquire`` proxy fences count as
-  fences); a ``bar.warp.sync`` counts as nothing for an instance that every thread of the CTA
-  takes part in (a thread it could order something for is then a participant, compared
-  directly) and as a write for a partial (named) barrier.
+  / ``.volatile`` loads and stores, ``atom`` with ordering semantics, other ``tcgen05``
+  shapes and operations (``16x32bx2``, ``shift``, multicast commits, ``cta_group::2``;
+  ``relinquish_alloc_permit`` a read), ``barrier.cluster``, bulk wait / commit groups,
+  ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every instruction run
+  by a thread the race checker does not track. A ``fence`` / ``membar`` (and the release of
+  ``tensormap.cp_fenceproxy``, and the uni-directional ``.release`` / ``.acquire`` proxy
+  fences) counts as a write once its thread has touched memory or passed a barrier before it
+  (a fence is cumulative: it also orders what the thread observed) *and* the thread does a
+  relaxed strong operation summarised by address (``atom`` / ``red`` without ordering
+  semantics, a ``.relaxed`` mbarrier operation): a fence synchronises with another thread
+  only through a strong access of its own thread after it (release) or before it (acquire)
+  (PTX ISA 9.1 §8.8, release / acquire patterns), and strong accesses summarised blind are
+  writes themselves. A bidirectional ``fence.proxy.*`` and ``tcgen05.fence::*`` count as
+  nothing (they order only their own thread's accesses across proxies / with its thread
+  synchronisation, and those accesses are summarised themselves); a ``bar.warp.sync`` counts
+  as nothing for an instance that every thread of the CTA takes part in (a thread it could
+  order something for is then a participant, compared directly) and as a write for a
+  partial (named) barrier.
 
 Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
 it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
@@ -50,7 +68,12 @@ its next such instance (*after*) have
    phase: while a's arrival is outstanding the phase's pending count is at least 1, so no
    order of b's arrive / tx operations before it can complete the phase early, and once it is
    done the counts are the same (PTX ISA 9.1 §9.7.13.15.1-2: a phase completes when the
-   pending arrival count and the tx-count both reach zero; the tx-count may go negative);
+   pending arrival count and the tx-count both reach zero; the tx-count may go negative).
+   Not a conflict: a's asynchronous accesses (a copy's landing bytes, tcgen05.mma / cp)
+   against b's generic ones (only their completion orders those), and a's wgmma read of a
+   granule against b's write when b's own ``wgmma.wait_group`` retired that group before
+   the barrier (wgmma groups are warpgroup-collective: b is ordered after the reads by its
+   own program order);
 2. a chain through a third thread: b's after-side *releases* (an mbarrier arrival or tx
    operation of phase p) and a third thread c whose wait on that object succeeded at a later
    phase (so it acquired b's release) does, from that wait until the first barrier instance
@@ -144,6 +167,11 @@ def classify(ins: Any) -> int:
     if base == "wgmma":
         # mma_async reads its shared operands; wait_group completes in-flight operand reads
         return READ if len(parts) > 1 and parts[1] in ("mma_async", "wait_group") else 0
+    if base == "tcgen05" and len(parts) > 1 and parts[1].startswith("fence::"):
+        # tcgen05.fence::before/after_thread_sync orders the thread's own tcgen05 operations
+        # with its thread synchronisation (PTX ISA 9.1 §9.7.16.6.3); those operations are
+        # summarised themselves
+        return 0
     if base == "tcgen05" and len(parts) > 1 and parts[1] == "relinquish_alloc_permit":
         # no memory effect; it only orders a later tcgen05.alloc of the CTA (a write here)
         return READ
@@ -153,7 +181,10 @@ def classify(ins: Any) -> int:
 
 
 #: :func:`addressed` codes
-MEM, MBAR, COPY, WAIT = 1, 2, 3, 4
+MEM, MBAR, COPY, WAIT, TC = 1, 2, 3, 4, 5
+#: tcgen05 operations summarised by address (``TC``): their TMEM cells through
+#: ``Machine.tmem_note`` (``emulator.tcgen05_ext``), shared bytes through the checker
+_TC_OPS = ("ld", "st", "mma", "cp", "commit", "wait::ld", "wait::st", "alloc", "dealloc")
 _SEM = ("acquire", "release", "acq_rel", "sc")  # memory-ordering semantics qualifiers
 _ORDERING = (*_SEM, "relaxed", "volatile", "mmio")
 _MBAR_OPS = {"init": "init", "inval": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
@@ -190,6 +221,13 @@ def addressed(ins: Any) -> int:
         if len(parts) < 2 or parts[1] not in _MBAR_OPS:
             return 0
         return MBAR
+    if base == "tcgen05":
+        op = parts[1] if len(parts) > 1 else ""
+        if op not in _TC_OPS or "multicast::cluster" in parts or "cta_group::2" in parts or \
+                (op in ("ld", "st") and "32x32b" not in parts) or \
+                (op == "commit" and "mbarrier::arrive::one" not in parts):
+            return 0  # 16x32bx2 / other shapes, multicast, shift: address-blind
+        return TC
     if base == "cp":
         if "bulk" in parts and "wait_group" in parts:
             return WAIT
@@ -217,7 +255,7 @@ class _Win:
     operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
     (an acquire) is among them."""
 
-    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "rg", "rp", "w")
+    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "rg", "rp", "tr", "tw", "w")
 
     def __init__(self) -> None:
         self.r: set[int] = set()
@@ -231,6 +269,12 @@ class _Win:
         # shared memory, completed through its mbarrier): conflicts of later accesses with
         # them are ordered by that completion, not by a barrier after the issue
         self.cw: set[int] = set()
+        # granules an asynchronous tcgen05 operation issued here reads / writes (tcgen05.mma
+        # operands and accumulator, tcgen05.cp source and destination): ordered for other
+        # threads by the completion its tcgen05.commit publishes, and among tcgen05
+        # operations by their issue order (a barrier between two issues orders them)
+        self.tr: set[int] = set()
+        self.tw: set[int] = set()
         self.mb: list[tuple[int, str, int]] = []
         self.gr_any = False
         self.acq = False
@@ -244,21 +288,25 @@ class _Win:
         for x, gks in o.rg.items():
             self.rg.setdefault(x, set()).update(gks)
         self.cw |= o.cw
+        self.tr |= o.tr
+        self.tw |= o.tw
         self.mb.extend(o.mb)
         self.gr_any |= o.gr_any
         self.acq |= o.acq
 
     def empty(self) -> bool:
-        return not (self.r or self.w or self.cw or self.mb or self.gr_any)
+        return not (self.r or self.w or self.cw or self.tr or self.tw or self.mb or
+                    self.gr_any)
 
     def writes(self) -> bool:
-        return bool(self.w or self.cw) or any(op not in _WAITS for _, op, _ in self.mb)
+        return bool(self.w or self.cw or self.tw) or any(op not in _WAITS
+                                                         for _, op, _ in self.mb)
 
     def releases(self) -> bool:
         return any(op in ("arr", "tx") for _, op, _ in self.mb)
 
     def global_write(self) -> bool:
-        return any(x & 1 for x in self.w)
+        return any(x >= 0 and x & 1 for x in self.w)  # (TMEM granules are negative)
 
 
 class BarrierUse:
@@ -280,12 +328,15 @@ class BarrierUse:
         # mbarrier granule -> successful waits (thread, phase then, index of its window)
         self.acquires: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         # mbarrier granule -> arrivals / tx operations (thread, phase, index of its window,
-        # for a copy's completion the shared granules that copy writes, filled in as it runs:
-        # its complete_tx releases those bytes, not its issuer's earlier operations; None for
+        # for a copy's completion the shared granules that copy writes, filled in as it runs
+        # (its complete_tx releases those bytes, not its issuer's earlier operations), for a
+        # tcgen05.commit what the asynchronous tcgen05 operations it tracks access; None for
         # an arrival / expect_tx, which releases the thread's operations before it)
-        self.releases: dict[int, list[tuple[int, int, int, set[int] | None]]] = \
+        self.releases: dict[int, list[tuple[int, int, int, _Win | None]]] = \
             defaultdict(list)
         self._copying: dict[int, tuple[int, set[int]]] = {}  # lane -> (pc, its copy's bytes)
+        # lane -> what its asynchronous tcgen05 operations since its last commit access
+        self._tc_async: dict[int, _Win] = {}
         self.incarnation: dict[int, int] = defaultdict(int)  # mbarrier granule -> inits so far
         # (warpgroup, wgmma commit-group number) -> thread -> index of the window in which the
         # thread's wgmma.wait_group retired that group; per thread the last group retired
@@ -355,6 +406,7 @@ class BarrierUse:
             self.acur = {}
             self.pend = defaultdict(list)
             self._copying = {}
+            self._tc_async = {}
             self.touched = np.zeros(n, np.bool_)
             self.fenced = np.zeros(n, np.bool_)
             self.relaxed = np.zeros(n, np.bool_)
@@ -371,7 +423,7 @@ class BarrierUse:
                 # a cp.async's bytes land at the wait_group that completes it (``pc`` is the
                 # copy's): writes of the waiting thread, in its window now
                 self._record(space, lanes, idx, True, pc)
-            elif kind != "async_complete" and self.addr[pc] in (MEM, COPY) and not (
+            elif kind != "async_complete" and self.addr[pc] in (MEM, COPY, TC) and not (
                     insts[pc].base == "cp" and space == "shared" and kind == "atomic"
                     and idx.shape[-1] == 8):  # a copy's complete_tx: recorded in step()
                 self._record(space, lanes, idx, data is not None or kind == "async_issue", pc)
@@ -379,6 +431,30 @@ class BarrierUse:
 
         m.barrier, m._release_barriers, m._run_batch = barrier, release_barriers, batch
         m._hb_check = checked
+        m.tmem_note = self._tmem_note
+
+    def _tmem_note(self, write: bool, ln: int, c: int, rows: np.ndarray, cols: np.ndarray,
+                   pc: int) -> None:
+        """TMEM cells (batch CTA ``c``, ``rows`` x ``cols``) that lane ``ln`` accesses at
+        ``pc`` (``Machine.tmem_note``): a ``tcgen05.ld`` / ``st`` reads / writes them and they
+        stay in flight until its ``wait::ld`` / ``wait::st``; a ``tcgen05.mma`` / ``cp`` access
+        them asynchronously (``_Win.tr`` / ``tw``) until the thread's next commit."""
+        g = _tmem_granules(c, rows, cols)
+        op = self.mach.prog.insts[pc].parts[1]
+        w = self._win(ln)
+        if op in ("ld", "st"):
+            (w.w if write else w.r).update(g)
+            if not write:
+                w.rp.update(g)
+            kind = "tst" if write else "tld"
+            pl = self.pend[ln]
+            if not pl or pl[-1][0] != kind or pl[-1][4] != pc:
+                pl.append([kind, 0, set(), set(), pc])
+            pl[-1][3 if write else 2].update(g)
+            return
+        (w.tw if write else w.tr).update(g)
+        acc = self._tc_async.setdefault(ln, _Win())
+        (acc.w if write else acc.r).update(g)
 
     def _record(self, space: str, lanes: np.ndarray, idx: np.ndarray, write: bool, pc: int
                 ) -> None:
@@ -402,6 +478,14 @@ class BarrierUse:
         # completion (_Win.cw)
         landing = write and space == "shared" and ins.base == "cp" and \
             "mbarrier::complete_tx::bytes" in ins.parts
+        if ins.base == "tcgen05" and ins.parts[1] in ("mma", "cp"):
+            # an asynchronous tensor-core read of shared memory (the operand descriptors)
+            for r, ln in enumerate(lanes.tolist()):
+                if ln < m.ntr:
+                    gs = np.unique(g[r]).tolist()
+                    self._win(ln).tr.update(gs)
+                    self._tc_async.setdefault(ln, _Win()).r.update(gs)
+            return
         if ins.base == "tensormap" and ins.parts[1] == "cp_fenceproxy":
             # warp-collective (.sync.aligned): the emulator moves the bytes for one lane per
             # warp; every executing lane of the warp did the copy
@@ -468,6 +552,59 @@ class BarrierUse:
             self._copy_ops(pc, lanes)
         elif a == WAIT:
             self._retire(pc, lanes)
+        elif a == TC:
+            self._tc_ops(pc, lanes)
+
+    def _tc_ops(self, pc: int, lanes: np.ndarray) -> None:
+        """The parts of a tcgen05 operation ``Machine.tmem_note`` does not report, before it
+        runs: ``wait::ld`` / ``wait::st`` retire the thread's in-flight loads / stores (their
+        cells join its window here); ``commit`` arrives on its mbarrier, releasing what the
+        thread's asynchronous tcgen05 operations since its last commit access (PTX ISA 9.1
+        'tcgen05.commit': the mbarrier tracks their completion); ``alloc`` / ``dealloc``
+        write the columns they hand out / take back, in all 128 lanes (the address the alloc
+        writes to shared memory passes the checker)."""
+        m = self.mach
+        ins = m.prog.insts[pc]
+        op = ins.parts[1]
+        if op in ("wait::ld", "wait::st"):
+            kind = "tld" if op == "wait::ld" else "tst"
+            for ln in lanes.tolist():
+                pl = self.pend.get(ln)
+                if not pl:
+                    continue
+                w = self._win(ln)
+                for e in pl:
+                    if e[0] == kind:
+                        w.r |= e[2]
+                        w.rp |= e[2]
+                        w.w |= e[3]
+                self.pend[ln] = [e for e in pl if e[0] != kind]
+            return
+        if op == "commit":
+            addr = _addr_u(m, ins.operands[0], pc)
+            for ln in lanes.tolist():
+                gran, ph = self._granule(ln, int(addr[ln]) & 0xFFFFFFFF)
+                w = self._win(ln)
+                w.mb.append((gran, "arr", ph))
+                g = int(m.glane[ln])
+                self.releases[gran].append((g, ph, len(self.hist[g]),
+                                            self._tc_async.pop(ln, _Win())))
+            return
+        if op not in ("alloc", "dealloc"):
+            return  # ld / st / mma / cp: their cells come through Machine.tmem_note
+        ops = ins.operands
+        if op == "alloc":
+            ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
+        else:  # dealloc [taddr], ncols
+            taddr = _lanes(m.read(ops[0], "u32", pc), m.N) if ops[0].kind == "reg" else \
+                np.full(m.N, int(ops[0].value or 0))
+            ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
+        rows = np.arange(128)[:, None]
+        for ln in lanes.tolist():
+            c = int(m.cta_local[ln])
+            c0 = int(m.tmem_next[c]) if op == "alloc" else int(taddr[ln]) & 0xFFFF
+            cols = np.arange(c0, min(c0 + int(ncol[ln]), 512))[None, :]
+            self._win(ln).w.update(_tmem_granules(c, rows, cols))
 
     def _warpgroup(self, g: int) -> int:
         """A global id of thread ``g``'s warpgroup (its CTA's threads 128 k .. 128 k + 127)."""
@@ -579,8 +716,8 @@ class BarrierUse:
                 gran, ph = self._granule(ln, int(addr[ln]) & 0xFFFFFFFF)
                 w.mb.append((gran, "tx", ph))
                 g = int(m.glane[ln])
-                landed: set[int] = set()
-                self._copying[ln] = (pc, landed)
+                landed = _Win()
+                self._copying[ln] = (pc, landed.cw)
                 self.releases[gran].append((g, ph, len(self.hist[g]), landed))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
@@ -687,14 +824,32 @@ class BarrierUse:
         idx_r: dict[int, set[int]] = defaultdict(set)
         idx_w: dict[int, set[int]] = defaultdict(set)
         idx_m: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+        # asynchronous tcgen05 accesses after it: against those before it the barrier orders
+        # the issues, and tcgen05 operations run in issue order (PTX ISA 9.1 §9.7.16.6)
+        idx_tr: dict[int, set[int]] = defaultdict(set)
+        idx_tw: dict[int, set[int]] = defaultdict(set)
         for g, (_, w) in after.items():
-            for x in w.r:
+            for x in w.r | w.tr:
                 idx_r[x].add(g)
-            for x in w.w | w.cw:  # (a copy issued after it writes after it in any case)
+            for x in w.w | w.cw | w.tw:  # (what is issued after it accesses after it)
                 idx_w[x].add(g)
+            for x in w.tr:
+                idx_tr[x].add(g)
+            for x in w.tw:
+                idx_tw[x].add(g)
             for x, op, ph in w.mb:
                 idx_m[x].append((g, op, ph))
         for a_, (_, w) in before.items():
+            # an asynchronous tcgen05 access before it reaches generic accesses after it only
+            # through its commit's completion (the chains); other tcgen05 operations directly
+            for x in w.tw:
+                if (idx_tw.get(x, _EMPTY) | idx_tr.get(x, _EMPTY)) - {a_}:
+                    return (f"{self._who(a_)}'s tcgen05 operation writes {self._gran(x)} "
+                            f"before it, another thread's tcgen05 operation accesses it after")
+            for x in w.tr:
+                if idx_tw.get(x, _EMPTY) - {a_}:
+                    return (f"{self._who(a_)}'s tcgen05 operation reads {self._gran(x)} "
+                            f"before it, another thread's tcgen05 operation writes it after")
             for x in w.w:
                 if (idx_w.get(x, _EMPTY) | idx_r.get(x, _EMPTY)) - {a_} or any(
                         g != a_ for g, _, _ in idx_m.get(x, ())):
@@ -741,6 +896,9 @@ class BarrierUse:
         return f"CTA {g // self.mach.T} thread {g % self.mach.T}"
 
     def _gran(self, x: int) -> str:
+        if x < 0:
+            k = -1 - x
+            return f"TMEM lane {(k // 128) % 128} columns {4 * (k % 128)}-{4 * (k % 128) + 3}"
         space = "global" if x & 1 else "shared"
         return f"{space} granule 0x{(x >> 1) * 8:x}"
 
@@ -783,10 +941,8 @@ class BarrierUse:
                 if p >= q or (d == a and landed is None) or key in seen:
                     continue
                 seen.add(key)
-                if landed is not None:
-                    cw = _Win()
-                    cw.cw |= landed
-                    out.append((d, 0, cw, True))
+                if landed is not None:  # a copy's bytes, or a commit's tcgen05 accesses
+                    out.append((d, 0, landed, True))
                     continue
                 h_d = self.hist[d]
                 j = min(widx, len(h_d) - 1)
@@ -851,6 +1007,13 @@ class BarrierUse:
         return dict(out)
 
 
+def _tmem_granules(c: int, rows: np.ndarray, cols: np.ndarray) -> list[int]:
+    """Granules (negative ints: apart from the shared / global ones) of the TMEM cells of
+    batch CTA ``c`` at ``rows`` x ``cols`` (broadcastable), 4 columns to a granule."""
+    r, k = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(cols, np.int64) // 4)
+    return (-1 - ((c * 128 + r) * 128 + k)).ravel().tolist()
+
+
 _EMPTY: frozenset[int] = frozenset()
 _WARPGROUP = 128  # threads per warpgroup (PTX ISA 9.1 §9.7.15: four contiguous warps)
 _INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers recorded here
@@ -875,11 +1038,12 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
         return True
     ymb = {x for x, _, _ in yw.mb}
     ymod = {x for x, op, _ in yw.mb if op not in _WAITS}
-    xw_w, yw_w = xw.w | xw.cw, yw.w | yw.cw
-    if xw_w & (yw.r | yw_w | ymb) or xw.r & (yw_w | ymod):
+    xw_w, yw_w = xw.w | xw.cw | xw.tw, yw.w | yw.cw | yw.tw
+    xw_r, yw_r = xw.r | xw.tr, yw.r | yw.tr
+    if xw_w & (yw_r | yw_w | ymb) or xw_r & (yw_w | ymod):
         return True
     for x, op, ph in xw.mb:
-        if x in yw_w or (op not in _WAITS and x in yw.r):
+        if x in yw_w or (op not in _WAITS and x in yw_r):
             return True
         for y, op2, ph2 in yw.mb:
             if y == x and not _commute(op, ph, op2, ph2):
@@ -949,7 +1113,8 @@ def _covered(before: _Win, after: _Win) -> bool:
     """Whether thread a's before-side ``before`` is acquired by whoever acquires a release of
     thread b's after-side ``after`` without this barrier: a's are only arrivals, on the objects
     and phases of every one of b's releases."""
-    if before.r or before.w or before.gr_any or before.acq or not before.mb:
+    if before.r or before.w or before.cw or before.tr or before.tw or before.gr_any or \
+            before.acq or not before.mb:
         return False
     if any(op != "arr" for _, op, _ in before.mb):
         return False

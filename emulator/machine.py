@@ -137,6 +137,9 @@ class Machine:
     #: (:meth:`note_fence_use`); None / empty without coverage
     pfence_log: dict[int, list[int]] | None = None
     pfence_used: set[int] = frozenset()
+    #: with coverage: ``emulator.barrier_use``'s recorder of TMEM cell accesses (write, lane,
+    #: batch CTA, rows, columns, pc), called by ``emulator.tcgen05_ext``; None without
+    tmem_note = None
 
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,

@@ -264,7 +264,7 @@ def _tc_cp(m, ins, pc, exe, mods):
                 raise _Fault("fault", f"tcgen05.cp destination outside TMEM "
                                       f"({m.prog.where(pc)})")
             tm[c, tl, col0:col0 + rb // 4] = words
-            _tmem_cp_writes(m, c, int(ln), tl, col0, rb // 4)
+            _tmem_cp_writes(m, c, int(ln), tl, col0, rb // 4, pc)
     return None
 
 
@@ -366,6 +366,15 @@ class _TmemShadow:
         self.done_pc = np.full((ncta, 128, 512), -1, np.int32)
         self.done_gen = np.zeros((ncta, 128, 512), np.int32)
         self.wclks: dict[int, list[int]] = {}
+
+
+def _note(m, write: bool, ln: int, c: int, rows, cols, pc: int) -> None:
+    """Tell the coverage tracker (``m.tmem_note``, :mod:`emulator.barrier_use`; None without
+    coverage) that lane ``ln`` accesses TMEM cells (batch CTA ``c``, ``rows`` x ``cols``,
+    broadcastable arrays) at ``pc``."""
+    note = m.tmem_note
+    if note is not None and ln < m.ntr:
+        note(write, int(ln), int(c), np.asarray(rows), np.asarray(cols), pc)
 
 
 def _tsh(m) -> _TmemShadow | None:
@@ -476,6 +485,9 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     if cells is None:
         return
     lanes, cta, rows, cols = cells
+    if m.tmem_note is not None:
+        for i, ln in enumerate(lanes.tolist()):
+            _note(m, op == "st", ln, int(cta[i]), rows[i], cols[i], pc)
     if op == "st":
         R = np.broadcast_to(rows[:, None], cols.shape)
         C3 = np.broadcast_to(cta[:, None], cols.shape)
@@ -527,6 +539,7 @@ def _scale_read_check(m, ln: int, c: int, taddr: int, rows: int, pc: int) -> Non
     ncols = -(-rows // 32)
     r = np.arange(128)
     cols = col0 + np.arange(ncols)
+    _note(m, False, ln, c, r[:, None], cols[None, :], pc)
     _tmem_read_check(m, sh, np.full(128, ln), np.full(128, c), r,
                      np.broadcast_to(cols[None, :], (128, ncols)), pc)
 
@@ -559,12 +572,16 @@ def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
         r = np.arange(mv)
         rows = lane0 + (r if mv == 128 else 32 * (r // 16) + r % 16)
         rows = rows[rows < 128]
+        _note(m, True, int(ln), c, rows[:, None], np.arange(col0, min(col0 + n, 512))[None, :],
+              pc)
         if acc is None or acc[ln]:
             _tmem_acc_read_check(m, sh, int(ln), c, rows, col0, min(col0 + n, 512), pc)
         if a_tmem is not None:  # A from TMEM: 32 bytes of K per row = 8 columns
             ta = int(a_tmem[ln])
             a0, ac0 = (ta >> 16) & 0xFFFF, ta & 0xFFFF
             arows = a0 + (r if mv == 128 else 32 * (r // 16) + r % 16)
+            _note(m, False, int(ln), c, arows[arows < 128][:, None],
+                  np.arange(ac0, min(ac0 + 8, 512))[None, :], pc)
             _tmem_acc_read_check(m, sh, int(ln), c, arows[arows < 128], ac0,
                                  min(ac0 + 8, 512), pc, what="reads its A operand from")
         sh.w_lane[c, :, col0:col0 + n] = -1
@@ -640,9 +657,11 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
                             "tcgen05.fence::after_thread_sync before the MMA")])
 
 
-def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int) -> None:
+def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int,
+                    pc: int) -> None:
     """A ``tcgen05.cp`` by lane ``ln`` writes TMEM lanes ``tl`` of CTA ``c``, columns
     ``col0 .. col0 + ncol - 1``: tensor-core writes completed by the next commit."""
+    _note(m, True, ln, c, tl[:, None], np.arange(col0, col0 + ncol)[None, :], pc)
     sh = _tsh(m)
     if sh is None or ln >= m.ntr:
         return

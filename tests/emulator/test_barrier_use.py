@@ -33,10 +33,10 @@ ret;
 """
 
 
-def _effects(body: str, elect_highest: bool = False, threads: int = 64
+def _effects(body: str, elect_highest: bool = False, threads: int = 64, arch: str = "sm_90a"
              ) -> tuple[dict[int, int], str]:
     """(barrier source line -> instances that acted, the PTX) of one CTA of ``threads``."""
-    ptx = HEAD.format(body=body, nt=threads)
+    ptx = HEAD.format(body=body, nt=threads).replace(".target sm_90a", f".target {arch}")
     prog = build_program(parse_ptx(ptx, "t.ptx"))
     gmem = GlobalMemory()
     out = gmem.add("out", np.zeros(64, np.uint32))
@@ -540,4 +540,37 @@ bar.sync 0;
     eff, ptx = _effects(_WGMMA + """bar.sync 0;
 @%p2 st.shared.u32 [buf], %r1;
 wgmma.wait_group.sync.aligned 0;""", threads=128)
+    assert eff[_line(ptx, "bar.sync 0")] == 1
+
+
+_TMEM = """
+setp.lt.u32 %p3, %r1, 32;
+@%p3 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [buf], 32;
+@%p3 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+tcgen05.fence::before_thread_sync;
+bar.sync 0;
+tcgen05.fence::after_thread_sync;
+ld.shared.u32 %r10, [buf];
+shr.u32 %r11, %r1, 5;
+shl.b32 %r11, %r11, 21;
+add.u32 %r12, %r10, %r11;
+tcgen05.st.sync.aligned.32x32b.x2.b32 [%r12], {%r1, %r1};
+tcgen05.wait::st.sync.aligned;
+bar.sync 1;
+tcgen05.ld.sync.aligned.32x32b.x2.b32 {%r13, %r14}, [%r12];
+tcgen05.wait::ld.sync.aligned;
+tcgen05.fence::before_thread_sync;
+bar.sync 2;
+tcgen05.fence::after_thread_sync;
+@%p3 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r10, 32;
+"""
+
+
+def test_tmem_cells_by_address_own_rows_need_no_barrier_a_dealloc_does():
+    # each thread stores and loads its own TMEM lane (32x32b: warp w's partition): bar.sync 1
+    # orders nothing; bar.sync 2 orders every warp's loads before warp 0's dealloc of the
+    # columns; bar.sync 0 publishes the address the alloc wrote to shared memory
+    eff, ptx = _effects(_TMEM, threads=128, arch="sm_100a")
+    assert eff[_line(ptx, "bar.sync 1")] == 0
+    assert eff[_line(ptx, "bar.sync 2")] == 1
     assert eff[_line(ptx, "bar.sync 0")] == 1
