@@ -52,9 +52,8 @@ thread):
   writes themselves. A bidirectional ``fence.proxy.*`` and ``tcgen05.fence::*`` count as
   nothing (they order only their own thread's accesses across proxies / with its thread
   synchronisation, and those accesses are summarised themselves); a ``bar.warp.sync`` counts
-  as nothing for an instance that every thread of the CTA takes part in (a thread it could
-  order something for is then a participant, compared directly) and as a write for a
-  partial (named) barrier.
+  as nothing in a thread whose whole warp takes part in the instance (a thread it could order
+  something for is then a participant, compared directly), else as a write.
 
 Instance *I* with participants *S* (all of them waiting: a ``bar.arrive`` participant makes
 it count as acting) **acted** when, for two different threads a, b of S, a's summary since its
@@ -118,9 +117,9 @@ from emulator.registry import _lanes
 
 READ, WRITE = 1, 2
 _FENCE, _BOUNDARY = 3, 4
-#: the window bit of a ``bar.warp.sync``: nothing for an instance every thread of the CTA
-#: takes part in (a third thread that could carry an ordering on is itself a participant,
-#: whose own accesses are compared directly), a blind write for a partial one
+#: the window bit of a ``bar.warp.sync``: nothing in a thread whose whole warp takes part in
+#: the instance (a thread it could carry an ordering on to is itself a participant, whose own
+#: accesses are compared directly), else a blind write
 _WARP = 8
 
 #: opcodes with no memory effect another thread can observe (register, warp-collective value
@@ -331,8 +330,9 @@ class BarrierUse:
         # for a copy's completion the shared granules that copy writes, filled in as it runs
         # (its complete_tx releases those bytes, not its issuer's earlier operations), for a
         # tcgen05.commit what the asynchronous tcgen05 operations it tracks access; None for
-        # an arrival / expect_tx, which releases the thread's operations before it)
-        self.releases: dict[int, list[tuple[int, int, int, _Win | None]]] = \
+        # an arrival / expect_tx, which releases the thread's operations before it; its
+        # sequence number, :attr:`acq_seq`)
+        self.releases: dict[int, list[tuple[int, int, int, _Win | None, int]]] = \
             defaultdict(list)
         self._copying: dict[int, tuple[int, set[int]]] = {}  # lane -> (pc, its copy's bytes)
         # lane -> what its asynchronous tcgen05 operations since its last commit access
@@ -342,6 +342,10 @@ class BarrierUse:
         # thread's wgmma.wait_group retired that group; per thread the last group retired
         self.wg_retired: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
         self.wg_done: dict[int, int] = {}
+        # thread -> (window index, sequence number) of its successful mbarrier waits; the
+        # sequence numbers order a thread's mbarrier operations within a window
+        self.acq_seq: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        self.seq = 0
         self.touched = np.zeros(0, np.bool_)
         # per lane of the batch: it executed a fence (after touching memory) / a relaxed
         # strong operation that is summarised by address (a fence turns it into a release or
@@ -588,7 +592,7 @@ class BarrierUse:
                 w.mb.append((gran, "arr", ph))
                 g = int(m.glane[ln])
                 self.releases[gran].append((g, ph, len(self.hist[g]),
-                                            self._tc_async.pop(ln, _Win())))
+                                            self._tc_async.pop(ln, _Win()), self._tick()))
             return
         if op not in ("alloc", "dealloc"):
             return  # ld / st / mma / cp: their cells come through Machine.tmem_note
@@ -605,6 +609,10 @@ class BarrierUse:
             c0 = int(m.tmem_next[c]) if op == "alloc" else int(taddr[ln]) & 0xFFFF
             cols = np.arange(c0, min(c0 + int(ncol[ln]), 512))[None, :]
             self._win(ln).w.update(_tmem_granules(c, rows, cols))
+
+    def _tick(self) -> int:
+        self.seq += 1
+        return self.seq
 
     def _warpgroup(self, g: int) -> int:
         """A global id of thread ``g``'s warpgroup (its CTA's threads 128 k .. 128 k + 127)."""
@@ -687,7 +695,7 @@ class BarrierUse:
             g = int(m.glane[ln])
             if op in ("arr", "tx"):
                 w.mb.append((gran, op, ph))
-                self.releases[gran].append((g, ph, len(self.hist[g]), None))
+                self.releases[gran].append((g, ph, len(self.hist[g]), None, self._tick()))
                 continue
             ok = ph >= 0 and (int(par[ln]) & 1) != (ph & 1)
             if spin and not ok:
@@ -698,6 +706,7 @@ class BarrierUse:
                 # it succeeds (emulator.machine.Machine.mbar_wait): it acquires the arrivals
                 # of every phase before ``ph``
                 self.acquires[gran].append((g, ph, len(self.hist[g])))
+                self.acq_seq[g].append((len(self.hist[g]), self._tick()))
 
     def _copy_ops(self, pc: int, lanes: np.ndarray) -> None:
         m = self.mach
@@ -718,7 +727,7 @@ class BarrierUse:
                 g = int(m.glane[ln])
                 landed = _Win()
                 self._copying[ln] = (pc, landed.cw)
-                self.releases[gran].append((g, ph, len(self.hist[g]), landed))
+                self.releases[gran].append((g, ph, len(self.hist[g]), landed, self._tick()))
 
     def _waiters(self, ik: tuple) -> set[int] | None:
         """The threads that waited at instance ``ik`` (None: it never completed); read after
@@ -778,10 +787,20 @@ class BarrierUse:
             return "a participant only arrived (bar.arrive)"
         members = set(parts)
         site = next(iter(parts.values()))[0]
-        full = len(members) == self.mach.T  # every thread of the CTA takes part
-        before = {g: self._side(g, idx, members, False, site, full)
+        # the warps all of whose threads take part: a bar.warp.sync of theirs orders nothing
+        # for a thread outside the instance
+        T = self.mach.T
+
+        def warp(g: int) -> tuple[int, int]:
+            return g // T, (g % T) // 32
+
+        lanes_of: dict[tuple[int, int], int] = defaultdict(int)
+        for g in members:
+            lanes_of[warp(g)] += 1
+        inside = {wp for wp, k in lanes_of.items() if k == min(32, T - 32 * wp[1])}
+        before = {g: self._side(g, idx, members, False, site, warp(g) in inside)
                   for g, (_, _, idx) in parts.items()}
-        after = {g: self._side(g, idx, members, True, site, full)
+        after = {g: self._side(g, idx, members, True, site, warp(g) in inside)
                  for g, (_, _, idx) in parts.items()}
         # address-blind bits against anything / any write of the other side
         bn = [g for g, (b, w) in before.items() if b or not w.empty()]
@@ -816,8 +835,11 @@ class BarrierUse:
                                 f"acquired itself (the chain may go on)")
                     continue
                 for b_ in an:
+                    # (b acquired that release itself before the barrier: ordered after it)
                     if b_ != a_ and any(_conflict(db, dw, *after[b_])
-                                        for d, db, dw, copy in spans if copy or d != b_):
+                                        for d, db, dw, copy, x, p in spans
+                                        if (copy or d != b_) and not self._acquired(
+                                            b_, x, p, parts[b_][2])):
                         return (f"{self._who(a_)} acquired before it what {self._who(b_)} "
                                 f"conflicts with after it")
         # by address: granules and mbarrier objects
@@ -912,10 +934,11 @@ class BarrierUse:
                    for g, q, widx in self.acquires.get(gran, ()))
 
     def _released(self, a: int, a_idx: int, wa: _Win, earlier: set[tuple]
-                  ) -> list[tuple[int, int, _Win, bool]] | None:
+                  ) -> list[tuple[int, int, _Win, bool, int, int]] | None:
         """What thread a acquired by its successful waits in the window before its arrival
         ``a_idx`` (summary ``wa``): per release of an earlier phase of the waited object, as
-        ``(releaser d, blind bits, summary, whether a copy's)`` - for an arrival / expect_tx,
+        ``(releaser d, blind bits, summary, whether a copy's, mbarrier granule, phase)`` - for
+        an arrival / expect_tx,
         d's operations from the latest barrier instance of ``earlier`` (instances of other
         sites that every participant waited at before this one: they order d's earlier
         operations before everyone's later ones) to the window of its release; for a copy's
@@ -929,20 +952,20 @@ class BarrierUse:
         h_a = self.hist[a]
         while lo > 0 and h_a[lo - 1][0] not in earlier:
             lo -= 1
-        out: list[tuple[int, int, _Win, bool]] = []
+        out: list[tuple[int, int, _Win, bool, int, int]] = []
         seen: set[tuple[int, int, int]] = set()
         for x in waited:
             qs = [q for g, q, widx in self.acquires.get(x, ()) if g == a and lo <= widx <= a_idx]
             if not qs:
                 continue
             q = max(qs)
-            for d, p, widx, landed in self.releases.get(x, ()):
+            for d, p, widx, landed, seq in self.releases.get(x, ()):
                 key = (d, widx, id(landed) if landed is not None else 0)
                 if p >= q or (d == a and landed is None) or key in seen:
                     continue
                 seen.add(key)
                 if landed is not None:  # a copy's bytes, or a commit's tcgen05 accesses
-                    out.append((d, 0, landed, True))
+                    out.append((d, 0, landed, True, x, p))
                     continue
                 h_d = self.hist[d]
                 j = min(widx, len(h_d) - 1)
@@ -957,10 +980,16 @@ class BarrierUse:
                     if h_d[j - 1][0] is not None:
                         db |= WRITE  # another barrier passed on the way
                     j -= 1
-                if dw.acq:
-                    return None
-                out.append((d, db, dw, False))
+                if any(j <= w2 <= widx and s2 < seq for w2, s2 in self.acq_seq.get(d, ())):
+                    return None  # d acquired something before its release (it may carry on)
+                out.append((d, db, dw, False, x, p))
         return out
+
+    def _acquired(self, b: int, gran: int, p: int, b_idx: int) -> bool:
+        """Whether thread b's successful wait on the mbarrier at ``gran`` at a phase after
+        ``p``, before its arrival ``b_idx``, acquired the releases of phase ``p`` itself."""
+        return any(g == b and q > p and widx <= b_idx
+                   for g, q, widx in self.acquires.get(gran, ()))
 
     def _chain(self, a: int, a_idx: int, ba: int, wa: _Win, rel: list[tuple[int, int]],
                b: int, site: int) -> bool:
@@ -1020,8 +1049,8 @@ _INCARNATION = 1 << 20  # phases per mbarrier incarnation in the phase numbers r
 
 
 def _warp_bits(bits: int, full: bool = False) -> int:
-    """Window bits with a ``bar.warp.sync`` (:data:`_WARP`) dropped for an instance of the
-    whole CTA (``full``), else read as a blind write."""
+    """Window bits with a ``bar.warp.sync`` (:data:`_WARP`) dropped when the thread's whole
+    warp takes part in the instance (``full``), else read as a blind write."""
     if not bits & _WARP:
         return bits
     return bits & ~_WARP if full else (bits & ~_WARP) | WRITE

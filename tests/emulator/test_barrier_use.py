@@ -7,7 +7,7 @@ import numpy as np
 
 from emulator import GlobalMemory, Launch
 from emulator.api import _instrument
-from emulator.barrier_use import READ, WRITE, BarrierUse, classify
+from emulator.barrier_use import _WARP, READ, WRITE, BarrierUse, _warp_bits, classify
 from emulator.machine import Machine
 from emulator.program import build_program
 from verifier.ptx.parser import parse_ptx
@@ -480,10 +480,10 @@ ld.shared.u32 %r5, [buf+256];"""
     assert eff[_line(ptx, "bar.sync", 1)] == 1
 
 
-def test_a_warp_barrier_is_nothing_for_a_cta_barrier_and_a_blind_write_for_a_named_one():
-    # t0 stores, every thread passes bar.warp.sync, the CTA barrier, then t1 reads another
-    # granule: nothing conflicts; in a 64-thread named barrier of a 96-thread CTA the warp
-    # barrier may carry an ordering on to a thread outside it
+def test_a_warp_barrier_is_nothing_when_its_whole_warp_takes_part_else_a_blind_write():
+    # t0 stores, every thread passes bar.warp.sync, the barrier, then t1 reads another
+    # granule: nothing conflicts, for the CTA barrier and for a named barrier of warps 0-1 of
+    # a 96-thread CTA alike (the warp barrier orders only threads of warps inside it)
     body = """
 @%p1 st.shared.u32 [buf], %r1;
 bar.warp.sync -1;
@@ -491,12 +491,15 @@ bar.sync {bar};
 @%p2 ld.shared.u32 %r5, [buf+64];
 bar.sync 0;"""
     assert classify(next(i for i in build_program(parse_ptx(
-        HEAD.format(body="bar.warp.sync -1;", nt=32))).insts if i.base == "bar")) == 8
+        HEAD.format(body="bar.warp.sync -1;", nt=32))).insts if i.base == "bar")) == _WARP
     eff, ptx = _effects(body.format(bar="0"))
     assert eff[_line(ptx, "bar.sync 0")] == 0
     eff, ptx = _effects(_ROLES + "@!%p6 bra DONE;" + body.format(bar="1, 64").replace(
         "bar.sync 0;", "DONE:\nbar.sync 0;"), threads=96)
-    assert eff[_line(ptx, "bar.sync 1, 64")] == 1
+    assert eff[_line(ptx, "bar.sync 1, 64")] == 0
+    # a thread whose warp is only partly inside: the warp barrier may carry an ordering on
+    assert _warp_bits(_WARP, full=False) == WRITE
+    assert _warp_bits(_WARP | READ, full=True) == READ
 
 
 def test_a_cp_async_lands_at_its_wait_group_by_address():
@@ -574,3 +577,24 @@ def test_tmem_cells_by_address_own_rows_need_no_barrier_a_dealloc_does():
     assert eff[_line(ptx, "bar.sync 1")] == 0
     assert eff[_line(ptx, "bar.sync 2")] == 1
     assert eff[_line(ptx, "bar.sync 0")] == 1
+
+
+def test_a_writer_that_acquired_the_copy_itself_needs_no_barrier_after_the_wait():
+    # every thread waits for t0's bulk load before the barrier; t1 then overwrites the bytes:
+    # t1 is ordered after the copy by its own wait (the barrier adds nothing); when only t0
+    # waits, the barrier carries the copy's completion to t1
+    wait_all = _INIT + """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+mov.u32 %r9, 0;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [buf+64], %r9;
+@!%p3 bra WAIT;
+bar.sync 0;
+@%p2 st.shared.u32 [buf+256], %r1;"""
+    eff, ptx = _effects(wait_all)
+    assert eff[_line(ptx, "bar.sync", 1)] == 0
+    only_t0 = wait_all.replace("mov.u32 %r9, 0;\nWAIT:", "mov.u32 %r9, 0;\n@!%p1 bra SKIP;\n"
+                               "WAIT:").replace("@!%p3 bra WAIT;", "@!%p3 bra WAIT;\nSKIP:")
+    eff, ptx = _effects(only_t0)
+    assert eff[_line(ptx, "bar.sync", 1)] == 1
