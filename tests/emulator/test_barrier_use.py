@@ -462,15 +462,8 @@ def test_a_copy_before_the_barrier_is_ordered_for_its_readers_by_their_own_waits
     # t0 issues a bulk load into buf+256 before the barrier; every reader spin-waits on the
     # copy's mbarrier after it. The copy's bytes land at its completion, which only the wait
     # orders: the barrier orders nothing of it (the mutant without it is the same program)
-    body = _INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
-bar.sync 0;
-mov.u32 %r9, 0;
-WAIT:
-mbarrier.try_wait.parity.shared::cta.b64 %p3, [buf+64], %r9;
-@!%p3 bra WAIT;
-ld.shared.u32 %r5, [buf+256];"""
+    body = _SPIN.format(wait="mbarrier.try_wait.parity.shared::cta.b64", target="WAIT") + \
+        "\nld.shared.u32 %r5, [buf+256];"
     eff, ptx = _effects(body)
     assert eff[_line(ptx, "bar.sync", 1)] == 0
     # the readers do not wait, t0 does before the barrier: the barrier publishes the bytes
