@@ -28,7 +28,8 @@ thread):
   with anything else only through the completion the thread's next ``tcgen05.commit``
   publishes on its mbarrier - a release of those accesses), ``alloc`` / ``dealloc`` (the
   columns they hand out / take back, all 128 lanes; the address ``alloc`` writes to shared
-  memory) - as sets of granules read and written (8 shared or global bytes; 4 TMEM columns
+  memory; ``relinquish_alloc_permit`` a read of the CTA's allocation permit, which
+  ``alloc`` writes) - as sets of granules read and written (8 shared or global bytes; 4 TMEM columns
   of one lane), taken from the happens-before checker's own calls (``Machine._hb_check``,
   the same bytes it race-checks; TMEM cells through ``Machine.tmem_note``, the emulator's
   own cell computation); and ``mbarrier`` operations as
@@ -38,8 +39,8 @@ thread):
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
   / ``.volatile`` loads and stores, ``atom`` with ordering semantics, other ``tcgen05``
-  shapes and operations (``16x32bx2``, ``shift``, multicast commits, ``cta_group::2``;
-  ``relinquish_alloc_permit`` a read), ``barrier.cluster``, bulk wait / commit groups,
+  shapes and operations (``16x32bx2``, ``shift``, multicast commits, ``cta_group::2``),
+  ``barrier.cluster``, bulk wait / commit groups,
   ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every instruction run
   by a thread the race checker does not track. A ``fence`` / ``membar`` (and the release of
   ``tensormap.cp_fenceproxy``, and the uni-directional ``.release`` / ``.acquire`` proxy
@@ -183,7 +184,8 @@ def classify(ins: Any) -> int:
 MEM, MBAR, COPY, WAIT, TC = 1, 2, 3, 4, 5
 #: tcgen05 operations summarised by address (``TC``): their TMEM cells through
 #: ``Machine.tmem_note`` (``emulator.tcgen05_ext``), shared bytes through the checker
-_TC_OPS = ("ld", "st", "mma", "cp", "commit", "wait::ld", "wait::st", "alloc", "dealloc")
+_TC_OPS = ("ld", "st", "mma", "cp", "commit", "wait::ld", "wait::st", "alloc", "dealloc",
+           "relinquish_alloc_permit")
 _SEM = ("acquire", "release", "acq_rel", "sc")  # memory-ordering semantics qualifiers
 _ORDERING = (*_SEM, "relaxed", "volatile", "mmio")
 _MBAR_OPS = {"init": "init", "inval": "init", "arrive": "arr", "expect_tx": "tx", "complete_tx": "tx",
@@ -566,7 +568,8 @@ class BarrierUse:
         thread's asynchronous tcgen05 operations since its last commit access (PTX ISA 9.1
         'tcgen05.commit': the mbarrier tracks their completion); ``alloc`` / ``dealloc``
         write the columns they hand out / take back, in all 128 lanes (the address the alloc
-        writes to shared memory passes the checker)."""
+        writes to shared memory passes the checker); ``relinquish_alloc_permit`` reads the
+        CTA's allocation permit, which ``alloc`` writes."""
         m = self.mach
         ins = m.prog.insts[pc]
         op = ins.parts[1]
@@ -591,8 +594,19 @@ class BarrierUse:
                 w = self._win(ln)
                 w.mb.append((gran, "arr", ph))
                 g = int(m.glane[ln])
-                self.releases[gran].append((g, ph, len(self.hist[g]),
-                                            self._tc_async.pop(ln, _Win()), self._tick()))
+                # a commit tracks every earlier asynchronous tcgen05 operation of the thread
+                # (not only those since its previous commit), and the emulator releases the
+                # committing thread's own operations with it too (an arrival): both
+                done = _Win()
+                done.merge(self._tc_async.get(ln))
+                self.releases[gran].append((g, ph, len(self.hist[g]), done, self._tick()))
+                self.releases[gran].append((g, ph, len(self.hist[g]), None, self._tick()))
+            return
+        if op == "relinquish_alloc_permit":
+            # no memory effect: it orders only a later tcgen05.alloc of the CTA (PTX ISA 9.1
+            # 'tcgen05.relinquish_alloc_permit'), a read of the CTA's allocation permit
+            for ln in lanes.tolist():
+                self._win(ln).r.add(_permit(int(m.cta_local[ln])))
             return
         if op not in ("alloc", "dealloc"):
             return  # ld / st / mma / cp: their cells come through Machine.tmem_note
@@ -608,7 +622,10 @@ class BarrierUse:
             c = int(m.cta_local[ln])
             c0 = int(m.tmem_next[c]) if op == "alloc" else int(taddr[ln]) & 0xFFFF
             cols = np.arange(c0, min(c0 + int(ncol[ln]), 512))[None, :]
-            self._win(ln).w.update(_tmem_granules(c, rows, cols))
+            w = self._win(ln)
+            w.w.update(_tmem_granules(c, rows, cols))
+            if op == "alloc":
+                w.w.add(_permit(c))
 
     def _tick(self) -> int:
         self.seq += 1
@@ -760,7 +777,11 @@ class BarrierUse:
             if nxt is None:
                 break
             if self._sites(nxt) == {site}:
-                j += 1 if forward else -1  # the same site: removed with this one
+                # the same site: removed with this one; an instance with other participants
+                # may have linked this one's threads to others (a chain through the site)
+                if self._waiters(nxt) != members:
+                    acc |= WRITE
+                j += 1 if forward else -1
                 continue
             w = self._waiters(nxt)
             if w is not None and members <= w:
@@ -1041,6 +1062,12 @@ def _tmem_granules(c: int, rows: np.ndarray, cols: np.ndarray) -> list[int]:
     batch CTA ``c`` at ``rows`` x ``cols`` (broadcastable), 4 columns to a granule."""
     r, k = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(cols, np.int64) // 4)
     return (-1 - ((c * 128 + r) * 128 + k)).ravel().tolist()
+
+
+def _permit(c: int) -> int:
+    """The pseudo-granule of batch CTA ``c``'s TMEM allocation permit (below every TMEM
+    cell's granule)."""
+    return -(1 << 40) - c
 
 
 _EMPTY: frozenset[int] = frozenset()
