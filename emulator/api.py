@@ -535,6 +535,9 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
         fn = compile_step(p)
         ins = mach.prog.insts[p]
         fence = _is_proxy_fence(ins)
+        # every fence the HB4 check counts (emulator.ops._fence: fence.mbarrier_init too) goes
+        # into the lane's fence log, so its positions match the lane's fence count
+        logged = fence or (ins.base == "fence" and "mbarrier_init" in ins.parts)
         wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.") and not fence
         guard, neg = ins.predicate, ins.negated
 
@@ -547,7 +550,7 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
             counts[pc] += int(np.count_nonzero(exe))
             if use is not None:
                 use.step(pc, exe)
-            if fence:
+            if logged:
                 for ln in np.flatnonzero(exe[:mach.ntr]).tolist():
                     mach.pfence_log.setdefault(int(mach.glane[ln]), []).append(pc)
             if not wait:

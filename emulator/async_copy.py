@@ -356,8 +356,8 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     okl = loc >= 0
     stale = np.zeros(loc.shape, np.bool_)
     stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
+    m.note_fence_use(idx)  # (stale bytes credit no fence)
     if not stale.any():
-        m.note_fence_use(idx)
         return
     j = int(np.flatnonzero(stale)[0])
     wpc = int(sh.w_pc[idx[real]][j])

@@ -848,11 +848,15 @@ class Machine:
         # fence.proxy.async after its write
         j = int(self._hk.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
                                     self.pfence))
+        self.note_fence_use(idx)  # (stale bytes credit no fence)
         if j < 0:
-            self.note_fence_use(idx)
             return False
         if not report:
             return True
+        if self.prog.insts[int(sh.w_pc[idx[j]])].base == "cp":
+            # the first stale byte is cp.async-written (a warning): a stale byte a generic
+            # store wrote (an error) must not hide behind it
+            j = self._stale_store(idx, j)
         wl_j = int(sh.w_lane[idx[j]])
         wpc = int(sh.w_pc[idx[j]])
         key = ("HB4", wpc)
@@ -872,6 +876,22 @@ class Machine:
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
                                 "the writing threads after the write, before the hand-off")])
         return True
+
+    def _stale_store(self, slots: np.ndarray, j: int) -> int:
+        """The first position of ``slots`` whose writer is a thread of this batch that wrote
+        with a generic store (not ``cp.async``) and has not fenced since, else ``j``."""
+        sh = self.sshadow
+        NT = self.n_ctas * self.T
+        wl = sh.w_lane[slots]
+        real = (wl >= 0) & (wl < NT)
+        lc = np.where(real, self._batch_pos[np.where(real, wl, 0) // self.T], -1)
+        ok = lc >= 0
+        stale = np.zeros(slots.shape, np.bool_)
+        stale[ok] = self.pfence[lc[ok] * self.T + wl[ok] % self.T] <= sh.w_pf[slots][ok]
+        for e in np.flatnonzero(stale).tolist():
+            if self.prog.insts[int(sh.w_pc[slots[e]])].base != "cp":
+                return int(e)
+        return j
 
     def note_fence_use(self, slots: np.ndarray) -> None:
         """With coverage (``pfence_log`` set by ``emulator.api``): the shared-shadow ``slots``

@@ -444,3 +444,82 @@ def test_a_proxy_fence_before_the_generic_writes_fences_nothing():
     eff, _, findings = _fence_effects("", text)
     assert any(f.rule == "HB4" for f in findings)
     assert list(eff.values()) == [0]
+
+
+def test_a_fence_mbarrier_init_before_the_writes_does_not_hide_the_proxy_fence():
+    # red team (round 4, H3): fence.mbarrier_init also counts as a fence for HB4; the fence
+    # log must hold it too, or the proxy fence after the writes is credited nothing
+    text = STORE.replace("shl.b32 %r2, %r1, 4;", "fence.mbarrier_init.release.cluster;\n"
+                         "shl.b32 %r2, %r1, 4;", 1)
+    assert text != STORE
+    eff, lines, findings = _fence_effects("fence.proxy.async.shared::cta;", text)
+    ln = next(i for i, s in enumerate(lines, 1) if s.startswith("fence.proxy.async"))
+    assert eff[ln] == 1 and not findings
+
+
+_MIXED = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 16 .b8 buf[1024];
+.visible .entry k(.param .u64 out)
+.reqntid 128
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+setp.eq.u32 %p2, %r1, 1;
+mov.u32 %r3, buf;
+@%p1 cp.async.ca.shared.global [buf+{cpa}], [%rd1], 4;
+@%p1 cp.async.commit_group;
+@%p1 cp.async.wait_group 0;
+@%p2 st.shared.u32 [buf+{st}], %r1;
+{fence}
+bar.sync 0;
+mov.u32 %r20, 0;
+mov.u32 %r21, 0;
+mov.u32 %r22, 0;
+mov.u32 %r23, 0;
+shr.u32 %r24, %r3, 4;
+cvt.u64.u32 %rd2, %r24;
+or.b64 %rd2, %rd2, 4294967296;
+or.b64 %rd2, %rd2, 524288;
+wgmma.fence.sync.aligned;
+wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{%r10, %r11, %r12, %r13}}, {{%r20, %r21, %r22, %r23}}, %rd2, 0, 1, 1, 0;
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("cpa, st", [(4, 0), (0, 4)])
+def test_an_unfenced_cp_async_byte_hides_neither_the_fence_nor_an_unfenced_store(cpa, st):
+    # red team (round 4, H1b / H1): one wgmma reads a cp.async byte nobody fenced (an HB4
+    # warning by policy) and a byte t1 stored then fenced. The fence is credited; without it
+    # the store's byte is an HB4 error, whichever byte comes first
+    from emulator.api import _completion_effects, _instrument
+    from emulator.machine import Machine
+    from emulator.program import build_program
+    from verifier.ptx.parser import parse_ptx
+
+    def run(fence: str):
+        prog = build_program(parse_ptx(_MIXED.format(cpa=cpa, st=st, fence=fence), "m.ptx"))
+        gmem = GlobalMemory()
+        out = gmem.add("out", np.zeros(64, np.uint32))
+        mach = Machine(prog, Launch(grid=(1, 1, 1), threads=128,
+                                    params={"out": out.to_bytes(8, "little")}), gmem)
+        _, effects = _instrument(mach)
+        res = mach.run()
+        _completion_effects(mach, effects)
+        fences = [int(effects[pc]) for pc, i in enumerate(prog.insts)
+                  if i.opcode.startswith("fence.proxy")]
+        return res, fences
+
+    res, fences = run("@%p2 fence.proxy.async.shared::cta;")
+    assert fences == [1]
+    assert not [f for f in res.findings if f.severity == "error"], res.findings
+    res, _ = run("")
+    assert any(f.rule == "HB4" and f.severity == "error" for f in res.findings), res.findings

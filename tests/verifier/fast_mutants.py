@@ -384,8 +384,9 @@ def _tmem_ld_quiet(ins) -> bool:
     if ins.opcode.startswith("tcgen05.ld"):
         return True
     if ins.base in ("ld", "ldu", "st"):
-        return not any(p in ("acquire", "release", "relaxed", "volatile", "mmio")
-                       for p in ins.parts)
+        # (st.async completes an mbarrier's tx-count: a signal; st.bulk: kept out as well)
+        return not any(p in ("acquire", "release", "relaxed", "volatile", "mmio", "async",
+                             "bulk") for p in ins.parts)
     return False
 
 
@@ -433,8 +434,8 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         if _cache is not None:
             _cache[key] = (cfg, at)
     i = at.get(line)
-    if i is None:
-        return ""
+    if i is None or sum(ins.line == line for ins in cfg.instrs) > 1:
+        return ""  # (a removal deletes the whole line: with two instructions, both go)
     if cls == "store_refill" and _nothing_in_flight(cfg, i, _bulk_issue, _bulk_retire):
         return "equivalent: no bulk-group operation can be in flight at this wait"
     if cls == "no_wgmma_wait" and _nothing_in_flight(cfg, i, _wgmma_issue, _wgmma_retire):

@@ -157,6 +157,26 @@ tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r4};""")
     assert got == [True, False, False, False]
 
 
+def test_a_tcgen05_ld_wait_is_not_covered_across_st_async_or_on_a_shared_line():
+    # red team (round 4): st.async completes an mbarrier's tx-count (a signal to another
+    # thread), so it is not quiet; two waits on one line go together with the line
+    from fast_mutants import equivalent
+    text = _small("""
+mov.u32 %r1, 0;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r2}, [%r1];
+tcgen05.wait::ld.sync.aligned;
+st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r1], %r2, [%r1+8];
+tcgen05.wait::ld.sync.aligned;
+tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r2};""")
+    assert not equivalent("no_tcgen05_wait", text, _line(text, "wait::ld", 0))
+    text = _small("""
+mov.u32 %r1, 0;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r2}, [%r1];
+tcgen05.wait::ld.sync.aligned; tcgen05.wait::ld.sync.aligned;
+tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r2};""")
+    assert not equivalent("no_tcgen05_wait", text, _line(text, "wait::ld", 0))
+
+
 def test_a_bulk_wait_at_a_loop_head_sees_the_store_of_the_previous_iteration():
     from fast_mutants import equivalent
     text = _small("""
