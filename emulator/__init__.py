@@ -52,7 +52,7 @@ not list them; the verifier never imports the emulator):
   barrier between the peer's last access and the exit).
 
 Clusters (:mod:`emulator.cluster`): the CTAs of a cluster run in one batch and every lane's
-vector clock spans the cluster (one block of T + 3 columns per CTA), so distributed shared
+vector clock spans the cluster (one block of T + ASYNC_UNITS columns per CTA), so distributed shared
 memory (``mapa``, ``ld/st/atom/red.shared::cluster``) and global accesses across the CTAs of a
 cluster are ordered exactly by cluster-scope synchronisation: ``barrier.cluster.arrive``
 (release; ``.relaxed`` publishes only what a prior cluster-scope ``fence.acq_rel``/``fence.sc``

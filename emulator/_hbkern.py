@@ -8,12 +8,12 @@ order (the last lane wins a byte, as a numpy scatter does). The semantics are th
 strong accesses).
 
 Arrays: ``I`` (n,) record slots of the bytes; ``lanes``/``glane`` (k,) batch-local and global
-lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, C * (T + 3)) int32
+lane ids, byte ``e`` belongs to access ``e // nb``; ``vc`` (tracked lanes, C * (T + AU)) int32
 vector clocks; ``tid`` (lanes,) each lane's own clock column; shadow fields as in
 :mod:`emulator.memory`. Clusters (:mod:`emulator.cluster`): a lane's clock has one block of
-T + 3 columns (T threads, then the 3 async units, ``registry.ASYNC_UNITS``) per CTA of its
+T + AU columns (T threads, then the AU async units, ``registry.ASYNC_UNITS``) per CTA of its
 cluster; ``cl_of``/``rk_of`` (global CTAs,) give each CTA's cluster and rank, so an access by a
-thread of another CTA of the same cluster is ordered by the clock column ``rank * (T + 3) + t``
+thread of another CTA of the same cluster is ordered by the clock column ``rank * (T + AU) + t``
 (without clusters every CTA is its own cluster of rank 0: the per-CTA clocks of before).
 
 Two backends run them (:func:`backend`, :func:`set_backend`, or the environment variable
@@ -34,8 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BACKENDS", "ENV", "BackendError", "Kernels", "backend", "kernels", "set_backend"]
+from emulator.registry import ASYNC_UNITS as AU
 
+__all__ = ["BACKENDS", "ENV", "BackendError", "Kernels", "backend", "kernels", "set_backend"]
 
 
 def _check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_atomic,
@@ -57,9 +58,9 @@ def _check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_
             wa = w_async[s]
             other = (wl != g) or wa
             if other:
-                if wl >= NT:  # an async unit: NT + 3 * cta + unit (machine.ASYNC_UNITS)
-                    w_cta = (wl - NT) // 3
-                    w_col = T + (wl - NT) % 3
+                if wl >= NT:  # an async unit: NT + AU * cta + unit (registry.ASYNC_UNITS)
+                    w_cta = (wl - NT) // AU
+                    w_col = T + (wl - NT) % AU
                 else:
                     w_cta = wl // T
                     w_col = wl % T
@@ -70,7 +71,7 @@ def _check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_
                     if wat > 0 and (same_cta or (wat == 2 and level == 2)):
                         other = False
                 if other:
-                    known = vc[ln, rk_of[w_cta] * (T + 3) + w_col] if same_cl else 0
+                    known = vc[ln, rk_of[w_cta] * (T + AU) + w_col] if same_cl else 0
                     uo = (not same_cl) or (w_clk[s] > known) or wa
                     if uo and write and w_pc[s] == pc and w_val[s] == vals[e]:
                         uo = False  # replicated store: same instruction, same value
@@ -79,8 +80,8 @@ def _check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_
             rl = r_lane[s]
             if rl >= 0 and rl != g:
                 if rl >= NT:
-                    r_cta = (rl - NT) // 3
-                    r_col = T + (rl - NT) % 3
+                    r_cta = (rl - NT) // AU
+                    r_col = T + (rl - NT) % AU
                 else:
                     r_cta = rl // T
                     r_col = rl % T
@@ -92,7 +93,7 @@ def _check(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w_
                     if rat > 0 and (same_cta or (rat == 2 and level == 2)):
                         ok = False
                 if ok:
-                    known = vc[ln, rk_of[r_cta] * (T + 3) + r_col] if same_cl else 0
+                    known = vc[ln, rk_of[r_cta] * (T + AU) + r_col] if same_cl else 0
                     unord_r[e] = (not same_cl) or (r_clk[s] > known)
 
 
@@ -182,8 +183,8 @@ def _access(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w
                     m_uo = False
                     if (wl != g) or wa:
                         if wl >= NT:
-                            w_cta = (wl - NT) // 3
-                            w_col = T + (wl - NT) % 3
+                            w_cta = (wl - NT) // AU
+                            w_col = T + (wl - NT) % AU
                         else:
                             w_cta = wl // T
                             w_col = wl - w_cta * T
@@ -195,7 +196,7 @@ def _access(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w
                             if cl_of[w_cta] != my_cl or wa:
                                 m_uo = True
                             else:
-                                m_uo = wc > vc[ln, rk_of[w_cta] * (T + 3) + w_col]
+                                m_uo = wc > vc[ln, rk_of[w_cta] * (T + AU) + w_col]
                 if m_uo and not (write and w_pc[s] == pc and w_val[s] == vals[e]):
                     return 1
             if write:
@@ -206,8 +207,8 @@ def _access(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w
                     if rl != m_rl or rc != m_rc or rat != m_rat:
                         m_rl, m_rc, m_rat = rl, rc, rat
                         if rl >= NT:
-                            r_cta = (rl - NT) // 3
-                            r_col = T + (rl - NT) % 3
+                            r_cta = (rl - NT) // AU
+                            r_col = T + (rl - NT) % AU
                         else:
                             r_cta = rl // T
                             r_col = rl - r_cta * T
@@ -217,7 +218,7 @@ def _access(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w
                             m_ro = False
                         if m_ro:
                             m_ro = (cl_of[r_cta] != my_cl or
-                                    rc > vc[ln, rk_of[r_cta] * (T + 3) + r_col])
+                                    rc > vc[ln, rk_of[r_cta] * (T + AU) + r_col])
                     if m_ro:
                         return 1
     if write:
@@ -274,14 +275,14 @@ def _check_np(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async,
     if e.size:
         wle = wl[e]
         asy = wle >= NT
-        w_cta = np.where(asy, (wle - NT) // 3, wle // T)
-        w_col = np.where(asy, T + (wle - NT) % 3, wle % T)
+        w_cta = np.where(asy, (wle - NT) // AU, wle // T)
+        w_col = np.where(asy, T + (wle - NT) % AU, wle % T)
         if strong:
             wat = w_atomic[I[e]]
             keep = ~((wat > 0) & ((w_cta == my_cta[e]) | ((wat == 2) & (level == 2))))
             e, w_cta, w_col = e[keep], w_cta[keep], w_col[keep]
         same_cl = cl_of[w_cta] == cl_of[my_cta[e]]
-        known = np.where(same_cl, vc[ln[e], rk_of[w_cta] * (T + 3) + w_col], 0)
+        known = np.where(same_cl, vc[ln[e], rk_of[w_cta] * (T + AU) + w_col], 0)
         uo = ~same_cl | (w_clk[I[e]] > known) | wa[e]
         if write:
             uo &= ~((w_pc[I[e]] == pc) & (w_val[I[e]] == vals[e]))
@@ -292,14 +293,14 @@ def _check_np(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async,
         if e.size:
             rle = rl[e]
             asy = rle >= NT
-            r_cta = np.where(asy, (rle - NT) // 3, rle // T)
-            r_col = np.where(asy, T + (rle - NT) % 3, rle % T)
+            r_cta = np.where(asy, (rle - NT) // AU, rle // T)
+            r_col = np.where(asy, T + (rle - NT) % AU, rle % T)
             if strong:
                 rat = r_atomic[I[e]]
                 keep = ~((rat > 0) & ((r_cta == my_cta[e]) | ((rat == 2) & (level == 2))))
                 e, r_cta, r_col = e[keep], r_cta[keep], r_col[keep]
             same_cl = cl_of[r_cta] == cl_of[my_cta[e]]
-            known = np.where(same_cl, vc[ln[e], rk_of[r_cta] * (T + 3) + r_col], 0)
+            known = np.where(same_cl, vc[ln[e], rk_of[r_cta] * (T + AU) + r_col], 0)
             unord_r[e] = ~same_cl | (r_clk[I[e]] > known)
 
 

@@ -43,7 +43,7 @@ from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, ASYNC_UNITS, _adapt, _Fault, _lanes
+from emulator.registry import _HANDLERS, ASYNC_UNITS, WGMMA_UNIT, _adapt, _Fault, _lanes
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -159,7 +159,7 @@ class Machine:
         self.n_ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         self.race_ctas = 0
         self.time_limit = time_limit_s
-        # clusters (emulator.cluster): every lane's clock has T + 3 columns per CTA of its
+        # clusters (emulator.cluster): every lane's clock has T + ASYNC_UNITS columns per CTA of its
         # cluster; the CTAs of one cluster always run in one batch
         self._launch_error = None
         try:
@@ -384,6 +384,9 @@ class Machine:
         self.tmem_next = np.zeros(ncta, dtype=np.int64)
         self.cp_entries: list[dict] = []
         self.async_clk = np.zeros(ncta, dtype=np.int32)
+        # per batch CTA and warpgroup: the epoch of its latest wgmma.commit_group (async unit
+        # WGMMA_UNIT + warpgroup, registry.WGMMA_UNIT)
+        self.wg_clk = np.zeros((ncta, ASYNC_UNITS - WGMMA_UNIT), dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
@@ -817,11 +820,14 @@ class Machine:
         col = np.where(asy, T + (ids - NT) % ASYNC_UNITS, ids % T)
         return cta, col.astype(np.int64)
 
-    def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int) -> None:
+    def async_read(self, lane: int | np.ndarray, flat_idx: np.ndarray, pc: int,
+                   wgmma: bool = False) -> None:
         """Async-proxy reads of shared bytes (wgmma / tcgen05.mma operands) issued by ``lane``
         (one lane and ``flat_idx`` of any shape, or lanes (k,) and ``flat_idx`` (k, nbytes)):
         checked against earlier writes with each issuer's clocks, recorded as reads by its CTA's
-        async unit at the epoch its next completion (commit) publishes."""
+        async unit at the epoch its next completion (commit) publishes - for ``wgmma``, the
+        unit of the issuer's warpgroup and its next ``wgmma.commit_group``
+        (``registry.WGMMA_UNIT``), else unit 0 and the next ``tcgen05.commit``."""
         lanes = np.atleast_1d(np.asarray(lane, dtype=np.int64))
         idx = flat_idx.reshape(lanes.size, -1)
         keep = lanes < self.ntr
@@ -832,9 +838,14 @@ class Machine:
         if self._proxy_check(int(lanes[0]), idx.reshape(-1), pc, report=False):
             for r in range(lanes.size):  # report per issuing warpgroup, as each checks alone
                 self._proxy_check(int(lanes[r]), idx[r], pc)
+        base = self.n_ctas * self.T + ASYNC_UNITS * self.batch_ids[c]
+        if wgmma:
+            wg = self.tid[lanes] // 128
+            rec_lane, rec_clk = base + WGMMA_UNIT + wg, self.wg_clk[c, wg] + 1
+        else:
+            rec_lane, rec_clk = base, self.async_clk[c] + 1
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
-                       rec_lane=self.n_ctas * self.T + ASYNC_UNITS * self.batch_ids[c],
-                       rec_clk=self.async_clk[c] + 1)
+                       rec_lane=rec_lane, rec_clk=rec_clk)
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
@@ -1044,7 +1055,9 @@ class Machine:
         if glane >= NT:
             cta, unit = divmod(glane - NT, ASYNC_UNITS)
             what = ("the async proxy (tensor core)", "the async proxy (TMA/bulk copy into shared "
-                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[unit]
+                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[unit] \
+                if unit < WGMMA_UNIT else \
+                f"the async proxy (wgmma of warpgroup {unit - WGMMA_UNIT})"
             return f"{what} of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
         cta, tid = divmod(glane, self.T)
         return (f"thread {tid} (warp {tid // 32}) of CTA "
@@ -1067,14 +1080,17 @@ class Machine:
                    "none exists between CTAs of different clusters: the accesses must not "
                    "overlap")
         if lane1 >= self.n_ctas * self.T:
-            unit = (lane1 - self.n_ctas * self.T) % ASYNC_UNITS
+            unit = min((lane1 - self.n_ctas * self.T) % ASYNC_UNITS, WGMMA_UNIT)
             missing = ("completion of the asynchronous operation observed before this access: "
                        "tcgen05.commit -> mbarrier wait, or wgmma.wait_group",
                        "the wait on the mbarrier phase that the copy's complete_tx completes "
                        "(mbarrier.try_wait.parity returning true) by this thread, or a barrier "
                        "after a thread that did",
                        "'cp.async.bulk.wait_group.read' (or 'wait_group') by the issuing thread "
-                       "covering the store's bulk group, then a barrier with this thread")[unit]
+                       "covering the store's bulk group, then a barrier with this thread",
+                       "'wgmma.wait_group' by the warpgroup that issued the wgmma, covering its "
+                       "group, then a barrier with this thread (a wait_group completes only the "
+                       "executing warpgroup's groups)")[unit]
         if i1.base == "cp" and "async" in i1.parts and k1 == "write":
             missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
                        "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))

@@ -12,7 +12,7 @@ import re
 import ml_dtypes
 import numpy as np
 
-from emulator.registry import _Fault, _adapt, _lanes, handler
+from emulator.registry import WGMMA_UNIT, _Fault, _adapt, _lanes, handler
 from emulator import async_copy as _async_copy
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
@@ -1337,10 +1337,10 @@ def _cp(m, ins, pc, exe, active):
 
 
 # ============================================================================= wgmma (sm_90a)
-def _async_read(m, lane: int, flat_idx: np.ndarray, pc: int) -> None:
+def _async_read(m, lane: int, flat_idx: np.ndarray, pc: int, wgmma: bool = False) -> None:
     """An async-proxy read of shared bytes (wgmma / tcgen05.mma operand), see
     :meth:`Machine.async_read`."""
-    m.async_read(lane, flat_idx, pc)
+    m.async_read(lane, flat_idx, pc, wgmma=wgmma)
 def _desc_fields(desc: int):
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
@@ -1417,13 +1417,14 @@ def _wgmma(m, ins, pc, exe, active):
         for b, e_ in zip(starts.tolist(), ends.tolist()):
             c = int(cta[b])
             key = (c, int(m.tid[lanes[b]]) // 128)
-            if "commit_group" in mods:
-                m.wg_groups.setdefault(key, []).append(m.async_complete_epoch(c))
+            if "commit_group" in mods:  # the warpgroup's own async unit (WGMMA_UNIT + wg)
+                m.wg_clk[key] += 1
+                m.wg_groups.setdefault(key, []).append(int(m.wg_clk[key]))
             else:
                 groups = m.wg_groups.get(key, [])
                 covered = groups[:len(groups) - n] if n else groups
                 if covered:
-                    ac = int(m.acol[c])
+                    ac = int(m.acol[c]) + WGMMA_UNIT + key[1]
                     sel = lanes[b:e_]
                     m.vc[sel, ac] = np.maximum(m.vc[sel, ac], max(covered))
         return None
@@ -1491,7 +1492,7 @@ def _wgmma(m, ins, pc, exe, active):
                 raise _Fault("fault", f"wgmma {what} operand outside shared memory "
                                       f"({m.prog.where(pc)})")
             flat[i] = ctas[i] * S + idx
-        _async_read(m, bases, flat.reshape(groups.size, -1), pc)
+        _async_read(m, bases, flat.reshape(groups.size, -1), pc, wgmma=True)
         return sh[flat].view(el).astype(np.float64)
 
     Bv = gather(bdesc_all, N, bool(trans_b), "B")  # (G, N, K)

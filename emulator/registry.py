@@ -18,13 +18,18 @@ import numpy as np
 
 from emulator.numerics import UINT
 
-__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt", "ASYNC_UNITS"]
+__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt", "ASYNC_UNITS", "WGMMA_UNIT"]
 
+#: the first async unit of wgmma: unit ``WGMMA_UNIT + k`` holds the operand reads of warpgroup
+#: k's wgmma groups (a CTA has at most 1024 threads: 8 warpgroups). Each warpgroup has its own
+#: unit because a ``wgmma.wait_group`` completes only the executing warpgroup's groups (PTX ISA
+#: 9.1 §9.7.15.7): one unit per CTA would order a warpgroup after the other's reads too
+WGMMA_UNIT = 3
 #: extra vector-clock columns per CTA after its T threads: the async units (0: tensor core,
-#: wgmma / tcgen05 operand reads; 1: TMA and bulk copies writing shared memory; 2: TMA and bulk
-#: stores reading shared memory); an async unit's shadow lane id is
-#: ``n_ctas * T + ASYNC_UNITS * cta + unit`` (column ``T + unit``); emulator/_hbkern.py has the 3
-ASYNC_UNITS = 3
+#: tcgen05 operand reads; 1: TMA and bulk copies writing shared memory; 2: TMA and bulk stores
+#: reading shared memory; 3-10: wgmma operand reads of warpgroups 0-7); an async unit's shadow
+#: lane id is ``n_ctas * T + ASYNC_UNITS * cta + unit`` (column ``T + unit``)
+ASYNC_UNITS = WGMMA_UNIT + 8
 
 #: opcode base (``add``, ``wgmma``) -> handler
 _HANDLERS: dict[str, Callable] = {}

@@ -48,7 +48,7 @@ import ml_dtypes
 import numpy as np
 
 from emulator import ops as _ops
-from emulator.registry import _Fault, handler
+from emulator.registry import ASYNC_UNITS, _Fault, handler
 
 __all__ = ["decode_e2m1", "scale_values"]
 
@@ -425,7 +425,7 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         wl_o = wl[other]
         pend = sh.pending[c, r, cc][other]
         wcta = wl_o // T
-        col = m.rk_of[wcta] * (T + 3) + wl_o % T
+        col = m.rk_of[wcta] * (T + ASYNC_UNITS) + wl_o % T
         late = pend | (sh.w_clk[c, r, cc][other] > m.vc[ln, col])
         if late.any():
             j = int(np.flatnonzero(late)[0])
@@ -610,7 +610,7 @@ def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
             continue
         clks = sh.wclks.get(int(w), [])
         if ln < m.ntr and len(clks) > k:  # the writer waited again: is the reader after it?
-            col = int(m.rk_of[w // T]) * (T + 3) + w % T
+            col = int(m.rk_of[w // T]) * (T + ASYNC_UNITS) + w % T
             if int(m.vc[ln, col]) >= clks[k]:
                 continue
         used.add(int(pc_))
@@ -636,7 +636,7 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
     T = m.T
     wl_o = wl[other]
     pend = sh.pending[c][rows, c0:c1][other]
-    col = m.rk_of[wl_o // T] * (T + 3) + wl_o % T
+    col = m.rk_of[wl_o // T] * (T + ASYNC_UNITS) + wl_o % T
     late = pend | (sh.w_clk[c][rows, c0:c1][other] > m.vc[ln, col])
     if not late.any():
         return
