@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from emulator.barrier_use import BarrierUse
 from emulator.machine import DEFAULT_MEMORY_BUDGET, Launch, Machine
 from emulator.memory import GlobalMemory
+from emulator.ops import counts_as_proxy_fence
 from emulator.program import EmulationUnsupported, build_program
 from harness.correctness import CompareResult, compare
 from harness.inputs import make_inputs, output_fill_byte, reference_outputs
@@ -503,8 +504,8 @@ def _is_wait(ins) -> bool:
 def _is_proxy_fence(ins) -> bool:
     """Whether ``ins`` is a ``fence.proxy.async{.space}`` (the fences the HB4 check counts,
     ``emulator.ops._fence``; not ``fence.mbarrier_init``)."""
-    return ins.base == "fence" and "proxy" in ins.parts and any(
-        x.startswith("async") for x in ins.parts[2:])
+    return ins.base == "fence" and counts_as_proxy_fence(ins) and \
+        "mbarrier_init" not in ins.parts
 
 
 def _instrument(mach: Machine, use: BarrierUse | None = None
@@ -537,7 +538,7 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
         fence = _is_proxy_fence(ins)
         # every fence the HB4 check counts (emulator.ops._fence: fence.mbarrier_init too) goes
         # into the lane's fence log, so its positions match the lane's fence count
-        logged = fence or (ins.base == "fence" and "mbarrier_init" in ins.parts)
+        logged = ins.base == "fence" and counts_as_proxy_fence(ins)
         wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.") and not fence
         guard, neg = ins.predicate, ins.negated
 

@@ -889,20 +889,18 @@ class Machine:
         return True
 
     def _stale_store(self, slots: np.ndarray, j: int) -> int:
-        """The first position of ``slots`` whose writer is a thread of this batch that wrote
-        with a generic store (not ``cp.async``) and has not fenced since, else ``j``."""
+        """The first position of ``slots`` that HB4's test finds stale among those a generic
+        store (not ``cp.async``) wrote, else ``j``."""
         sh = self.sshadow
-        NT = self.n_ctas * self.T
-        wl = sh.w_lane[slots]
-        real = (wl >= 0) & (wl < NT)
-        lc = np.where(real, self._batch_pos[np.where(real, wl, 0) // self.T], -1)
-        ok = lc >= 0
-        stale = np.zeros(slots.shape, np.bool_)
-        stale[ok] = self.pfence[lc[ok] * self.T + wl[ok] % self.T] <= sh.w_pf[slots][ok]
-        for e in np.flatnonzero(stale).tolist():
-            if self.prog.insts[int(sh.w_pc[slots[e]])].base != "cp":
-                return int(e)
-        return j
+        wpc = sh.w_pc[slots]
+        gen = np.flatnonzero([self.prog.insts[int(p)].base != "cp" if p >= 0 else False
+                              for p in wpc.tolist()])
+        if not gen.size:
+            return j
+        k = int(self._hk.proxy_stale(np.ascontiguousarray(slots[gen]), sh.w_lane, sh.w_pf,
+                                     self.n_ctas * self.T, self.T, self._batch_pos,
+                                     self.pfence))
+        return int(gen[k]) if k >= 0 else j
 
     def note_fence_use(self, slots: np.ndarray) -> None:
         """With coverage (``pfence_log`` set by ``emulator.api``): the shared-shadow ``slots``

@@ -1564,10 +1564,16 @@ def _wgmma(m, ins, pc, exe, active):
     return None
 
 
+def counts_as_proxy_fence(ins) -> bool:
+    """Whether fence ``ins`` counts for HB4 (``Machine.pfence``): ``fence.proxy.async{.space}``
+    and ``fence.mbarrier_init`` (a proxy fence for the inits)."""
+    return ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
+        "mbarrier_init" in ins.parts
+
+
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
-    if ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
-            "mbarrier_init" in ins.parts:  # fence.mbarrier_init: a proxy fence for the inits
+    if counts_as_proxy_fence(ins):
         m.pfence[exe] += 1
     return None
 

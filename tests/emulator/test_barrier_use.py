@@ -34,6 +34,20 @@ ret;
 """
 
 
+def _machine(ptx: str, threads: int) -> tuple:
+    """(program, machine) of one CTA of ``threads`` running ``ptx`` over a 64-word ``out``."""
+    prog = build_program(parse_ptx(ptx, "t.ptx"))
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(64, np.uint32))
+    return prog, Machine(prog, Launch(grid=(1, 1, 1), threads=threads,
+                                      params={"out": out.to_bytes(8, "little")}), gmem)
+
+
+def _run(ptx: str, threads: int):
+    """The outcome of an uninstrumented run of ``ptx`` (:func:`_machine`)."""
+    return _machine(ptx, threads)[1].run()
+
+
 def _effects(body: str, elect_highest: bool = False, threads: int = 64, arch: str = "sm_90a",
              smem: int = 1024) -> tuple[dict[int, int], str]:
     """(barrier source line -> instances that acted, the PTX) of one CTA of ``threads``
@@ -41,11 +55,7 @@ def _effects(body: str, elect_highest: bool = False, threads: int = 64, arch: st
     ptx = HEAD.format(body=body, nt=threads).replace(".target sm_90a", f".target {arch}")
     if smem != 1024:
         ptx = ptx.replace(".align 16 .b8 buf[1024]", f".align 1024 .b8 buf[{smem}]")
-    prog = build_program(parse_ptx(ptx, "t.ptx"))
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(64, np.uint32))
-    mach = Machine(prog, Launch(grid=(1, 1, 1), threads=threads,
-                                params={"out": out.to_bytes(8, "little")}), gmem)
+    prog, mach = _machine(ptx, threads)
     mach.elect_highest = elect_highest
     use = BarrierUse(mach)
     use.install()
@@ -176,6 +186,10 @@ bar.sync 0;
 _INIT = """
 @%p1 mbarrier.init.shared::cta.b64 [buf+64], 1;
 bar.sync 0;"""
+#: t0 announces 16 bytes on the mbarrier at buf+64 and issues the bulk load into buf+256
+_COPY0 = """
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];"""
 
 
 def test_an_arrival_and_a_copy_completing_the_same_phase_commute():
@@ -239,9 +253,7 @@ def test_a_release_after_the_barrier_carries_a_write_before_it_to_a_third_thread
     assert other[_line(ptx, "bar.sync", 1)] == 0
 
 
-_ACQ = _INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+_ACQ = _INIT + _COPY0 + """
 bar.sync 0;
 mov.u32 %r9, 0;
 @!%p2 bra SKIP;
@@ -328,9 +340,7 @@ setp.lt.u32 %p0, %r4, 3;
     assert eff[_line(ptx, "bar.sync")] >= 1
 
 
-_SPIN = _INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+_SPIN = _INIT + _COPY0 + """
 bar.sync 0;
 mov.u32 %r9, 0;
 WAIT:
@@ -389,9 +399,7 @@ DONE:"""
 def test_a_copy_issued_and_waited_for_by_one_thread_is_published_by_the_next_barrier():
     # t0 issues the copy and waits for it; another barrier lies between issue and wait, so the
     # copy's bytes (landing at its completion) are in neither side's window of the last one
-    eff, ptx = _effects(_INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+    eff, ptx = _effects(_INIT + _COPY0 + """
 bar.sync 1;
 mov.u32 %r9, 0;
 @!%p1 bra SKIP;
@@ -580,9 +588,7 @@ def test_a_writer_that_acquired_the_copy_itself_needs_no_barrier_after_the_wait(
     # every thread waits for t0's bulk load before the barrier; t1 then overwrites the bytes:
     # t1 is ordered after the copy by its own wait (the barrier adds nothing); when only t0
     # waits, the barrier carries the copy's completion to t1
-    wait_all = _INIT + """
-@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+64], 16;
-@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+256], [%rd1], 16, [buf+64];
+    wait_all = _INIT + _COPY0 + """
 mov.u32 %r9, 0;
 WAIT:
 mbarrier.try_wait.parity.shared::cta.b64 %p3, [buf+64], %r9;
@@ -724,20 +730,8 @@ SKIP:
 bar.sync 1;
 setp.eq.u32 %p3, %r1, 2;
 @%p3 ld.shared.u32 %r5, [buf+256];""")
-    prog = build_program(parse_ptx(ptx, "t.ptx"))
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(64, np.uint32))
-    res = Machine(prog, Launch(grid=(1, 1, 1), threads=64,
-                               params={"out": out.to_bytes(8, "little")}), gmem).run()
+    res = _run(ptx, 64)
     assert any(f.rule == "HB1" and f.severity == "error" for f in res.findings), res.findings
-
-
-def _run(ptx: str, threads: int):
-    prog = build_program(parse_ptx(ptx, "t.ptx"))
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(64, np.uint32))
-    return Machine(prog, Launch(grid=(1, 1, 1), threads=threads,
-                                params={"out": out.to_bytes(8, "little")}), gmem).run()
 
 
 @pytest.mark.parametrize("barrier", ["", "bar.sync 0;"])

@@ -396,30 +396,38 @@ def test_bulk_copy_in_and_bulk_add_reduction_out():
     assert np.array_equal(gmem.buffer("dst").view(np.float32), a + 1.0)
 
 
-def _fence_effects(fence: str, template: str = STORE
-                   ) -> tuple[dict[int, int], list[str], list]:
-    """(source line -> effects of each reached proxy fence, the PTX lines, the findings) of
-    ``template`` (the STORE kernel) with ``fence`` between the generic writes and the barrier,
+def _coverage_fences(ptx: str, gmem: GlobalMemory, params: dict[str, bytes], threads: int
+                     ) -> tuple[dict[int, int], object]:
+    """(source line -> effects of each reached fence, the outcome) of one CTA running ``ptx``
     on a coverage run (``emulator.api._instrument``, as ``run_kernel(coverage=True)`` does)."""
     from emulator.api import _completion_effects, _instrument
     from emulator.machine import Machine
     from emulator.program import build_program
     from verifier.ptx.parser import parse_ptx
 
-    ptx = template.format(fence=fence, wait="@%p1 cp.async.bulk.wait_group.read 0;")
-    prog = build_program(parse_ptx(ptx, "st.ptx"))
-    gmem = GlobalMemory()
-    dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
-    mach = Machine(prog, Launch(grid=(1, 1, 1), threads=64, params={
-        "tmap": _tmap(dst), "out": (0).to_bytes(8, "little")}), gmem)
+    prog = build_program(parse_ptx(ptx, "t.ptx"))
+    mach = Machine(prog, Launch(grid=(1, 1, 1), threads=threads, params=params), gmem)
     _, effects = _instrument(mach)
     res = mach.run()
-    assert res.status == "ok", res.message
     _completion_effects(mach, effects)
     by_line: dict[int, int] = {}
     for ins, e in zip(prog.insts, effects.tolist()):
         if ins.base == "fence":
             by_line[ins.line] = by_line.get(ins.line, 0) + int(e)
+    return by_line, res
+
+
+def _fence_effects(fence: str, template: str = STORE
+                   ) -> tuple[dict[int, int], list[str], list]:
+    """(source line -> effects of each reached proxy fence, the PTX lines, the findings) of
+    ``template`` (the STORE kernel) with ``fence`` between the generic writes and the barrier
+    (:func:`_coverage_fences`)."""
+    ptx = template.format(fence=fence, wait="@%p1 cp.async.bulk.wait_group.read 0;")
+    gmem = GlobalMemory()
+    dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
+    by_line, res = _coverage_fences(ptx, gmem, {"tmap": _tmap(dst),
+                                                "out": (0).to_bytes(8, "little")}, 64)
+    assert res.status == "ok", res.message
     return by_line, ptx.split("\n"), res.findings
 
 
@@ -457,42 +465,17 @@ def test_a_fence_mbarrier_init_before_the_writes_does_not_hide_the_proxy_fence()
     assert eff[ln] == 1 and not findings
 
 
-_MIXED = """.version 8.7
-.target sm_90a
-.address_size 64
-.shared .align 16 .b8 buf[1024];
-.visible .entry k(.param .u64 out)
-.reqntid 128
-{{
-.reg .pred %p<8>;
-.reg .b32 %r<32>;
-.reg .b64 %rd<8>;
-ld.param.u64 %rd1, [out];
-mov.u32 %r1, %tid.x;
-setp.eq.u32 %p1, %r1, 0;
-setp.eq.u32 %p2, %r1, 1;
-mov.u32 %r3, buf;
+def _mixed(cpa: int, st: int, fence: str) -> str:
+    """128 threads: t0's cp.async writes buf+``cpa``, t1 stores buf+``st`` then ``fence``; after
+    a barrier one wgmma (test_barrier_use._WGMMA) reads buf."""
+    from test_barrier_use import _WGMMA, HEAD
+    return HEAD.format(nt=128, body=f"""
 @%p1 cp.async.ca.shared.global [buf+{cpa}], [%rd1], 4;
 @%p1 cp.async.commit_group;
 @%p1 cp.async.wait_group 0;
 @%p2 st.shared.u32 [buf+{st}], %r1;
 {fence}
-bar.sync 0;
-mov.u32 %r20, 0;
-mov.u32 %r21, 0;
-mov.u32 %r22, 0;
-mov.u32 %r23, 0;
-shr.u32 %r24, %r3, 4;
-cvt.u64.u32 %rd2, %r24;
-or.b64 %rd2, %rd2, 4294967296;
-or.b64 %rd2, %rd2, 524288;
-wgmma.fence.sync.aligned;
-wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {{%r10, %r11, %r12, %r13}}, {{%r20, %r21, %r22, %r23}}, %rd2, 0, 1, 1, 0;
-wgmma.commit_group.sync.aligned;
-wgmma.wait_group.sync.aligned 0;
-ret;
-}}
-"""
+bar.sync 0;""" + _WGMMA + "wgmma.wait_group.sync.aligned 0;")
 
 
 @pytest.mark.parametrize("cpa, st", [(4, 0), (0, 4)])
@@ -500,23 +483,12 @@ def test_an_unfenced_cp_async_byte_hides_neither_the_fence_nor_an_unfenced_store
     # red team (round 4, H1b / H1): one wgmma reads a cp.async byte nobody fenced (an HB4
     # warning by policy) and a byte t1 stored then fenced. The fence is credited; without it
     # the store's byte is an HB4 error, whichever byte comes first
-    from emulator.api import _completion_effects, _instrument
-    from emulator.machine import Machine
-    from emulator.program import build_program
-    from verifier.ptx.parser import parse_ptx
-
     def run(fence: str):
-        prog = build_program(parse_ptx(_MIXED.format(cpa=cpa, st=st, fence=fence), "m.ptx"))
         gmem = GlobalMemory()
         out = gmem.add("out", np.zeros(64, np.uint32))
-        mach = Machine(prog, Launch(grid=(1, 1, 1), threads=128,
-                                    params={"out": out.to_bytes(8, "little")}), gmem)
-        _, effects = _instrument(mach)
-        res = mach.run()
-        _completion_effects(mach, effects)
-        fences = [int(effects[pc]) for pc, i in enumerate(prog.insts)
-                  if i.opcode.startswith("fence.proxy")]
-        return res, fences
+        by_line, res = _coverage_fences(_mixed(cpa, st, fence), gmem,
+                                        {"out": out.to_bytes(8, "little")}, 128)
+        return res, list(by_line.values())
 
     res, fences = run("@%p2 fence.proxy.async.shared::cta;")
     assert fences == [1]
