@@ -1214,8 +1214,9 @@ class Machine:
     # ------------------------------------------------------------------ mbarrier
     def mbar_key(self, lane: int, addr: int, pc: int = -1) -> tuple[int, int]:
         """(batch-local CTA, shared offset) of the mbarrier at ``addr`` (a shared::cluster
-        address may name a peer CTA's, :func:`emulator.cluster.mbar_cta`)."""
-        if self.C > 1 or int(addr) >= SHARED_WINDOW:
+        address may name a peer CTA's, :func:`emulator.cluster.mbar_cta`; ``mapa`` of the
+        executing CTA's own rank holds rank bits in a cluster of one, or with no cluster, too)."""
+        if int(addr) >> _cluster.RANK_SHIFT:
             return _cluster.mbar_cta(self, lane, addr, pc)
         return int(self.cta_local[lane]), int(addr)
 

@@ -378,3 +378,54 @@ def test_tma_multicast_lands_in_every_cta_of_the_mask():
 def test_tma_multicast_that_arms_only_one_cta_deadlocks_the_other():
     res, out, src = _mcast(1)
     assert res.status == "deadlock" and "HB2" in _rules(res)
+
+
+# one CTA (no cluster, or a cluster of one): warp 1 writes buf through its own CTA's mapa address
+# and arrives on the CTA's mbarrier through mapa (rank 0 = itself), the CUTLASS-style release of
+# a stage; warp 0 waits on the mbarrier and reads buf (found by a red-team helper, 2026-12-03:
+# the emulator faulted, "no initialised mbarrier", rejecting a correct kernel)
+OWN = HEAD + """mov.u32 %r20, bar;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r20], 32;
+{fence}
+bar.sync 0;
+setp.lt.u32 %p2, %r1, 32;
+@%p2 bra $L_cons;
+sub.u32 %r12, %r1, 32;
+shl.b32 %r4, %r12, 2;
+add.u32 %r5, %r3, %r4;
+mapa.shared::cluster.u32 %r8, %r5, %r2;
+add.u32 %r6, %r12, 7;
+st.shared::cluster.u32 [%r8], %r6;
+mapa.shared::cluster.u32 %r21, %r20, %r2;
+mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r21];
+bra.uni $L_end;
+$L_cons:
+{{
+.reg .pred done;
+$L_wait:
+mbarrier.try_wait.parity.shared::cta.b64 done, [%r20], 0;
+@!done bra.uni $L_wait;
+}}
+shl.b32 %r4, %r1, 2;
+add.u32 %r5, %r3, %r4;
+ld.shared.u32 %r9, [%r5];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r9;
+$L_end:
+ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("cluster", ["", ".reqnctapercluster 1, 1, 1"])
+def test_mapa_arrive_on_the_own_ctas_mbarrier_without_a_peer(cluster):
+    res, out = _launch(OWN.format(cluster=cluster, fence=FENCE_INIT), grid=(1, 1, 1), n_out=64)
+    assert res.status == "ok", res.message
+    assert res.findings == [], [str(f) for f in res.findings]
+    assert out[:32].tolist() == [t + 7 for t in range(32)]
+    # the same kernel releasing with a relaxed arrive publishes nothing: the read races
+    res, _ = _launch(OWN.format(cluster=cluster, fence=FENCE_INIT).replace(
+        "arrive.release.cluster", "arrive.relaxed.cluster"), grid=(1, 1, 1), n_out=64)
+    assert "HB1" in _rules(res), [str(f) for f in res.findings]
