@@ -1443,12 +1443,20 @@ def _wgmma(m, ins, pc, exe, active):
     trans_a = int(rest[-2].value or 0) if (not a_reg and at in ("f16", "bf16")) else 0
     if trans_a:
         raise m.prog.unsupported(pc, f"'{ins.opcode}' with a transposed (MN-major) A operand")
-    if m.N % 128:
-        raise m.prog.unsupported(pc, "wgmma with a partial warpgroup")
-    ex = exe.reshape(-1, 128)
-    groups = np.flatnonzero(ex.any(axis=1))
-    if not groups.size:
+    # the executing warpgroups: four consecutive warps of a CTA, the first one's rank a multiple
+    # of 4 (PTX ISA 9.1 §9.7.15.1); a CTA whose size is not a multiple of 128 threads has a
+    # partial last warpgroup, which may not issue wgmma (its other warps may run anything)
+    run = np.flatnonzero(exe)
+    if not run.size:
         return None
+    wtid = m.tid[run] - m.tid[run] % 128
+    bases = np.unique(run - m.tid[run] % 128)
+    if (wtid + 128 > m.T).any():
+        first = int(wtid[wtid + 128 > m.T][0])
+        raise m.prog.unsupported(pc, f"wgmma by the partial warpgroup of threads {first}-"
+                                     f"{m.T - 1} of a {m.T}-thread CTA")
+    L = np.arange(128)
+    ex = exe[bases[:, None] + L[None, :]]  # (G, 128)
     el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
           "s8": np.int8, "u8": np.uint8}.get(at)
     if el is None or bt != at:
@@ -1458,15 +1466,13 @@ def _wgmma(m, ins, pc, exe, active):
     sh = m.shared.reshape(-1)
     scale_d = _lanes(m.read(rest[0], "pred", pc), m.N)
     dests = ops[0].elems
-    L = np.arange(128)
     w, lane = L // 32, L % 32
     g, t = lane // 4, lane % 4
     bdesc_all = _lanes(m.read(ops[2], "b64", pc), m.N)
     adesc_all = None if a_reg else _lanes(m.read(ops[1], "b64", pc), m.N)
     acc_dt = np.float32 if dt_ == "f32" else np.int32
-    if not ex[groups].all():
+    if not ex.all():
         m.warp_members(pc, exe, np.uint32(0xFFFFFFFF))
-    bases = groups * 128
     ctas = m.cta_local[bases].astype(np.int64)
     cache = m.__dict__.setdefault("_wg_idx_cache", {})
 
@@ -1485,26 +1491,26 @@ def _wgmma(m, ins, pc, exe, active):
 
     def gather(descs: np.ndarray, rows: int, trans: bool, what: str) -> np.ndarray:
         """(G, rows, K) float64 operand values of every warpgroup, async reads recorded."""
-        flat = np.empty((groups.size, rows, K * es), np.int64)
-        for i, gi in enumerate(groups):
+        flat = np.empty((bases.size, rows, K * es), np.int64)
+        for i in range(bases.size):
             idx = operand_idx(int(descs[bases[i]]), rows, trans)
             if (idx < 0).any() or (idx >= m.smem_bytes).any():
                 raise _Fault("fault", f"wgmma {what} operand outside shared memory "
                                       f"({m.prog.where(pc)})")
             flat[i] = ctas[i] * S + idx
-        _async_read(m, bases, flat.reshape(groups.size, -1), pc, wgmma=True)
+        _async_read(m, bases, flat.reshape(bases.size, -1), pc, wgmma=True)
         return sh[flat].view(el).astype(np.float64)
 
     Bv = gather(bdesc_all, N, bool(trans_b), "B")  # (G, N, K)
     if a_reg:
-        Av = np.zeros((groups.size, 64, K))
+        Av = np.zeros((bases.size, 64, K))
         rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
         cols_ = [2 * t, 2 * t, 2 * t + 8, 2 * t + 8]
         lanes_g = (bases[:, None] + L[None, :])  # (G, 128)
         for i in range(4):
             ra = _lanes(m.read(ops[1].elems[i], "b32", pc), m.N)[lanes_g]
             h = np.ascontiguousarray(ra.astype(np.uint32)).view(np.uint16).reshape(
-                groups.size, 128, 2).view(el).astype(np.float64)
+                bases.size, 128, 2).view(el).astype(np.float64)
             Av[:, rows_[i], cols_[i]] = h[:, :, 0]
             Av[:, rows_[i], cols_[i] + 1] = h[:, :, 1]
     else:
