@@ -38,7 +38,7 @@ def verify_command(
     exit_zero: Annotated[bool, typer.Option(help="exit 0 even when errors are found")] = False,
     launch: Annotated[Path | None, typer.Option(
         help="without --kernel: YAML/JSON launch for the happens-before check (grid, block, "
-             "scalars, buffers, dynamic_smem, entry)")] = None,
+             "scalars, buffers, tensor_maps, dynamic_smem, entry)")] = None,
     no_emulate: Annotated[bool, typer.Option(
         "--no-emulate", help="without --kernel: skip the happens-before check on a default "
                              "launch")] = False,

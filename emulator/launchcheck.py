@@ -15,7 +15,10 @@ finds (HB1 races, HB2 deadlocks, HB3/HB5/HB6) on that execution:
 
 A launch file (YAML or JSON, :func:`load_launch`) overrides any of it: ``grid``, ``block``,
 ``scalars`` (parameter name or 0-based index -> value; a 64-bit parameter given a value is a
-scalar, not a pointer), ``buffers`` (parameter -> bytes), ``dynamic_smem`` and ``entry``.
+scalar, not a pointer), ``buffers`` (parameter -> bytes), ``tensor_maps`` (a ``.b8 [128]``
+tensor-map parameter -> the tensor it describes, backed by a zero-filled buffer),
+``dynamic_smem`` and ``entry``. A tensor-map parameter the file does not describe stops the
+check with a reason naming it (its shape and box cannot be guessed).
 
 What this can and cannot say: the findings are those of *one* concrete execution, so a race on
 a path the default values do not take is not seen. When the launch cannot run to the end (an
@@ -37,6 +40,7 @@ import numpy as np
 import yaml
 
 from emulator.api import MAX_DYNAMIC_SMEM, _pack
+from emulator.async_copy import ELEMTYPES, TRITON_ELEMTYPE, encode_tensor_map
 from emulator.machine import Launch, Machine
 from emulator.memory import GlobalMemory
 from emulator.program import EmulationUnsupported, build_program
@@ -44,7 +48,7 @@ from verifier.errors import PTXSyntaxError
 from verifier.findings import Finding
 from verifier.ptx.parser import parse_ptx
 
-__all__ = ["LaunchConfig", "LaunchCheck", "LaunchFileError", "load_launch", "check_default_launch",
+__all__ = ["LaunchConfig", "TensorMapSpec", "LaunchCheck", "LaunchFileError", "load_launch", "check_default_launch",
            "DEFAULT_BUFFER_BYTES", "DEFAULT_INT_SCALAR", "DEFAULT_FLOAT_SCALAR", "DEFAULT_GRID",
            "DEFAULT_THREADS"]
 
@@ -61,11 +65,81 @@ DEFAULT_THREADS = 128
 
 _PTR_TYPES = {"u64", "b64", "s64"}
 _FLOAT_TYPES = {"f32", "f64", "f16", "bf16"}
-_LAUNCH_KEYS = {"grid", "block", "scalars", "buffers", "dynamic_smem", "entry"}
+_LAUNCH_KEYS = {"grid", "block", "scalars", "buffers", "tensor_maps", "dynamic_smem", "entry"}
+_TMAP_KEYS = {"dtype", "shape", "block", "swizzle"}
+#: swizzle span in bytes -> the CUtensorMap / PTX swizzle_mode enum
+_SWIZZLE_MODE = {0: 0, 32: 1, 64: 2, 128: 3}
 
 
 class LaunchFileError(ValueError):
     """A launch file that cannot be read or has a bad field (the message names it)."""
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """The tensor a tile-mode tensor-map parameter describes (what a host ``TensorDescriptor``
+    or ``cuTensorMapEncodeTiled`` gives), row-major like Triton's ``TensorDescriptor``.
+
+    Attributes:
+        dtype: Triton dtype name (``fp16``, ``bf16``, ``fp32``, ``fp8e4nv`` ..., the keys of
+            :data:`emulator.async_copy.TRITON_ELEMTYPE`).
+        shape: elements per dim, outermost first (rank 1..5); the tensor is contiguous, so the
+            innermost dim's bytes must be a multiple of 16 (cuTensorMapEncodeTiled).
+        block: the box per dim in elements, outermost first (1..256 each).
+        swizzle: the shared-memory swizzle span in bytes: 0, 32, 64 or 128.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+    swizzle: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor (its zero-filled buffer)."""
+        return int(np.prod(self.shape)) * ELEMTYPES[TRITON_ELEMTYPE[self.dtype]][0]
+
+    def encode(self, address: int) -> bytes:
+        """The 128-byte tensor map of the tensor at global ``address``.
+
+        Raises:
+            ValueError: a field cuTensorMapEncodeTiled rejects (named in the message).
+        """
+        es = ELEMTYPES[TRITON_ELEMTYPE[self.dtype]][0]
+        dims = tuple(reversed(self.shape))
+        strides, acc = [], es
+        for d in dims[:-1]:
+            acc *= d
+            strides.append(acc)
+        return encode_tensor_map(address, TRITON_ELEMTYPE[self.dtype], dims, tuple(strides),
+                                 tuple(reversed(self.block)), swizzle=_SWIZZLE_MODE[self.swizzle])
+
+
+def _tensor_map_spec(v: Any, what: str) -> TensorMapSpec:
+    if not isinstance(v, dict):
+        raise LaunchFileError(f"{what}: a mapping with dtype, shape, block (and swizzle) "
+                              f"expected, got {v!r}")
+    bad = sorted(set(map(str, v)) - _TMAP_KEYS)
+    if bad or not {"dtype", "shape", "block"} <= set(v):
+        raise LaunchFileError(f"{what}: needs dtype, shape and block, may have swizzle "
+                              f"(unknown: {', '.join(bad) or 'none'})")
+    dt = v["dtype"]
+    if dt not in TRITON_ELEMTYPE:
+        raise LaunchFileError(f"{what}.dtype: {dt!r} is not one of "
+                              f"{', '.join(sorted(TRITON_ELEMTYPE))}")
+    shape = _ints(v["shape"], f"{what}.shape", 5, 1, 2**32 - 1)
+    block = _ints(v["block"], f"{what}.block", 5, 1, 256)
+    if len(block) != len(shape):
+        raise LaunchFileError(f"{what}: block {block} and shape {shape} differ in rank")
+    sw = v.get("swizzle", 0)
+    if sw not in _SWIZZLE_MODE or isinstance(sw, bool):
+        raise LaunchFileError(f"{what}.swizzle: {sw!r} is not 0, 32, 64 or 128 (bytes)")
+    spec = TensorMapSpec(dt, tuple(shape), tuple(block), sw)
+    try:
+        spec.encode(0)
+    except ValueError as exc:
+        raise LaunchFileError(f"{what}: {exc}") from None
+    return spec
 
 
 @dataclass
@@ -77,6 +151,7 @@ class LaunchConfig:
         block: threads per CTA (an int, or 1-3 ints multiplied), 1..1024.
         scalars: parameter name or 0-based index (as a string) -> int/float value.
         buffers: parameter name or index -> bytes of its zero-filled buffer.
+        tensor_maps: tensor-map parameter name or index -> :class:`TensorMapSpec`.
         dynamic_smem: bytes of dynamic shared memory.
         entry: the ``.entry`` to run (default: every entry of the file).
     """
@@ -85,6 +160,7 @@ class LaunchConfig:
     block: int | None = None
     scalars: dict[str, int | float] = field(default_factory=dict)
     buffers: dict[str, int] = field(default_factory=dict)
+    tensor_maps: dict[str, TensorMapSpec] = field(default_factory=dict)
     dynamic_smem: int | None = None
     entry: str | None = None
 
@@ -107,6 +183,8 @@ def load_launch(path: str | Path) -> LaunchConfig:
         block: 256               # threads per CTA (default .reqntid/.maxntid, else 128)
         scalars: {n_elements: 1000, add_kernel_param_3: 7}   # name or index -> value
         buffers: {0: 4096}       # pointer parameter -> bytes (default 16 MiB)
+        tensor_maps:             # .b8 [128] tensor-map parameter -> its tensor (row-major)
+          a_desc: {dtype: fp16, shape: [512, 256], block: [128, 64], swizzle: 128}
         dynamic_smem: 49152      # bytes (default the arch's opt-in maximum)
         entry: add_kernel        # default: every .entry of the file
 
@@ -150,6 +228,11 @@ def load_launch(path: str | Path) -> LaunchConfig:
             if key == "buffers":
                 _ints(v, f"{p}: buffers.{k}", 1, 1, 1 << 34)
             getattr(cfg, key)[str(k)] = v
+    tm = data.get("tensor_maps") or {}
+    if not isinstance(tm, dict):
+        raise LaunchFileError(f"{p}: tensor_maps must be a mapping of parameter -> tensor")
+    for k, v in tm.items():
+        cfg.tensor_maps[str(k)] = _tensor_map_spec(v, f"{p}: tensor_maps.{k}")
     if "dynamic_smem" in data:
         cfg.dynamic_smem = _ints(data["dynamic_smem"], f"{p}: dynamic_smem", 1, 0, 1 << 20)[0]
     if "entry" in data:
@@ -261,7 +344,7 @@ def check_default_launch(ptx: str, *, arch: str, launch: LaunchConfig | None = N
     out = []
     for fn in entries:
         names = [p.name for p in fn.params]
-        for key in (*cfg.scalars, *cfg.buffers):
+        for key in (*cfg.scalars, *cfg.buffers, *cfg.tensor_maps):
             if key not in names and not (key.isdigit() and int(key) < len(names)):
                 raise LaunchFileError(f"launch parameter {key!r} is not a parameter of "
                                       f"'{fn.name}' (have: {', '.join(names) or 'none'}; or "
@@ -291,6 +374,28 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     for i, p in enumerate(fn.params):
         t = p.type or "b64"
         sk = _key_for(cfg.scalars, p.name, i)
+        tk = _key_for(cfg.tensor_maps, p.name, i)
+        tmap_like = t == "b8" and tuple(p.dims) == (128,)
+        if tk is not None:
+            if not tmap_like:
+                res.status = "error"
+                res.reason = (f"parameter {i} '{p.name}' (.{t}) at {filename}:{p.line}:{p.col} "
+                              "is given a tensor map, but is not a .b8 [128] parameter")
+                return res
+            spec = cfg.tensor_maps[tk]
+            addr = gmem.add_zeros(p.name, spec.nbytes)
+            params[p.name] = spec.encode(addr)
+            res.params[p.name] = (f"tensor map of a zero-filled {spec.dtype} "
+                                  f"{'x'.join(map(str, spec.shape))} tensor, block "
+                                  f"{'x'.join(map(str, spec.block))}, swizzle {spec.swizzle} B")
+            continue
+        if tmap_like and sk is None:
+            res.status = "error"
+            res.reason = (f"parameter {i} '{p.name}' (.b8 [128]) at {filename}:{p.line}:{p.col} "
+                          "looks like a tensor map (CUtensorMap), whose tensor this check cannot "
+                          "guess: describe it in --launch, e.g. tensor_maps: {" + p.name +
+                          ": {dtype: fp16, shape: [M, K], block: [BM, BK], swizzle: 128}}")
+            return res
         if p.dims or t not in _PTR_TYPES | _FLOAT_TYPES | {"u32", "s32", "b32", "u16", "s16",
                                                            "b16", "u8", "s8", "b8", "pred"}:
             if sk is None:

@@ -79,3 +79,65 @@ def test_says_why_when_it_cannot_run(tmp_path):
     (c,) = emulator.check_default_launch(text, arch="sm_90a", filename="s.ptx")
     assert c.status == "unsupported" and "'dp4a.u32.u32' at s.ptx:30:2" in c.reason
     assert "could not complete the check (unsupported)" in c.render()
+
+
+TMA = (Path(__file__).parent.parent / "verifier" / "fixtures" / "fast36" /
+       "fast.gemm_tma_persistent_sm_90a.ptx")
+# Triton's host-TensorDescriptor ABI: each descriptor is the 128-byte tensor map, then the
+# tensor's shape (2 x u32) and strides (2 x u64, scalars here, not pointers); then M, N, K
+_TMA_LAUNCH = """grid: [2]
+scalars: {1: 256, 2: 256, 3: 256, 4: 1, 6: 256, 7: 256, 8: 256, 9: 1, 11: 256, 12: 256,
+          13: 256, 14: 1, 15: 256, 16: 256, 17: 256}
+tensor_maps:
+  0: {dtype: fp16, shape: [256, 256], block: [128, 64], swizzle: 128}
+  5: {dtype: fp16, shape: [256, 256], block: [128, 64], swizzle: 128}
+  10: {dtype: fp16, shape: [256, 256], block: [128, 64], swizzle: 128}
+"""
+
+
+def test_tensor_map_parameters_from_the_launch_file(tmp_path):
+    lf = tmp_path / "launch.yaml"
+    lf.write_text(_TMA_LAUNCH)
+    cfg = emulator.load_launch(lf)
+    (c,) = emulator.check_default_launch(TMA.read_text(), arch="sm_90a", launch=cfg,
+                                         filename="t.ptx")
+    assert c.status == "ok" and c.findings == [], c.render()
+    assert c.params["gemm_tma_persistent_kernel_param_0"] == (
+        "tensor map of a zero-filled fp16 256x256 tensor, block 128x64, swizzle 128 B")
+    # the consumer's wait on the stage's mbarrier removed: the wgmma reads the TMA-loaded tile
+    # before its complete_tx released it
+    wait = "\tmbarrier.try_wait.parity.shared.b64 complete, [%r91], %r226;\n\t@!complete bra.uni waitLoop;"
+    assert TMA.read_text().count(wait) == 1
+    (c,) = emulator.check_default_launch(TMA.read_text().replace(wait, ""), arch="sm_90a",
+                                         launch=cfg, filename="t.ptx")
+    assert c.status == "ok" and "HB1" in {f.rule for f in c.findings}, c.render()
+
+
+def test_a_tensor_map_parameter_without_a_description_says_what_to_give(tmp_path):
+    (c,) = emulator.check_default_launch(TMA.read_text(), arch="sm_90a", filename="t.ptx")
+    assert c.status == "error" and not c.ran
+    assert "'gemm_tma_persistent_kernel_param_0' (.b8 [128]) at t.ptx:13:23" in c.reason
+    assert "tensor_maps: {gemm_tma_persistent_kernel_param_0: {dtype: fp16" in c.reason
+
+
+@pytest.mark.parametrize("entry,msg", [
+    ("{dtype: fp17, shape: [64], block: [64]}", r"dtype: 'fp17' is not one of"),
+    ("{dtype: fp16, shape: [64, 64], block: [64]}", r"differ in rank"),
+    ("{dtype: fp16, shape: [64, 64], block: [64, 512]}", r"block: 512 is outside \[1, 256\]"),
+    ("{dtype: fp16, shape: [64, 4], block: [64, 4]}", r"not multiples of 16 bytes"),
+    ("{dtype: fp16, shape: [64], block: [64], swizzle: 16}", r"swizzle: 16 is not 0, 32"),
+    ("{dtype: fp16, shape: [64]}", r"needs dtype, shape and block"),
+])
+def test_a_bad_tensor_map_description_is_named(tmp_path, entry, msg):
+    lf = tmp_path / "launch.yaml"
+    lf.write_text(f"tensor_maps: {{a_desc: {entry}}}\n")
+    with pytest.raises(emulator.LaunchFileError, match=r"tensor_maps\.a_desc.*" + msg):
+        emulator.load_launch(lf)
+
+
+def test_a_tensor_map_for_a_parameter_that_is_not_one_is_an_error(tmp_path):
+    lf = tmp_path / "launch.yaml"
+    lf.write_text("tensor_maps: {0: {dtype: fp16, shape: [64], block: [64]}}\n")
+    (c,) = emulator.check_default_launch(SYNCED.read_text(), arch="sm_90a",
+                                         launch=emulator.load_launch(lf), filename="s.ptx")
+    assert c.status == "error" and "is not a .b8 [128] parameter" in c.reason
