@@ -41,6 +41,10 @@ not list them; the verifier never imports the emulator):
   (ptx_rules AP1/W5/TM8): an error for a TMA / bulk store's source (the PTX memory model leaves
   what the copy reads undefined, §8.6), a warning for ``wgmma``/``tcgen05.mma`` operands
   (Triton 3.6 omits it for cp.async-fed MMAs, which the verifier also keeps as a policy warning).
+* ``HB10`` a ``wgmma.mma_async`` uses, as accumulator or register-A operand, a register its
+  thread accessed with a non-wgmma instruction after its last ``wgmma.fence`` (PTX ISA 9.1
+  §9.7.15.7.1: the fence is required between the access and the wgmma; accumulator accesses by
+  wgmma.mma_async of the same shape need none).
 * ``HB7`` ``mbarrier.inval`` while the current phase's tx-count is not zero: copies completed
   bytes no ``expect_tx`` announced, or announced bytes never came (:mod:`emulator.async_copy`).
 * ``HB8`` an mbarrier operation on a peer CTA's mbarrier (``mapa`` address) before its
@@ -130,6 +134,8 @@ RULES = {
     "HB8": "remote mbarrier operation before its init is visible (fence.mbarrier_init + cluster "
            "barrier)",
     "HB9": "CTA exits while a cluster peer may still access its shared memory",
+    "HB10": "wgmma.mma_async operand register accessed by a non-wgmma instruction after the "
+            "thread's last wgmma.fence",
 }
 
 

@@ -109,6 +109,26 @@ def _parts(ins: Instruction) -> tuple[list[str], list[str]]:
     return mods, types
 
 
+def _wgmma_operand_keys(prog) -> frozenset:
+    """Register keys used as a ``wgmma.mma_async`` accumulator or register-A operand anywhere in
+    ``prog`` (cached on the program: the same for every launch)."""
+    got = getattr(prog, "_wg_operand_keys", None)
+    if got is not None:
+        return got
+    keys = set()
+    for pc, ins in enumerate(prog.insts):
+        if ins.base != "wgmma" or "mma_async" not in ins.parts or len(ins.operands) < 2:
+            continue
+        for op in (ins.operands[0], ins.operands[1]):
+            for e in (op.elems if op.kind == "vector" else ()):
+                if e.kind == "reg":
+                    info = prog.envs[pc].lookup(e.name or e.text)
+                    if info is not None:
+                        keys.add(info.key)
+    prog._wg_operand_keys = got = frozenset(keys)
+    return got
+
+
 class Machine:
     """Runs one :class:`Program` for one :class:`Launch` over :class:`GlobalMemory`.
 
@@ -393,6 +413,12 @@ class Machine:
         # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
         self.wg_pending: dict[object, np.ndarray] = {}
         self.wg_a_keys: set[object] = set()  # registers used as a wgmma's register A operand
+        # HB10: the wgmma operand registers (accumulator, register A) of the program, and per
+        # register the lanes that accessed it with a non-wgmma instruction since their last
+        # wgmma.fence (PTX ISA 9.1 §9.7.15.7.1)
+        self.wg_operand_keys: frozenset = _wgmma_operand_keys(self.prog)
+        self.wg_unfenced: dict[object, np.ndarray] = {}
+        self.wg_fenced = np.zeros(n, dtype=np.bool_)  # lanes that executed a wgmma.fence
         self.wg_committed = np.zeros(n, dtype=np.int64)
         self.cp_committed = np.zeros(n, dtype=np.int64)
         self.clb = _cluster.ClusterBatch(self, ids)
@@ -576,6 +602,67 @@ class Machine:
             notes=[Note(message="retire its group first: 'wgmma.commit_group' then "
                                 "'wgmma.wait_group.sync.aligned N' with N small enough")])
 
+    def _wg_unfence(self, key: object, pc: int, exe: np.ndarray | None) -> None:
+        """Note a non-wgmma access of wgmma operand register ``key`` by the lanes at ``pc``
+        (``exe``: a write's lanes): they need a ``wgmma.fence`` before a wgmma uses it (HB10)."""
+        if self.prog.insts[pc].base == "wgmma":
+            return
+        lanes = exe if exe is not None else (~self.done & ~self.blocked & (self.pc == pc))
+        arr = self.wg_unfenced.get(key)
+        if arr is None:
+            arr = self.wg_unfenced[key] = np.zeros(self.N, np.bool_)
+        arr |= lanes
+
+    def wg_fence_check(self, pc: int, exe: np.ndarray, keys: list[tuple[str, object]]) -> None:
+        """HB10 (error): ``wgmma.mma_async`` at ``pc`` takes, as its accumulator or register-A
+        operand, a register that an executing thread accessed with a non-wgmma instruction
+        after its last ``wgmma.fence`` (PTX ISA 9.1 §9.7.15.7.1: wgmma.fence is required
+        between a register access and a wgmma.mma_async that accesses the same registers;
+        only accumulator accesses by wgmma.mma_async of the same shape are ordered without it).
+        ``keys``: (register name, key) of its operands. Also HB10: a thread's first
+        wgmma.mma_async with no wgmma.fence before it (the same section: the fence is required
+        before the first wgmma.mma_async of a warpgroup)."""
+        first = exe & ~self.wg_fenced
+        if first.any() and ("HB10", pc) not in self.findings:
+            ins = self.prog.insts[pc]
+            ln = int(np.flatnonzero(first)[0])
+            self.findings[("HB10", pc)] = Finding(
+                rule="HB10", severity="error", file=self.prog.filename, line=ins.line,
+                col=ins.col,
+                message=(f"'{ins.opcode}' is the first wgmma.mma_async of "
+                         f"{self._who(int(self.glane[ln]))}, which executed no wgmma.fence "
+                         f"before it ({int(first.sum())} threads)"),
+                notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
+                                    "before the first wgmma.mma_async")])
+            return
+        for name, key in keys:
+            arr = self.wg_unfenced.get(key)
+            if arr is None:
+                continue
+            hit = arr & exe
+            if not hit.any():
+                continue
+            fk = ("HB10", pc)
+            if fk not in self.findings:
+                ins = self.prog.insts[pc]
+                ln = int(np.flatnonzero(hit)[0])
+                self.findings[fk] = Finding(
+                    rule="HB10", severity="error", file=self.prog.filename, line=ins.line,
+                    col=ins.col,
+                    message=(f"'{ins.opcode}' uses register '{name}', which "
+                             f"{self._who(int(self.glane[ln]))} accessed with a non-wgmma "
+                             f"instruction after its last wgmma.fence ({int(hit.sum())} threads)"),
+                    notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
+                                        "between the register access and the wgmma.mma_async")])
+            return
+
+    def wg_fence(self, exe: np.ndarray) -> None:
+        """``wgmma.fence`` by ``exe``: their earlier register accesses are ordered before any
+        later wgmma.mma_async (HB10)."""
+        self.wg_fenced |= exe
+        for arr in self.wg_unfenced.values():
+            arr[exe] = False
+
     def _scramble(self, salt: int) -> np.ndarray:
         """A per-(CTA, warp) pseudo-random uint64 (multiplicative hash of the global warp id),
         for values the hardware does not fix: %smid, %clock, %globaltimer."""
@@ -615,6 +702,8 @@ class Machine:
                     arr = self.reg_bits(name, pc)
                 if self.wg_pending:
                     self._wg_touch(name, pc, None, "reads")
+                if info is not None and info.key in self.wg_operand_keys:
+                    self._wg_unfence(info.key, pc, None)
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
@@ -654,6 +743,8 @@ class Machine:
         info = self._info(name, pc)
         if self.wg_pending:
             self._wg_touch(name, pc, exe, "writes")
+        if info.key in self.wg_operand_keys:
+            self._wg_unfence(info.key, pc, exe)
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:

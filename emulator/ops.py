@@ -1386,6 +1386,7 @@ def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
 def _wgmma(m, ins, pc, exe, active):
     mods, types = m._types[pc]
     if "fence" in mods:
+        m.wg_fence(exe)
         return None
     if "commit_group" in mods or "wait_group" in mods:
         # in-flight registers (HB6): per thread, groups are numbered by its commits
@@ -1457,6 +1458,11 @@ def _wgmma(m, ins, pc, exe, active):
                                      f"{m.T - 1} of a {m.T}-thread CTA")
     L = np.arange(128)
     ex = exe[bases[:, None] + L[None, :]]  # (G, 128)
+    # HB10: no wgmma.fence yet, or operand registers accessed since the thread's last one
+    regs_ = [d for d in ops[0].elems if d.kind == "reg"] + \
+        ([d for d in ops[1].elems if d.kind == "reg"] if a_reg else [])
+    m.wg_fence_check(pc, exe, [(d.name or d.text, m._info(d.name or d.text, pc).key)
+                               for d in regs_])
     el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
           "s8": np.int8, "u8": np.uint8}.get(at)
     if el is None or bt != at:

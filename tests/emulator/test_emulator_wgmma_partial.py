@@ -70,11 +70,14 @@ ret;
 """
 
 
-def _run(n_wg: int, grid: int = 1, all_issue: bool = False, removed: str = ""):
+def _run(n_wg: int, grid: int = 1, all_issue: bool = False, removed: str = "", edit=None):
     """(outcome, out as f32) of ``grid`` CTAs of ``n_wg`` warpgroups + a producer warp;
-    ``all_issue``: the producer warp issues the wgmma too; ``removed``: a line taken out."""
+    ``all_issue``: the producer warp issues the wgmma too; ``removed``: a line taken out;
+    ``edit``: a function applied to the PTX."""
     nt = 128 * n_wg + 32
     ptx = PTX.format(nt=nt, wg_threads=128 * n_wg)
+    if edit is not None:
+        ptx = edit(ptx)
     if removed:
         assert removed in ptx
         ptx = ptx.replace(removed, "")
@@ -121,3 +124,32 @@ def test_the_bugs_of_the_producer_warp_layout_are_found(removed, rule):
     res, _ = _run(1, 2, removed=removed)
     assert rule in {f.rule for f in res.findings if f.severity == "error"}, \
         [str(f) for f in res.findings]
+
+
+# HB10 (PTX ISA 9.1 §9.7.15.7.1): wgmma.fence before the first wgmma.mma_async and between a
+# register access and the wgmma.mma_async that uses the register
+_FENCE = "wgmma.fence.sync.aligned;\n"
+
+
+def _after_fence(ptx: str, line: str) -> str:
+    """``ptx`` with ``line`` moved from before its wgmma.fence to just after it."""
+    assert ptx.count(_FENCE) == 1 and ptx.count(line + "\n") == 1
+    return ptx.replace(line + "\n", "").replace(_FENCE, _FENCE + line + "\n")
+
+
+@pytest.mark.parametrize("line,reg", [
+    ("mov.u32 %r20, 1006648320;", "'%r20'"),   # register A written after the fence
+    ("mov.u32 %r12, 0;", "'%r12'"),            # an accumulator register written after it
+])
+def test_an_operand_register_written_after_the_wgmma_fence_is_hb10(line, reg):
+    res, out = _run(1, 1, edit=lambda ptx: _after_fence(ptx, line))
+    (f,) = [f for f in res.findings if f.rule == "HB10"]
+    assert f.severity == "error" and reg in f.message, f.message
+    assert "after its last wgmma.fence" in f.message
+    assert out[:512].tolist() == _want(1, 1).tolist()  # the values alone do not show it
+
+
+def test_no_wgmma_fence_before_the_first_wgmma_is_hb10():
+    res, _ = _run(1, 1, removed=_FENCE)
+    (f,) = [f for f in res.findings if f.rule == "HB10"]
+    assert "executed no wgmma.fence before it" in f.message and "(128 threads)" in f.message

@@ -43,6 +43,15 @@ reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught)
   anything but register code, further ``tcgen05.ld`` and weak loads / stores - i.e. before any
   TMEM write, dealloc or signal to another thread (rule TL4 of docs/ptx_rules.md: the ld's
   destination registers are ordered by their register dependency, PTX ISA 9.1 §9.7.16.8.5);
+  a removed ``wgmma.wait_group N`` when on every path an unpredicated ``wgmma.wait_group M``
+  with ``M <= N`` (it retires at least the same groups) comes before anything but register
+  code off the wgmma operand registers, weak loads, ``wgmma.fence`` / ``commit_group`` and
+  further ``wgmma.mma_async`` that do not swap accumulator and A registers - i.e. before any
+  access of an in-flight register, store, barrier, arrive or fence (PTX ISA 9.1 §9.7.15.7.3);
+  a removed ``wgmma.fence`` when, without it, every ``wgmma.mma_async`` on every path still
+  has an unpredicated ``wgmma.fence`` after the entry and after each non-wgmma access of its
+  accumulator / A registers (§9.7.15.7.1: the two places the fence is required; e.g. Triton's
+  fence between two k-steps of one accumulator chain);
 * *never executed* (``reached``: the source lines the emulator's per-instruction counts of the
   original show executed - reached with the guard predicate true -,
   ``emulator.run_kernel(coverage=True)`` at the launch ``ailower eval`` emulates): a mutation
@@ -408,6 +417,102 @@ def _wgmma_retire(ins) -> bool:
             bool(ins.operands) and int(ins.operands[0].value or 0) == 0)
 
 
+def _wgmma_regs(cfg) -> tuple[frozenset, frozenset]:
+    """(accumulator, register-A) register names of every ``wgmma.mma_async`` of ``cfg``."""
+    acc, a = set(), set()
+    for ins in cfg.instrs:
+        if _wgmma_issue(ins) and len(ins.operands) >= 2:
+            acc.update(r.name or r.text for r in ins.operands[0].registers())
+            if ins.operands[1].kind == "vector":
+                a.update(r.name or r.text for r in ins.operands[1].registers())
+    return frozenset(acc), frozenset(a)
+
+
+def _names(ins) -> set[str]:
+    return {r.name or r.text for op in ins.operands for r in op.registers()}
+
+
+def _wgmma_wait_quiet(cfg) -> Callable:
+    """What a removed ``wgmma.wait_group`` may run past until the next one retires its groups:
+    register-only code touching no wgmma operand register (PTX ISA 9.1 §9.7.15.7.3: only the
+    accumulator / A registers and the shared operands of an in-flight wgmma are its hazards),
+    weak loads (a read of a wgmma operand byte is read-read), ``wgmma.fence`` /
+    ``commit_group``, and further ``wgmma.mma_async`` whose accumulator is no wgmma's A and
+    whose A is no wgmma's accumulator (same-shape accumulator chaining is ordered by the
+    hardware). No store, barrier, arrive, fence or other signal: nothing another thread or the
+    async proxy could observe before the next wait."""
+    acc, a = _wgmma_regs(cfg)
+    ops = acc | a
+
+    def quiet(ins) -> bool:
+        if ins.base == "wgmma":
+            if ins.opcode.startswith(("wgmma.fence", "wgmma.commit_group")):
+                return True
+            if _wgmma_issue(ins) and len(ins.operands) >= 2:
+                mine_acc = {r.name or r.text for r in ins.operands[0].registers()}
+                mine_a = ({r.name or r.text for r in ins.operands[1].registers()}
+                          if ins.operands[1].kind == "vector" else set())
+                return not (mine_acc & a) and not (mine_a & acc)
+            return False
+        if _names(ins) & ops:
+            return False
+        if ins.base not in _MEMORY:
+            return True
+        return ins.base in ("ld", "ldu") and not any(
+            p in ("acquire", "relaxed", "volatile", "mmio") for p in ins.parts)
+    return quiet
+
+
+def _wgmma_fence_redundant(cfg, i: int) -> bool:
+    """Whether ``wgmma.fence`` ``i`` can be removed without leaving a hazard it orders: with it
+    gone, on every path each ``wgmma.mma_async`` still has an unpredicated ``wgmma.fence``
+    after the entry and after every non-wgmma access of its accumulator / A registers (PTX ISA
+    9.1 §9.7.15.7.1: the fence is required before the first wgmma.mma_async and between a
+    register access and a wgmma.mma_async accessing the same registers). A forward
+    may-analysis: the state is the set of operand registers accessed since the last fence (and
+    "entry" while none ran), unioned over predecessors to a fixed point."""
+    acc, a = _wgmma_regs(cfg)
+    ops = acc | a
+    n = len(cfg.blocks)
+    out: list[frozenset | None] = [None] * n
+    ENTRY = "<entry>"
+    bad = [False]
+
+    def transfer(state: frozenset, lo: int, hi: int, check: bool) -> frozenset:
+        st = set(state)
+        for j in range(lo, hi):
+            ins = cfg.instrs[j]
+            if ins.opcode.startswith("wgmma.fence") and j != i and ins.predicate is None:
+                st.clear()
+            elif _wgmma_issue(ins):
+                if check and (ENTRY in st or _names(ins) & st):
+                    bad[0] = True
+            elif ins.base != "wgmma":
+                st |= _names(ins) & ops
+        return frozenset(st)
+
+    changed = True
+    while changed:
+        changed = False
+        for bid in cfg.rpo:
+            b = cfg.blocks[bid]
+            preds = [out[e.src] for e in b.preds if e.src < n and out[e.src] is not None]
+            inn = frozenset().union(*preds) if preds else frozenset()
+            if bid == cfg.rpo[0]:
+                inn = inn | {ENTRY}
+            new = transfer(inn, b.start, b.end, False)
+            if new != out[bid]:
+                out[bid], changed = new, True
+    for bid in cfg.rpo:
+        b = cfg.blocks[bid]
+        preds = [out[e.src] for e in b.preds if e.src < n and out[e.src] is not None]
+        inn = frozenset().union(*preds) if preds else frozenset()
+        if bid == cfg.rpo[0]:
+            inn = inn | {ENTRY}
+        transfer(inn, b.start, b.end, True)
+    return not bad[0]
+
+
 def _values(cfg, cache: dict | None):
     """The value / uniformity analysis of ``cfg`` (memoised in ``cache`` by the CFG's id)."""
     from verifier.analysis.values import Values
@@ -424,7 +529,8 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
     """Why removing the site at ``line`` of ``text`` (class ``cls``) cannot change any
     execution, or "" when it may (module docstring: removed waits with nothing in flight on any
     path, barriers with an identical barrier next to them through register-only code)."""
-    if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync", "no_tcgen05_wait"):
+    if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync", "no_tcgen05_wait",
+                   "no_wgmma_fence"):
         return ""
     key = hash(text)
     if _cache is not None and key in _cache:
@@ -440,6 +546,22 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         return "equivalent: no bulk-group operation can be in flight at this wait"
     if cls == "no_wgmma_wait" and _nothing_in_flight(cfg, i, _wgmma_issue, _wgmma_retire):
         return "equivalent: no wgmma.mma_async can be in flight at this wait"
+    w = cfg.instrs[i]
+    if (cls == "no_wgmma_wait" and w.opcode.startswith("wgmma.wait_group") and w.operands
+            and w.operands[0].kind == "imm"):
+        n_keep = int(w.operands[0].value or 0)
+        if _waited_again(cfg, i, lambda ins: (
+                ins.opcode.startswith("wgmma.wait_group") and ins.operands and
+                ins.operands[0].kind == "imm" and int(ins.operands[0].value or 0) <= n_keep),
+                _wgmma_wait_quiet(cfg)):
+            return ("equivalent: on every path another wgmma.wait_group with no more groups "
+                    "pending retires what it retired before anything touches a wgmma operand "
+                    "register, stores, synchronises or signals")
+    if (cls == "no_wgmma_fence" and w.opcode.startswith("wgmma.fence")
+            and _wgmma_fence_redundant(cfg, i)):
+        return ("equivalent: with it removed, every wgmma.mma_async still has a wgmma.fence "
+                "after the entry and after each non-wgmma access of its registers, on every "
+                "path")
     if (cls == "no_tcgen05_wait" and cfg.instrs[i].opcode.startswith("tcgen05.wait::ld")
             and _waited_again(cfg, i, _tmem_ld_retire, _tmem_ld_quiet)):
         return ("equivalent: on every path another tcgen05.wait::ld (which completes every "

@@ -177,6 +177,91 @@ tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r2};""")
     assert not equivalent("no_tcgen05_wait", text, _line(text, "wait::ld", 0))
 
 
+_MMA = ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r0, %r1, %r2, %r3}, %rd0, %rd1, "
+        "1, 1, 1, 0, 0;")
+
+
+def test_a_wgmma_wait_redone_by_the_next_one_before_any_hazard_is_equivalent():
+    from fast_mutants import equivalent
+    text = _small(f"""
+mov.u32 %r0, 0;
+mov.u32 %r1, 0;
+mov.u32 %r2, 0;
+mov.u32 %r3, 0;
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 1;
+add.s32 %r4, %r5, 1;
+ld.shared.u32 %r6, [buf];
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 1;
+st.shared.u32 [buf], %r4;
+wgmma.wait_group.sync.aligned 1;
+add.f32 %r5, %r0, %r1;
+wgmma.wait_group.sync.aligned 1;
+wgmma.wait_group.sync.aligned 1;
+bar.sync 0;
+wgmma.wait_group.sync.aligned 0;""")
+    waits = [_line(text, "wait_group", k) for k in range(6)]
+    got = [bool(equivalent("no_wgmma_wait", text, n)) for n in waits]
+    # 1st: register code off the operands, a weak shared load, a same-accumulator wgmma and a
+    # commit, then a wait keeping no more groups pending; 2nd: a shared store first; 3rd: an
+    # accumulator read first; 4th: the same wait next; 5th: a barrier (a signal) first; 6th:
+    # the path ends with a group in flight
+    assert got == [True, False, False, True, False, False]
+
+
+def test_a_wgmma_wait_is_not_redone_by_a_wait_keeping_more_groups_pending():
+    from fast_mutants import equivalent
+    text = _small(f"""
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+wgmma.wait_group.sync.aligned 1;
+add.f32 %r5, %r0, %r1;""")
+    assert not equivalent("no_wgmma_wait", text, _line(text, "wait_group", 0))
+
+
+def test_a_wgmma_fence_is_equivalent_only_when_another_covers_every_register_access():
+    from fast_mutants import equivalent
+    text = _small(f"""
+mov.u32 %r0, 0;
+mov.u32 %r1, 0;
+mov.u32 %r2, 0;
+mov.u32 %r3, 0;
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+add.f32 %r5, %r0, %r1;
+wgmma.fence.sync.aligned;
+wgmma.fence.sync.aligned;
+{_MMA}
+setp.eq.u32 %p1, %r5, 0;
+@%p1 bra SKIP;
+mov.u32 %r2, 0;
+wgmma.fence.sync.aligned;
+SKIP:
+{_MMA}""")
+    fences = [_line(text, "wgmma.fence", k) for k in range(5)]
+    got = [bool(equivalent("no_wgmma_fence", text, n)) for n in fences]
+    # 1st: the accumulator is written before it (and it is the first fence); 2nd: only wgmma
+    # between the two mma (accumulator chaining); 3rd / 4th: twins after the accumulator read;
+    # 5th: on the branch's fall-through path the accumulator written after the 4th
+    assert got == [False, True, True, True, False]
+
+
 def test_a_bulk_wait_at_a_loop_head_sees_the_store_of_the_previous_iteration():
     from fast_mutants import equivalent
     text = _small("""
