@@ -121,7 +121,7 @@ def _wgmma_operand_keys(prog) -> frozenset:
             continue
         for op in (ins.operands[0], ins.operands[1]):
             for e in (op.elems if op.kind == "vector" else ()):
-                if e.kind == "reg":
+                if e.kind in ("reg", "symbol"):  # a register named without '%' is a symbol
                     info = prog.envs[pc].lookup(e.name or e.text)
                     if info is not None:
                         keys.add(info.key)
@@ -419,6 +419,11 @@ class Machine:
         self.wg_operand_keys: frozenset = _wgmma_operand_keys(self.prog)
         self.wg_unfenced: dict[object, np.ndarray] = {}
         self.wg_fenced = np.zeros(n, dtype=np.bool_)  # lanes that executed a wgmma.fence
+        # per operand register, per lane: how a wgmma.mma_async accessed it since the lane's last
+        # wgmma.fence (0: not; -1: as register A; else a code of the shape it was an accumulator
+        # of): only accumulator accesses by wgmma of the same shape are ordered without a fence
+        self.wg_use: dict[object, np.ndarray] = {}
+        self._exe_now: np.ndarray | None = None  # the executing lanes of the current handler
         self.wg_committed = np.zeros(n, dtype=np.int64)
         self.cp_committed = np.zeros(n, dtype=np.int64)
         self.clb = _cluster.ClusterBatch(self, ids)
@@ -490,6 +495,7 @@ class Machine:
                 exe = active & (~g if neg else g)
             else:
                 exe = active
+            self._exe_now = exe  # operand reads of the handler are by these lanes only
             return h(self, ins, pc, exe, active) is True
 
         self._compiled[p] = run
@@ -581,7 +587,7 @@ class Machine:
         pend = self.wg_pending.get(info.key)
         if pend is None:
             return
-        lanes = exe if exe is not None else (~self.done & ~self.blocked & (self.pc == pc))
+        lanes = exe if exe is not None else self._reading_lanes(pc)
         hit = lanes & (pend > 0)
         if not hit.any():
             return
@@ -602,18 +608,26 @@ class Machine:
             notes=[Note(message="retire its group first: 'wgmma.commit_group' then "
                                 "'wgmma.wait_group.sync.aligned N' with N small enough")])
 
+    def _reading_lanes(self, pc: int) -> np.ndarray:
+        """The lanes whose operand reads at ``pc`` happen: those executing the current handler
+        (an instruction whose guard predicate is false accesses no register, PTX ISA 9.1
+        §9.3)."""
+        lanes = ~self.done & ~self.blocked & (self.pc == pc)
+        return lanes & self._exe_now if self._exe_now is not None else lanes
+
     def _wg_unfence(self, key: object, pc: int, exe: np.ndarray | None) -> None:
         """Note a non-wgmma access of wgmma operand register ``key`` by the lanes at ``pc``
         (``exe``: a write's lanes): they need a ``wgmma.fence`` before a wgmma uses it (HB10)."""
         if self.prog.insts[pc].base == "wgmma":
             return
-        lanes = exe if exe is not None else (~self.done & ~self.blocked & (self.pc == pc))
+        lanes = exe if exe is not None else self._reading_lanes(pc)
         arr = self.wg_unfenced.get(key)
         if arr is None:
             arr = self.wg_unfenced[key] = np.zeros(self.N, np.bool_)
         arr |= lanes
 
-    def wg_fence_check(self, pc: int, exe: np.ndarray, keys: list[tuple[str, object]]) -> None:
+    def wg_fence_check(self, pc: int, exe: np.ndarray, keys: list[tuple[str, object]],
+                       shape: int = 0, n_acc: int | None = None) -> None:
         """HB10 (error): ``wgmma.mma_async`` at ``pc`` takes, as its accumulator or register-A
         operand, a register that an executing thread accessed with a non-wgmma instruction
         after its last ``wgmma.fence`` (PTX ISA 9.1 §9.7.15.7.1: wgmma.fence is required
@@ -635,13 +649,23 @@ class Machine:
                 notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
                                     "before the first wgmma.mma_async")])
             return
-        for name, key in keys:
+        n_acc = len(keys) if n_acc is None else n_acc
+        for j, (name, key) in enumerate(keys):
             arr = self.wg_unfenced.get(key)
-            if arr is None:
-                continue
-            hit = arr & exe
+            use = self.wg_use.get(key)
+            hit = arr & exe if arr is not None else np.zeros(self.N, np.bool_)
+            by_wg = None
+            if use is not None:
+                # another wgmma.mma_async accessed it since the fence: only as the accumulator
+                # of one of the same shape is it ordered (an A operand read while a wgmma
+                # writes it as accumulator, or a different shape's fragment, is not)
+                by_wg = exe & (use != 0) & ((use != shape) if j < n_acc else (use > 0))
+                hit = hit | by_wg
             if not hit.any():
                 continue
+            how = ("a non-wgmma instruction" if by_wg is None or not (by_wg & hit).any() else
+                   "another wgmma.mma_async (a different shape, or the other of accumulator "
+                   "and register A)")
             fk = ("HB10", pc)
             if fk not in self.findings:
                 ins = self.prog.insts[pc]
@@ -650,8 +674,8 @@ class Machine:
                     rule="HB10", severity="error", file=self.prog.filename, line=ins.line,
                     col=ins.col,
                     message=(f"'{ins.opcode}' uses register '{name}', which "
-                             f"{self._who(int(self.glane[ln]))} accessed with a non-wgmma "
-                             f"instruction after its last wgmma.fence ({int(hit.sum())} threads)"),
+                             f"{self._who(int(self.glane[ln]))} accessed with {how} "
+                             f"after its last wgmma.fence ({int(hit.sum())} threads)"),
                     notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
                                         "between the register access and the wgmma.mma_async")])
             return
@@ -662,6 +686,20 @@ class Machine:
         self.wg_fenced |= exe
         for arr in self.wg_unfenced.values():
             arr[exe] = False
+        for arr in self.wg_use.values():
+            arr[exe] = 0
+
+    def wg_used(self, exe: np.ndarray, keys: list[object], shape: int, n_acc: int) -> None:
+        """Note the operand registers of a ``wgmma.mma_async`` executed by ``exe`` (the first
+        ``n_acc`` its accumulator, of shape code ``shape``; the rest register A)."""
+        for j, key in enumerate(keys):
+            arr = self.wg_use.get(key)
+            if arr is None:
+                arr = self.wg_use[key] = np.zeros(self.N, np.int64)
+            if j < n_acc:
+                arr[exe] = shape
+            else:
+                arr[exe & (arr == 0)] = -1
 
     def _scramble(self, salt: int) -> np.ndarray:
         """A per-(CTA, warp) pseudo-random uint64 (multiplicative hash of the global warp id),

@@ -1459,10 +1459,17 @@ def _wgmma(m, ins, pc, exe, active):
     L = np.arange(128)
     ex = exe[bases[:, None] + L[None, :]]  # (G, 128)
     # HB10: no wgmma.fence yet, or operand registers accessed since the thread's last one
-    regs_ = [d for d in ops[0].elems if d.kind == "reg"] + \
-        ([d for d in ops[1].elems if d.kind == "reg"] if a_reg else [])
-    m.wg_fence_check(pc, exe, [(d.name or d.text, m._info(d.name or d.text, pc).key)
-                               for d in regs_])
+    # (a register named without '%' parses as a symbol)
+    acc_ = [d for d in ops[0].elems if d.kind in ("reg", "symbol")]
+    regs_ = acc_ + ([d for d in ops[1].elems if d.kind in ("reg", "symbol")] if a_reg else [])
+    keys_ = [(d.name or d.text, m._info(d.name or d.text, pc).key) for d in regs_]
+    shape_code = 1 + 1000 * N + K  # the same shape (m64nNkK): chained accumulators need no fence
+    m.wg_fence_check(pc, exe, keys_, shape_code, len(acc_))
+    m.wg_used(exe, [k for _, k in keys_], shape_code, len(acc_))
+    if dt_ not in ("f32", "s32") or len(ops[0].elems) != N // 2:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a .{dt_} accumulator of "
+                                     f"{len(ops[0].elems)} registers (only .f32 / .s32 "
+                                     f"accumulators, N/2 registers, are modelled)")
     el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
           "s8": np.int8, "u8": np.uint8}.get(at)
     if el is None or bt != at:
@@ -1566,7 +1573,7 @@ def _wgmma(m, ins, pc, exe, active):
     # next commit_group of each thread forms
     a_regs = list(ops[1].elems) if a_reg else []
     for d in list(dests) + a_regs:
-        if d.kind != "reg":
+        if d.kind not in ("reg", "symbol"):  # (a register named without '%' is a symbol)
             continue
         k = m._info(d.name or d.text, pc).key
         if any(d is a for a in a_regs):
