@@ -417,19 +417,41 @@ def _wgmma_retire(ins) -> bool:
             bool(ins.operands) and int(ins.operands[0].value or 0) == 0)
 
 
+def _op_names(op) -> set[str]:
+    """Register names inside operand ``op``, with the symbols: a register named without '%'
+    (a PTX identifier, §4.4) parses as a symbol (a variable or label name among them only makes
+    the analyses more conservative)."""
+    out = {op.name or op.text} if op.kind in ("reg", "symbol") else set()
+    if op.base is not None:
+        out |= _op_names(op.base)
+    for e in op.elems:
+        out |= _op_names(e)
+    return out
+
+
+def _wgmma_shape(ins) -> str:
+    return next((x for x in ins.opcode.split(".") if x.startswith("m64n")), "")
+
+
 def _wgmma_regs(cfg) -> tuple[frozenset, frozenset]:
     """(accumulator, register-A) register names of every ``wgmma.mma_async`` of ``cfg``."""
     acc, a = set(), set()
     for ins in cfg.instrs:
         if _wgmma_issue(ins) and len(ins.operands) >= 2:
-            acc.update(r.name or r.text for r in ins.operands[0].registers())
+            acc.update(_op_names(ins.operands[0]))
             if ins.operands[1].kind == "vector":
-                a.update(r.name or r.text for r in ins.operands[1].registers())
+                a.update(_op_names(ins.operands[1]))
     return frozenset(acc), frozenset(a)
 
 
+def _wgmma_acc_a(ins) -> tuple[set[str], set[str]]:
+    """(accumulator, register-A) names of ``wgmma.mma_async`` ``ins``."""
+    return (_op_names(ins.operands[0]),
+            _op_names(ins.operands[1]) if ins.operands[1].kind == "vector" else set())
+
+
 def _names(ins) -> set[str]:
-    return {r.name or r.text for op in ins.operands for r in op.registers()}
+    return {n for op in ins.operands for n in _op_names(op)}
 
 
 def _wgmma_wait_quiet(cfg) -> Callable:
@@ -443,16 +465,23 @@ def _wgmma_wait_quiet(cfg) -> Callable:
     async proxy could observe before the next wait."""
     acc, a = _wgmma_regs(cfg)
     ops = acc | a
+    shapes: dict[str, set[str]] = {}  # accumulator register -> shapes of the wgmma using it
+    for ins in cfg.instrs:
+        if _wgmma_issue(ins) and len(ins.operands) >= 2:
+            for r in _wgmma_acc_a(ins)[0]:
+                shapes.setdefault(r, set()).add(_wgmma_shape(ins))
 
     def quiet(ins) -> bool:
         if ins.base == "wgmma":
             if ins.opcode.startswith(("wgmma.fence", "wgmma.commit_group")):
                 return True
             if _wgmma_issue(ins) and len(ins.operands) >= 2:
-                mine_acc = {r.name or r.text for r in ins.operands[0].registers()}
-                mine_a = ({r.name or r.text for r in ins.operands[1].registers()}
-                          if ins.operands[1].kind == "vector" else set())
-                return not (mine_acc & a) and not (mine_a & acc)
+                mine_acc, mine_a = _wgmma_acc_a(ins)
+                # (an accumulator another wgmma of a different shape uses is not chained:
+                # §9.7.15.7.1 orders only accumulators across wgmma of the same shape)
+                me = _wgmma_shape(ins)
+                return not (mine_acc & a) and not (mine_a & acc) and \
+                    all(shapes.get(r, set()) <= {me} for r in mine_acc)
             return False
         if _names(ins) & ops:
             return False
@@ -485,8 +514,16 @@ def _wgmma_fence_redundant(cfg, i: int) -> bool:
             if ins.opcode.startswith("wgmma.fence") and j != i and ins.predicate is None:
                 st.clear()
             elif _wgmma_issue(ins):
-                if check and (ENTRY in st or _names(ins) & st):
+                # (name, shape) / (name, "A"): a wgmma's own access since the fence; only an
+                # accumulator of the same shape is ordered without one (§9.7.15.7.1)
+                mine_acc, mine_a = _wgmma_acc_a(ins) if len(ins.operands) >= 2 else (set(), set())
+                me = _wgmma_shape(ins)
+                wg_bad = any(isinstance(x, tuple) and (
+                    (x[0] in mine_acc and x[1] != me) or (x[0] in mine_a and x[1] != "A"))
+                    for x in st)
+                if check and (ENTRY in st or _names(ins) & st or wg_bad):
                     bad[0] = True
+                st |= {(r, me) for r in mine_acc} | {(r, "A") for r in mine_a}
             elif ins.base != "wgmma":
                 st |= _names(ins) & ops
         return frozenset(st)

@@ -379,3 +379,66 @@ bar.sync 0;""")
     assert left_out("no_bar_sync", text, site, barrier_effects={site: 1}) == ""
     # the measure applies to barrier removals only
     assert left_out("no_proxy_fence", text, site, barrier_effects={site: 0}) == ""
+
+
+_MMA16 = ("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%r0, %r1, %r2, %r3, %r4, %r5, "
+          "%r6, %r7}, %rd0, %rd1, 1, 1, 1, 0, 0;")
+
+
+def test_a_wgmma_wait_or_fence_before_a_different_shape_on_the_accumulator_is_kept():
+    # red team (round 5): only accumulators across wgmma.mma_async of the same shape are
+    # ordered by default (PTX ISA 9.1 §9.7.15.7.1); an m64n8 on the registers of an m64n16
+    # needs the fence, and the wait that retires the m64n16 before it
+    from fast_mutants import equivalent
+    text = _small(f"""
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{_MMA16}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;""")
+    assert not equivalent("no_wgmma_wait", text, _line(text, "wait_group", 0))
+    assert not equivalent("no_wgmma_fence", text, _line(text, "wgmma.fence", 1))
+
+
+def test_a_wgmma_fence_between_an_a_operand_and_an_accumulator_use_is_kept():
+    # the second mma_async writes, as its accumulator, the registers the first reads as A
+    from fast_mutants import equivalent
+    rs = ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r4, %r5, %r6, %r7}, "
+          "{%r0, %r1, %r2, %r3}, %rd1, 1, 1, 1, 0;")
+    text = _small(f"""
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{rs}
+wgmma.fence.sync.aligned;
+{_MMA}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;""")
+    assert not equivalent("no_wgmma_fence", text, _line(text, "wgmma.fence", 1))
+
+
+def test_registers_named_without_percent_are_registers_for_the_equivalences():
+    # '.reg .b32 acc<4>;' (no '%'): its names parse as symbols; an accumulator read between
+    # the waits / between the fences is still a hazard
+    from fast_mutants import equivalent
+    mma = _MMA.replace("%r0, %r1, %r2, %r3", "acc0, acc1, acc2, acc3")
+    text = _small(f"""
+.reg .b32 acc<4>;
+mov.b64 %rd0, 0;
+mov.b64 %rd1, 0;
+wgmma.fence.sync.aligned;
+{mma}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+add.f32 acc0, acc0, acc1;
+wgmma.fence.sync.aligned;
+{mma}
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;""")
+    assert not equivalent("no_wgmma_wait", text, _line(text, "wait_group", 0))
+    assert not equivalent("no_wgmma_fence", text, _line(text, "wgmma.fence", 1))
