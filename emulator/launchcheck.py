@@ -124,7 +124,7 @@ def _tensor_map_spec(v: Any, what: str) -> TensorMapSpec:
         raise LaunchFileError(f"{what}: needs dtype, shape and block, may have swizzle "
                               f"(unknown: {', '.join(bad) or 'none'})")
     dt = v["dtype"]
-    if dt not in TRITON_ELEMTYPE:
+    if not isinstance(dt, str) or dt not in TRITON_ELEMTYPE:  # (a list is unhashable)
         raise LaunchFileError(f"{what}.dtype: {dt!r} is not one of "
                               f"{', '.join(sorted(TRITON_ELEMTYPE))}")
     shape = _ints(v["shape"], f"{what}.shape", 5, 1, 2**32 - 1)
@@ -132,9 +132,18 @@ def _tensor_map_spec(v: Any, what: str) -> TensorMapSpec:
     if len(block) != len(shape):
         raise LaunchFileError(f"{what}: block {block} and shape {shape} differ in rank")
     sw = v.get("swizzle", 0)
-    if sw not in _SWIZZLE_MODE or isinstance(sw, bool):
+    if isinstance(sw, bool) or not isinstance(sw, int | float) or sw not in _SWIZZLE_MODE:
         raise LaunchFileError(f"{what}.swizzle: {sw!r} is not 0, 32, 64 or 128 (bytes)")
-    spec = TensorMapSpec(dt, tuple(shape), tuple(block), sw)
+    spec = TensorMapSpec(dt, tuple(shape), tuple(block), int(sw))
+    inner = block[-1] * ELEMTYPES[TRITON_ELEMTYPE[dt]][0]
+    if spec.swizzle and inner > spec.swizzle:
+        # cuTensorMapEncodeTiled: with a swizzle (and no interleave) the box's inner dimension
+        # in bytes may not exceed the swizzle span
+        raise LaunchFileError(f"{what}: the block's inner dimension is {inner} B, over the "
+                              f"{spec.swizzle} B swizzle (the driver refuses the map)")
+    if spec.nbytes > 1 << 34:  # the limit of a buffer: its zero-filled tensor is allocated
+        raise LaunchFileError(f"{what}.shape: {shape} is {spec.nbytes} bytes of {dt}, over "
+                              f"the {1 << 34} B a buffer may have")
     try:
         spec.encode(0)
     except ValueError as exc:

@@ -141,3 +141,21 @@ def test_a_tensor_map_for_a_parameter_that_is_not_one_is_an_error(tmp_path):
     (c,) = emulator.check_default_launch(SYNCED.read_text(), arch="sm_90a",
                                          launch=emulator.load_launch(lf), filename="s.ptx")
     assert c.status == "error" and "is not a .b8 [128] parameter" in c.reason
+
+
+@pytest.mark.parametrize("entry,msg", [
+    # red team (round 5): a list where a name / number goes was a TypeError traceback, a huge
+    # shape a numpy MemoryError, a box row wider than the swizzle span a map the driver refuses
+    ("{dtype: [fp16], shape: [64], block: [64]}", r"dtype: \['fp16'\] is not one of"),
+    ("{dtype: fp16, shape: [64, 64], block: [64, 64], swizzle: [128]}", r"swizzle: \[128\]"),
+    ("{dtype: fp16, shape: [65536, 65536, 64], block: [1, 64, 64]}", r"shape: .* over the"),
+    ("{dtype: fp16, shape: [64, 128], block: [64, 128], swizzle: 128}",
+     r"inner dimension is 256 B, over the 128 B swizzle"),
+    ("{dtype: fp16, shape: [64, 64], block: [64, 64], swizzle: 64}",
+     r"inner dimension is 128 B, over the 64 B swizzle"),
+])
+def test_a_malformed_tensor_map_description_is_named_not_a_crash(tmp_path, entry, msg):
+    lf = tmp_path / "launch.yaml"
+    lf.write_text(f"tensor_maps: {{a_desc: {entry}}}\n")
+    with pytest.raises(emulator.LaunchFileError, match=r"tensor_maps\.a_desc.*" + msg):
+        emulator.load_launch(lf)
