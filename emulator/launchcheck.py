@@ -358,6 +358,13 @@ def check_default_launch(ptx: str, *, arch: str, launch: LaunchConfig | None = N
                 raise LaunchFileError(f"launch parameter {key!r} is not a parameter of "
                                       f"'{fn.name}' (have: {', '.join(names) or 'none'}; or "
                                       f"use a 0-based index)")
+        for i, pname in enumerate(names):
+            given = [what for what, d in (("scalars", cfg.scalars), ("buffers", cfg.buffers),
+                                          ("tensor_maps", cfg.tensor_maps))
+                     if _key_for(d, pname, i) is not None]
+            if len(given) > 1:
+                raise LaunchFileError(f"launch parameter {i} '{pname}' of '{fn.name}' is given "
+                                      f"in {' and '.join(given)}: give it once")
         out.append(_check_entry(module, fn, arch, cfg, filename, time_limit_s, buffer_bytes))
     return out
 

@@ -817,6 +817,12 @@ class Machine:
         if b.kind == "imm":
             return np.full(self.N, int(b.value or 0) + off, dtype=np.int64)
         info = self.prog.envs[pc].lookup(b.name or b.text)
+        if info is not None:
+            # an address base is a register read too (HB6 / HB10, as in Machine.read)
+            if self.wg_pending:
+                self._wg_touch(b.name or b.text, pc, None, "reads")
+            if info.key in self.wg_operand_keys:
+                self._wg_unfence(info.key, pc, None)
         raw = self.reg_bits(b.name or b.text, pc) if info else self.read(b, "u32", pc)
         return raw.astype(np.uint64).view(np.int64) + off if raw.dtype == np.uint64 else \
             raw.astype(np.int64) + off

@@ -91,3 +91,15 @@ def test_a_f16_accumulator_is_unsupported_not_a_crash():
                          "m64n8k16.f16.f16.f16 {%r10, %r11}")
     with pytest.raises(EmulationUnsupported, match="f16 accumulator"):
         _run(1, 1, edit=edit)
+
+
+def test_an_operand_register_used_as_an_address_base_is_an_access():
+    # red team round 5 (left open, fixed after): 'ld.shared [%r12+4]' reads accumulator %r12
+    # as its address base after the fence: HB10; and while the wgmma is in flight: HB6
+    res, _ = _run(1, 1, edit=lambda p: p.replace(_FENCE, _FENCE + "ld.shared.u32 %r31, [%r12+4];\n"))
+    assert any("'%r12'" in m for m in _hb10(res)), [str(f) for f in res.findings]
+    res, _ = _run(1, 1, edit=lambda p: p.replace(
+        "wgmma.commit_group.sync.aligned;\n",
+        "wgmma.commit_group.sync.aligned;\nld.shared.u32 %r31, [%r12+4];\n"))
+    assert "HB6" in {f.rule for f in res.findings if f.severity == "error"}, \
+        [str(f) for f in res.findings]

@@ -159,3 +159,20 @@ def test_a_malformed_tensor_map_description_is_named_not_a_crash(tmp_path, entry
     lf.write_text(f"tensor_maps: {{a_desc: {entry}}}\n")
     with pytest.raises(emulator.LaunchFileError, match=r"tensor_maps\.a_desc.*" + msg):
         emulator.load_launch(lf)
+
+
+def test_a_parameter_given_twice_is_bad_input(tmp_path):
+    # red team round 5: one parameter in tensor_maps and scalars (by name and by index) was
+    # silently taken as one of them
+    lf = tmp_path / "launch.yaml"
+    lf.write_text("scalars: {0: 7}\ntensor_maps: {gemm_tma_persistent_kernel_param_0: "
+                  "{dtype: fp16, shape: [64, 64], block: [64, 64], swizzle: 128}}\n")
+    with pytest.raises(emulator.LaunchFileError, match="parameter 0 "
+                       "'gemm_tma_persistent_kernel_param_0' .* is given in scalars and "
+                       "tensor_maps: give it once"):
+        emulator.check_default_launch(TMA.read_text(), arch="sm_90a",
+                                      launch=emulator.load_launch(lf), filename="t.ptx")
+    lf.write_text("scalars: {shift_racy_param_0: 7}\nbuffers: {0: 4096}\n")
+    with pytest.raises(emulator.LaunchFileError, match="given in scalars and buffers"):
+        emulator.check_default_launch(RACY.read_text(), arch="sm_90a",
+                                      launch=emulator.load_launch(lf), filename="r.ptx")
