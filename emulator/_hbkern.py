@@ -34,7 +34,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.registry import ASYNC_UNITS as AU
+from emulator.registry import ASYNC_UNITS
+
+#: the async units per CTA, written here as a literal: numba's on-disk cache (``cache=True``)
+#: is keyed on this file, not on the values of the globals the compiled loops read, so a
+#: changed ``registry.ASYNC_UNITS`` must change this file too (else an installed package would
+#: load loops compiled for the old layout and decode async-unit lanes wrongly)
+AU = 18
+if AU != ASYNC_UNITS:
+    raise ImportError(f"emulator._hbkern.AU ({AU}) != registry.ASYNC_UNITS ({ASYNC_UNITS}): "
+                      f"update the literal (it keys numba's cache)")
 
 __all__ = ["BACKENDS", "ENV", "BackendError", "Kernels", "backend", "kernels", "set_backend"]
 

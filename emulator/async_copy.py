@@ -16,9 +16,10 @@ reads back what it wrote. Dimension 0 is the innermost (contiguous) one.
 Copies complete at issue (the data lands at once), and the happens-before analysis treats
 them as asynchronous:
 
-* A TMA / bulk load into shared memory is a write by the CTA's async unit 1 (its own vector
-  clock column, ``registry.ASYNC_UNITS``) at a fresh epoch; its ``complete_tx`` releases the
-  epoch into the mbarrier, and a thread is ordered after the copy only once it observed that
+* A TMA / bulk load into shared memory is a write by one of the CTA's copy units (its own
+  vector clock column, ``registry.ASYNC_UNITS``; the unit of its completion mbarrier's slot,
+  ``registry.copy_unit``) at a fresh epoch; its ``complete_tx`` releases the epoch into the
+  mbarrier, and a thread is ordered after the copy only once it observed that
   mbarrier phase complete (``try_wait``/``test_wait`` true) or synchronised with a thread that
   did. A generic read before that is HB1 (PTX ISA 9.1 §8.6 proxies, §9.7.13.15 mbarrier). The
   copy itself is checked with the issuing thread's clock against earlier accesses of the
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.registry import ASYNC_UNITS, _Fault, handler
+from emulator.registry import ASYNC_UNITS, _Fault, copy_unit, handler
 from verifier.findings import Finding, Note
 
 __all__ = ["PARAM_WINDOW", "TMAP_LAYOUT", "TensorMap", "bulk", "check_inval",
@@ -308,19 +309,22 @@ def _flat(m, ln: int, offs: np.ndarray, pc: int) -> np.ndarray:
     return int(m.cta_local[ln]) * m.shared.shape[1] + offs
 
 
-def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int) -> int:
+def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
+                       mbar: int) -> int:
     """Write ``data`` (uint8, one per byte) to the shared addresses ``offs`` of lane ``ln``'s
-    CTA as the async proxy (unit 1) on behalf of issuer ``ln``: checked with the issuer's clock
-    against earlier accesses, recorded under a fresh unit-1 epoch; returns the epoch (to be
+    CTA as the async proxy on behalf of issuer ``ln``, a copy completing on the mbarrier at
+    ``mbar``: checked with the issuer's clock against earlier accesses, recorded under a fresh
+    epoch of the copy unit of that mbarrier (``registry.copy_unit``); returns the epoch (to be
     released by the mbarrier's ``complete_tx``)."""
     c = int(m.cta_local[ln])
     flat = _flat(m, ln, offs, pc)
-    epoch = _epoch(m, c, 1)
+    unit = copy_unit(mbar)
+    epoch = _epoch(m, c, unit)
     if m.ntr and ln < m.ntr:
         m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc, data[None, :],
                     "plain")
         slots = m.sshadow.slots(flat)
-        m.sshadow.w_lane[slots] = _unit_lane(m, c, 1)
+        m.sshadow.w_lane[slots] = _unit_lane(m, c, unit)
         m.sshadow.w_clk[slots] = epoch
     m.shared.reshape(-1)[flat] = data
     return epoch
@@ -556,8 +560,9 @@ def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> Non
     # generic-proxy"), like mbarrier.init: the init needs no proxy fence, only to happen before
     # the copy (mbar_access: a use not ordered after the init is a race)
     mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)
-    col = int(m.acol[m.cta_local[ln]]) + 1  # the issuing CTA's block (emulator.cluster)
-    st["vc"][col] = max(int(st["vc"][col]), epoch)  # the copy's release (async unit 1)
+    # the copy's release: its unit's column in the issuing CTA's block (emulator.cluster)
+    col = int(m.acol[m.cta_local[ln]]) + copy_unit(mbar)
+    st["vc"][col] = max(int(st["vc"][col]), epoch)
     m.mbar_complete_tx(ln, mbar, nbytes, pc)
 
 
@@ -614,8 +619,8 @@ def bulk(m, ins, pc, exe, active):
                                       f"({m.prog.where(pc)})")
             data = _load_box(m, tm, coords, pc)
             offs = _swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
-            epoch = async_write_shared(m, ln, offs, data, pc)
             mbar = int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF
+            epoch = async_write_shared(m, ln, offs, data, pc, mbar)
             _complete_tx(m, ln, mbar, data.size, epoch, pc)
         elif tensor:  # shared -> global tile store / reduction
             if "bulk_group" not in mods:
@@ -660,9 +665,9 @@ def bulk(m, ins, pc, exe, active):
             if dst_sp.startswith("shared"):
                 if "mbarrier::complete_tx::bytes" not in mods:
                     raise m.prog.unsupported(pc)
-                epoch = async_write_shared(m, ln, dst + np.arange(size, dtype=np.int64), data,
-                                           pc)
                 mbar = int(m.address(ops[3], pc)[ln]) & 0xFFFFFFFF
+                epoch = async_write_shared(m, ln, dst + np.arange(size, dtype=np.int64), data,
+                                           pc, mbar)
                 _complete_tx(m, ln, mbar, size, epoch, pc)
             else:
                 if "bulk_group" not in mods:

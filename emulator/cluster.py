@@ -50,7 +50,7 @@ import numpy as np
 
 from emulator import ops as _ops
 from emulator.memory import SHARED_WINDOW
-from emulator.registry import ASYNC_UNITS, _Fault, handler
+from emulator.registry import ASYNC_UNITS, _Fault, copy_unit, handler
 from verifier.findings import Finding, Note
 
 __all__ = ["RANK_SHIFT", "cluster_dims", "cluster_maps", "cluster_order", "ClusterBatch"]
@@ -513,7 +513,7 @@ def tma_multicast(m, ins, pc, exe) -> None:
     ``cp.async.bulk.tensor``): the box lands at the same shared offset ``dst`` in every CTA of the
     cluster whose rank bit is set in ``ctaMask``, and each of those CTAs' mbarrier at offset
     ``mbar`` receives the ``complete_tx`` of the box's bytes. The writes belong to the issuing
-    CTA's copy unit (async unit 1) at one epoch, which each complete_tx releases; a peer's reader
+    CTA's copy unit of that mbarrier offset (``registry.copy_unit``) at one epoch, which each complete_tx releases; a peer's reader
     is ordered after them only through its own mbarrier's phase."""
     from emulator import async_copy as _ac
 
@@ -546,7 +546,8 @@ def tma_multicast(m, ins, pc, exe) -> None:
                                   f"memory ({m.prog.where(pc)})")
         c = int(m.cta_local[ln])
         me = int(m.rk_of[m.batch_ids[c]])
-        epoch = _ac._epoch(m, c, 1)
+        unit = copy_unit(mbar)
+        epoch = _ac._epoch(m, c, unit)
         for r in range(m.C):
             if not (bits >> r) & 1:
                 continue
@@ -558,7 +559,7 @@ def tma_multicast(m, ins, pc, exe) -> None:
                 m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc,
                             data[None, :], "plain")
                 slots = m.sshadow.slots(flat)
-                m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, 1)
+                m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, unit)
                 m.sshadow.w_clk[slots] = epoch
             m.shared.reshape(-1)[flat] = data
             a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar

@@ -43,7 +43,8 @@ from emulator.memory import (SHADOW_BYTES_PER_BYTE, SHARED_WINDOW, GlobalMemory,
                              Shadow, ShadowBudgetExceeded)
 from emulator.numerics import NP, UINT, imm_bits
 from emulator.program import Program
-from emulator.registry import _HANDLERS, ASYNC_UNITS, WGMMA_UNIT, _adapt, _Fault, _lanes
+from emulator.registry import (_HANDLERS, ASYNC_UNITS, WGMMA_UNIT, WGMMA_UNITS, _adapt, _Fault,
+                               _lanes, unit_kind)
 from verifier.findings import Finding, Note
 from verifier.ptx import Instruction, Operand
 
@@ -406,7 +407,7 @@ class Machine:
         self.async_clk = np.zeros(ncta, dtype=np.int32)
         # per batch CTA and warpgroup: the epoch of its latest wgmma.commit_group (async unit
         # WGMMA_UNIT + warpgroup, registry.WGMMA_UNIT)
-        self.wg_clk = np.zeros((ncta, ASYNC_UNITS - WGMMA_UNIT), dtype=np.int32)
+        self.wg_clk = np.zeros((ncta, WGMMA_UNITS), dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
@@ -1187,9 +1188,10 @@ class Machine:
         NT = self.n_ctas * self.T
         if glane >= NT:
             cta, unit = divmod(glane - NT, ASYNC_UNITS)
+            kind = unit_kind(unit)
             what = ("the async proxy (tensor core)", "the async proxy (TMA/bulk copy into shared "
-                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[unit] \
-                if unit < WGMMA_UNIT else \
+                    "memory)", "the async proxy (TMA/bulk store reading shared memory)")[kind] \
+                if kind < 3 else \
                 f"the async proxy (wgmma of warpgroup {unit - WGMMA_UNIT})"
             return f"{what} of CTA ({cta % gx},{(cta // gx) % gy},{cta // (gx * gy)})"
         cta, tid = divmod(glane, self.T)
@@ -1213,7 +1215,7 @@ class Machine:
                    "none exists between CTAs of different clusters: the accesses must not "
                    "overlap")
         if lane1 >= self.n_ctas * self.T:
-            unit = min((lane1 - self.n_ctas * self.T) % ASYNC_UNITS, WGMMA_UNIT)
+            unit = unit_kind((lane1 - self.n_ctas * self.T) % ASYNC_UNITS)
             missing = ("completion of the asynchronous operation observed before this access: "
                        "tcgen05.commit -> mbarrier wait, or wgmma.wait_group",
                        "the wait on the mbarrier phase that the copy's complete_tx completes "

@@ -18,18 +18,45 @@ import numpy as np
 
 from emulator.numerics import UINT
 
-__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt", "ASYNC_UNITS", "WGMMA_UNIT"]
+__all__ = ["handler", "_HANDLERS", "_Fault", "_adapt", "ASYNC_UNITS", "WGMMA_UNIT",
+           "WGMMA_UNITS", "COPY_SLOTS", "copy_unit", "unit_kind"]
 
 #: the first async unit of wgmma: unit ``WGMMA_UNIT + k`` holds the operand reads of warpgroup
 #: k's wgmma groups (a CTA has at most 1024 threads: 8 warpgroups). Each warpgroup has its own
 #: unit because a ``wgmma.wait_group`` completes only the executing warpgroup's groups (PTX ISA
 #: 9.1 §9.7.15.7): one unit per CTA would order a warpgroup after the other's reads too
 WGMMA_UNIT = 3
+#: wgmma units per CTA (one per warpgroup)
+WGMMA_UNITS = 8
+#: copy units per CTA: a TMA / bulk copy writing shared memory is recorded under the unit of
+#: its completion mbarrier's slot (``copy_unit``), so acquiring one mbarrier's phase orders a
+#: thread after the copies that complete on that mbarrier (and others of its slot) only - PTX
+#: orders a thread after the copies whose complete_tx it observed (PTX ISA 9.1 §9.7.9.25.4.1);
+#: mbarriers whose slots collide (more than COPY_SLOTS of them, 8 bytes apart) share a unit
+COPY_SLOTS = 8
+#: the first of the copy units 2..COPY_SLOTS - 1 (slot 0 is unit 1)
+_COPY_EXTRA = WGMMA_UNIT + WGMMA_UNITS
 #: extra vector-clock columns per CTA after its T threads: the async units (0: tensor core,
-#: tcgen05 operand reads; 1: TMA and bulk copies writing shared memory; 2: TMA and bulk stores
-#: reading shared memory; 3-10: wgmma operand reads of warpgroups 0-7); an async unit's shadow
-#: lane id is ``n_ctas * T + ASYNC_UNITS * cta + unit`` (column ``T + unit``)
-ASYNC_UNITS = WGMMA_UNIT + 8
+#: tcgen05 operand reads; 1: TMA and bulk copies writing shared memory, mbarrier slot 0; 2: TMA
+#: and bulk stores reading shared memory; 3-10: wgmma operand reads of warpgroups 0-7; 11-17:
+#: copies of mbarrier slots 1-7); an async unit's shadow lane id is ``n_ctas * T + ASYNC_UNITS *
+#: cta + unit`` (column ``T + unit``)
+ASYNC_UNITS = _COPY_EXTRA + COPY_SLOTS - 1
+
+
+def copy_unit(mbar: int) -> int:
+    """The async unit of a copy completing on the mbarrier at shared offset ``mbar`` (rank bits
+    of a shared::cluster address ignored): its 8-byte slot modulo :data:`COPY_SLOTS`."""
+    slot = ((int(mbar) & 0xFFFFFF) >> 3) % COPY_SLOTS
+    return 1 if slot == 0 else _COPY_EXTRA + slot - 1
+
+
+def unit_kind(unit: int) -> int:
+    """What async ``unit`` does: 0 tensor core, 1 copy into shared memory, 2 store reading
+    shared memory, 3 wgmma operand reads (of warpgroup ``unit - WGMMA_UNIT``)."""
+    if unit in (0, 1, 2):
+        return unit
+    return 3 if unit < _COPY_EXTRA else 1
 
 #: opcode base (``add``, ``wgmma``) -> handler
 _HANDLERS: dict[str, Callable] = {}
