@@ -1093,6 +1093,10 @@ def _atom(m, ins, pc, exe, active):
     ops = ins.operands
     aop = ops[1] if ret else ops[0]
     addr = m.address(aop, pc)
+    vec = next((int(x[1:]) for x in mods if x in ("v2", "v4", "v8")), 1)
+    if vec > 1:
+        _atom_vector_add(m, ins, pc, exe, t, space, addr, vec, ret)
+        return None
     b = _lanes(m.read(ops[2] if ret else ops[1], t, pc), m.N)
     c = _lanes(m.read(ops[3], t, pc), m.N) if op == "cas" else None
     es = NP[t].itemsize
@@ -1132,6 +1136,38 @@ def _atom(m, ins, pc, exe, active):
     if ret:
         m.write(ops[0], olds, exe, pc)
 
+
+def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec: int,
+                     ret: bool) -> None:
+    """``atom/red{.sem}{.scope}.global.add.v2/.v4/.v8.{f32,f16,bf16}`` (PTX ISA 9.1 ``atom``,
+    sm_90+): the add of each element is atomic on its own (the vector is not one atomic
+    operation); ``atom`` returns the old elements. Lanes are serialised in lane order."""
+    if t not in ("f32", "f16", "bf16") or space != "global" or vec * NP[t].itemsize > 16:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (vector atomics: .global .add of "
+                                     f".f32 x 2/4, .f16/.bf16 x 2/4/8)")
+    ops = ins.operands
+    src = ops[2] if ret else ops[1]
+    if src.kind != "vector" or len(src.elems) != vec or (ret and (
+            ops[0].kind != "vector" or len(ops[0].elems) != vec)):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with operands that are not "
+                                     f"{vec}-element vectors")
+    dt = NP[t]
+    es = dt.itemsize
+    b = np.stack([_lanes(m.read(e, t, pc), m.N).astype(dt) for e in src.elems], axis=1)
+    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"
+    olds = np.zeros((m.N, vec), dtype=dt)
+    for ln in np.flatnonzero(exe):
+        one = np.zeros(m.N, np.bool_)
+        one[ln] = True
+        raw = m.mem_access(space, addr, es * vec, one, pc, kind=akind)
+        old = np.ascontiguousarray(raw.reshape(-1)[:es * vec]).view(dt)
+        new = (old.astype(np.float64) + b[ln].astype(np.float64)).astype(dt)
+        olds[ln] = old
+        m.mem_access(space, addr, es * vec, one, pc, data=new.view(np.uint8).reshape(1, -1),
+                     kind=akind)
+    if ret:
+        for i, d in enumerate(ops[0].elems):
+            m.write(d, olds[:, i], exe, pc)
 
 
 # ============================================================================= sm_80 matrix ops
