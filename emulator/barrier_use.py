@@ -30,7 +30,9 @@ thread):
   columns they hand out / take back, all 128 lanes; the address ``alloc`` writes to shared
   memory; ``relinquish_alloc_permit`` a read of the CTA's allocation permit, which
   ``alloc`` writes) - as sets of granules read and written (8 shared or global bytes; 4 TMEM columns
-  of one lane), taken from the happens-before checker's own calls (``Machine._hb_check``,
+  of one lane; a granule a plain access touches only in part by its bytes, so that two
+  threads' accesses to different bytes of one granule - a 4-byte ``cp.async`` each - are no
+  conflicting pair), taken from the happens-before checker's own calls (``Machine._hb_check``,
   the same bytes it race-checks; TMEM cells through ``Machine.tmem_note``, the emulator's
   own cell computation); and ``mbarrier`` operations as
   operations on their object with the phase they landed in: ``init`` / ``inval`` (a write), an *arrival*
@@ -256,11 +258,19 @@ class _Win:
     operations ``(granule, op, phase)``, a global read at unknown addresses, whether a wait
     (an acquire) is among them."""
 
-    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "rg", "rp", "tr", "tw", "w")
+    __slots__ = ("acq", "cw", "gr_any", "mb", "r", "rb", "rg", "rp", "tr", "tw", "w", "wb")
 
     def __init__(self) -> None:
         self.r: set[int] = set()
         self.w: set[int] = set()
+        # granules a plain access read / wrote only in part (a 4-byte ``cp.async``, a ``b16``
+        # load) -> the bytes it touched (bit i: byte i of the granule): two threads' accesses
+        # to different bytes of one granule do not conflict. A granule in ``r`` / ``w`` is
+        # one the window touched in full (or that a path recording granules only - a wgmma's
+        # or a bulk store's in-flight reads, an mbarrier init - added), all 8 bytes: a granule
+        # may be in both, and every check takes both
+        self.rb: dict[int, int] = {}
+        self.wb: dict[int, int] = {}
         # of the granules read: those read by a plain (thread) access, and per granule read by
         # a wgmma the groups that read it ((warpgroup, commit-group number)): every thread of
         # the warpgroup that retires such a group is ordered after its reads by itself
@@ -285,6 +295,8 @@ class _Win:
             return
         self.r |= o.r
         self.w |= o.w
+        _or_masks(self.rb, o.rb)
+        _or_masks(self.wb, o.wb)
         self.rp |= o.rp
         for x, gks in o.rg.items():
             self.rg.setdefault(x, set()).update(gks)
@@ -296,18 +308,27 @@ class _Win:
         self.acq |= o.acq
 
     def empty(self) -> bool:
-        return not (self.r or self.w or self.cw or self.tr or self.tw or self.mb or
-                    self.gr_any)
+        return not (self.r or self.w or self.rb or self.wb or self.cw or self.tr or self.tw
+                    or self.mb or self.gr_any)
 
     def writes(self) -> bool:
-        return bool(self.w or self.cw or self.tw) or any(op not in _WAITS
-                                                         for _, op, _ in self.mb)
+        return bool(self.w or self.wb or self.cw or self.tw) or any(op not in _WAITS
+                                                                    for _, op, _ in self.mb)
 
     def releases(self) -> bool:
         return any(op in ("arr", "tx") for _, op, _ in self.mb)
 
     def global_write(self) -> bool:
-        return any(x >= 0 and x & 1 for x in self.w)  # (TMEM granules are negative)
+        return any(x >= 0 and x & 1 for x in self.w) or any(  # (TMEM granules are negative)
+            x & 1 for x in self.wb)
+
+    def touched_w(self) -> set[int]:
+        """The granules it writes, a granule it writes in part included (conservative)."""
+        return self.w.union(self.cw, self.tw, self.wb)
+
+    def touched_r(self) -> set[int]:
+        """The granules it reads, a granule it reads in part included (conservative)."""
+        return self.r.union(self.tr, self.rb)
 
 
 class BarrierUse:
@@ -472,7 +493,8 @@ class BarrierUse:
         if not lanes.size:
             return
         tag = 0 if space == "shared" else 1
-        g = (np.asarray(idx).reshape(lanes.size, -1) // 8) * 2 + tag
+        B = np.asarray(idx, dtype=np.int64).reshape(lanes.size, -1)  # the bytes, per lane
+        g = (B // 8) * 2 + tag
         ins = m.prog.insts[pc]
         kind = None
         if ins.base == "wgmma":
@@ -496,15 +518,34 @@ class BarrierUse:
             # warp-collective (.sync.aligned): the emulator moves the bytes for one lane per
             # warp; every executing lane of the warp did the copy
             ex = np.flatnonzero(self._exe[:m.ntr])
-            g = np.repeat(g, [int(np.count_nonzero(ex // 32 == ln // 32)) for ln in lanes],
-                          axis=0)
+            reps = [int(np.count_nonzero(ex // 32 == ln // 32)) for ln in lanes]
+            g = np.repeat(g, reps, axis=0)
+            B = np.repeat(B, reps, axis=0)
             lanes = np.concatenate([ex[ex // 32 == ln // 32] for ln in lanes])
+        # a plain access's granules touched only in part go to the window by byte (_Win.rb /
+        # wb); a wgmma's operand reads (per commit group, _Win.rg) and a copy's landing bytes
+        # stay whole granules, as does everything kept in flight (``pend``): coarser is safe
+        nb = B.shape[1]
+        # (fewer than 8 bytes: no granule whole; ``part``: every byte goes by byte)
+        part = nb < 8 and not landing and kind != "wg"
+        full = None if landing or kind == "wg" or part else _whole(B)
+        whole_rows = None if full is None else full.all(axis=1).tolist()
+        masks = _masks(B, tag) if part else None
+        small = nb <= 16  # (a short row: its granules as a list, repeats and all)
+        rows = g.tolist() if small else None
         for r, ln in enumerate(lanes.tolist()):
             if ln >= m.ntr:
                 continue
             w = self._win(ln)
-            gs = np.unique(g[r]).tolist()
-            (w.cw if landing else w.w if write else w.r).update(gs)
+            gs = rows[r] if small else np.unique(g[r]).tolist()
+            if part:
+                _or_masks(w.wb if write else w.rb, masks[r])
+            elif full is None or whole_rows[r]:
+                (w.cw if landing else w.w if write else w.r).update(gs)
+            else:
+                fr = full[r]
+                (w.w if write else w.r).update(np.unique(g[r][fr]).tolist())
+                _or_masks(w.wb if write else w.rb, _masks(B[r:r + 1][:, ~fr], tag)[0])
             if kind == "wg" and not write:
                 gk = (self._warpgroup(int(m.glane[ln])), int(m.wg_committed[ln]) + 1)
                 for x in gs:
@@ -871,11 +912,18 @@ class BarrierUse:
         # the issues, and tcgen05 operations run in issue order (PTX ISA 9.1 §9.7.16.6)
         idx_tr: dict[int, set[int]] = defaultdict(set)
         idx_tw: dict[int, set[int]] = defaultdict(set)
+        # granules touched only in part after it (_Win.rb / wb): thread -> its bytes
+        idx_rpg: dict[int, dict[int, int]] = defaultdict(dict)
+        idx_wpg: dict[int, dict[int, int]] = defaultdict(dict)
         for g, (_, w) in after.items():
             for x in w.r | w.tr:
                 idx_r[x].add(g)
             for x in w.w | w.cw | w.tw:  # (what is issued after it accesses after it)
                 idx_w[x].add(g)
+            for x, mk in w.rb.items():
+                idx_rpg[x][g] = mk
+            for x, mk in w.wb.items():
+                idx_wpg[x][g] = mk
             for x in w.tr:
                 idx_tr[x].add(g)
             for x in w.tw:
@@ -894,11 +942,22 @@ class BarrierUse:
                     return (f"{self._who(a_)}'s tcgen05 operation reads {self._gran(x)} "
                             f"before it, another thread's tcgen05 operation writes it after")
             for x in w.w:
-                if (idx_w.get(x, _EMPTY) | idx_r.get(x, _EMPTY)) - {a_} or any(
-                        g != a_ for g, _, _ in idx_m.get(x, ())):
+                if _other(a_, idx_w.get(x), idx_r.get(x), idx_wpg.get(x), idx_rpg.get(x)) \
+                        or any(g != a_ for g, _, _ in idx_m.get(x, ())):
                     return f"{self._who(a_)} wrote {self._gran(x)} before it, another thread touches it after"
+            for x, mk in w.wb.items():  # a granule written in part: whole, or a common byte
+                if _other(a_, idx_w.get(x), idx_r.get(x)) or _overlap(
+                        a_, mk, idx_wpg.get(x), idx_rpg.get(x)) or any(
+                        g != a_ for g, _, _ in idx_m.get(x, ())):
+                    return (f"{self._who(a_)} wrote {self._bytes(x, mk)} before it, another "
+                            f"thread touches them after")
+            for x, mk in w.rb.items():
+                if _other(a_, idx_w.get(x)) or _overlap(a_, mk, idx_wpg.get(x)) or any(
+                        g != a_ and op not in _WAITS for g, op, _ in idx_m.get(x, ())):
+                    return (f"{self._who(a_)} read {self._bytes(x, mk)} before it, another "
+                            f"thread writes them after")
             for x in w.r:
-                writers = idx_w.get(x, _EMPTY) - {a_}
+                writers = idx_w.get(x, _EMPTY).union(idx_wpg.get(x, ())) - {a_}
                 if writers and x not in w.rp and x in w.rg:
                     # read only by wgmma groups: a writer that retired each of them itself
                     # before this barrier is ordered after the reads by its program order
@@ -909,8 +968,8 @@ class BarrierUse:
                         g != a_ and op not in _WAITS for g, op, _ in idx_m.get(x, ())):
                     return f"{self._who(a_)} read {self._gran(x)} before it, another thread writes it after"
             for x, op, ph in w.mb:
-                if idx_w.get(x, _EMPTY) - {a_} or (
-                        op not in _WAITS and idx_r.get(x, _EMPTY) - {a_}):
+                if _other(a_, idx_w.get(x), idx_wpg.get(x)) or (
+                        op not in _WAITS and _other(a_, idx_r.get(x), idx_rpg.get(x))):
                     return (f"{self._who(a_)}'s mbarrier {op} on {self._gran(x)} before it, "
                             f"a plain access of another thread after")
                 for g, op2, ph2 in idx_m.get(x, ()):
@@ -944,6 +1003,10 @@ class BarrierUse:
             return f"TMEM lane {(k // 128) % 128} columns {4 * (k % 128)}-{4 * (k % 128) + 3}"
         space = "global" if x & 1 else "shared"
         return f"{space} granule 0x{(x >> 1) * 8:x}"
+
+    def _bytes(self, x: int, mk: int) -> str:
+        at = [(x >> 1) * 8 + i for i in range(8) if mk >> i & 1]
+        return f"{'global' if x & 1 else 'shared'} bytes {', '.join(f'0x{b:x}' for b in at)}"
 
     def _observed(self, b: int, gran: int, p: int, b_idx: int) -> bool:
         """Whether thread b had seen phase p - 1 of the mbarrier at ``gran`` complete before its
@@ -1057,6 +1120,75 @@ class BarrierUse:
         return dict(out)
 
 
+def _whole(B: np.ndarray) -> np.ndarray | None:
+    """Per byte of ``B`` (accesses x bytes: the shared or global bytes each lane's access
+    touches), whether its access touches every byte of its 8-byte granule; None when every
+    access touches whole granules only (the common case: aligned, multiples of 8 bytes)."""
+    k, nb = B.shape
+    if not B.size:
+        return None
+    if nb % 8 == 0 and not (B[:, 0] % 8).any() and (np.diff(B, axis=1) == 1).all():
+        return None  # contiguous, aligned, whole granules
+    Bs = np.sort(B, axis=1)
+    if nb > 1 and (np.diff(Bs, axis=1) == 0).any():
+        # a byte twice in one access: count the distinct bytes row by row
+        out = np.zeros(B.shape, np.bool_)
+        for r in range(k):
+            u, inv = np.unique(B[r], return_inverse=True)
+            gu, cnt = np.unique(u // 8, return_counts=True)
+            out[r] = np.isin(u // 8, gu[cnt == 8])[inv]
+        return out
+    # sorted distinct bytes: the byte at position p with offset o in its granule lies in a
+    # whole granule iff positions p - o and p - o + 7 hold bytes of that granule too (the 8
+    # positions between them then hold its 8 distinct bytes)
+    G = Bs // 8
+    P = np.arange(nb)[None, :]
+    lo = P - Bs % 8
+    hi = lo + 7
+    ok = (lo >= 0) & (hi < nb)
+    whole = ok & (np.take_along_axis(G, np.clip(lo, 0, nb - 1), 1) == G) & \
+        (np.take_along_axis(G, np.clip(hi, 0, nb - 1), 1) == G)
+    # back to B's order
+    order = np.argsort(B, axis=1, kind="stable")
+    out = np.empty(B.shape, np.bool_)
+    np.put_along_axis(out, order, whole, 1)
+    return out
+
+
+def _masks(B: np.ndarray, tag: int) -> list[dict[int, int]]:
+    """Per row of ``B`` (accesses x bytes), granule -> the bytes of it the access touches (bit
+    i: byte i of the granule; granules as :meth:`BarrierUse._record` numbers them)."""
+    G = (B // 8) * 2 + tag
+    M = np.left_shift(1, B % 8)
+    if not B.size:
+        return [{} for _ in range(B.shape[0])]
+    if (G == G[:, :1]).all():  # each access within one granule (the common case)
+        return [{gr: mk} for gr, mk in zip(G[:, 0].tolist(),
+                                           np.bitwise_or.reduce(M, axis=1).tolist())]
+    out = []
+    for gs, ms in zip(G.tolist(), M.tolist()):
+        d: dict[int, int] = {}
+        for gr, mk in zip(gs, ms):
+            d[gr] = d.get(gr, 0) | mk
+        out.append(d)
+    return out
+
+
+def _or_masks(into: dict[int, int], other: dict[int, int]) -> None:
+    """``into`` |= ``other`` (granule -> byte mask)."""
+    if not into:
+        into.update(other)
+        return
+    for x, mk in other.items():
+        into[x] = into.get(x, 0) | mk
+
+
+def _overlap(a: int, mk: int, *per: dict[int, int] | None) -> bool:
+    """Whether a thread other than ``a`` of ``per`` (thread -> byte mask of one granule, None:
+    empty) touched a byte of ``mk``."""
+    return any(d and any(g != a and m & mk for g, m in d.items()) for d in per)
+
+
 def _tmem_granules(c: int, rows: np.ndarray, cols: np.ndarray) -> list[int]:
     """Granules (negative ints: apart from the shared / global ones) of the TMEM cells of
     batch CTA ``c`` at ``rows`` x ``cols`` (broadcastable), 4 columns to a granule."""
@@ -1094,8 +1226,9 @@ def _conflict(xb: int, xw: _Win, yb: int, yw: _Win) -> bool:
         return True
     ymb = {x for x, _, _ in yw.mb}
     ymod = {x for x, op, _ in yw.mb if op not in _WAITS}
-    xw_w, yw_w = xw.w | xw.cw | xw.tw, yw.w | yw.cw | yw.tw
-    xw_r, yw_r = xw.r | xw.tr, yw.r | yw.tr
+    # (a granule touched in part counts as touched whole here: coarser, so safe)
+    xw_w, yw_w = xw.touched_w(), yw.touched_w()
+    xw_r, yw_r = xw.touched_r(), yw.touched_r()
     if xw_w & (yw_r | yw_w | ymb) or xw_r & (yw_w | ymod):
         return True
     for x, op, ph in xw.mb:
@@ -1169,13 +1302,18 @@ def _covered(before: _Win, after: _Win) -> bool:
     """Whether thread a's before-side ``before`` is acquired by whoever acquires a release of
     thread b's after-side ``after`` without this barrier: a's are only arrivals, on the objects
     and phases of every one of b's releases."""
-    if before.r or before.w or before.cw or before.tr or before.tw or before.gr_any or \
-            before.acq or not before.mb:
+    if before.r or before.w or before.rb or before.wb or before.cw or before.tr or \
+            before.tw or before.gr_any or before.acq or not before.mb:
         return False
     if any(op != "arr" for _, op, _ in before.mb):
         return False
     mine = {(x, ph) for x, _, ph in before.mb}
     return all((x, ph) in mine for x, op, ph in after.mb if op in ("arr", "tx"))
+
+
+def _other(a: int, *sets: set[int] | dict[int, int] | None) -> bool:
+    """Whether one of ``sets`` (of threads; None: empty) holds a thread other than ``a``."""
+    return any(s and (len(s) > 1 or a not in s) for s in sets)
 
 
 def _cross(xs: list[int], ys: list[int]) -> bool:

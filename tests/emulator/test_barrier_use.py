@@ -761,3 +761,62 @@ def test_two_warpgroups_reading_the_same_bytes_then_one_overwriting_them_is_a_ra
 setp.eq.u32 %p5, %r1, 128;
 @%p5 st.shared.u32 [buf], %r1;"""), threads=256)
     assert any(f.rule == "HB1" for f in res.findings), res.findings
+
+
+def test_accesses_to_different_bytes_of_one_granule_do_not_conflict():
+    # the summaries keep 8-byte granules; a granule touched only in part is kept by byte, so
+    # t0's word at buf and t1's at buf+4 (one granule) are no conflicting pair: the barrier
+    # between them orders nothing (a 4-byte cp.async per thread, Triton's bitdelta prologue)
+    eff, ptx = _effects("""
+@%p1 st.shared.u32 [buf], %r1;
+bar.sync 0;
+@%p2 st.shared.u32 [buf+4], %r1;
+@%p2 ld.shared.u16 %r9, [buf+6];""")
+    assert eff[_line(ptx, "bar.sync")] == 0
+    eff, ptx = _effects("""
+@%p1 cp.async.ca.shared.global [buf], [%rd1], 4;
+@%p1 cp.async.commit_group;
+@%p2 cp.async.ca.shared.global [buf+4], [%rd1], 4;
+@%p2 cp.async.commit_group;
+bar.sync 0;
+cp.async.wait_group 0;
+bar.sync 1;
+@%p2 ld.shared.u32 %r5, [buf];""")
+    assert eff[_line(ptx, "bar.sync 0")] == 0  # t1's landing at its wait is its own bytes
+    assert eff[_line(ptx, "bar.sync 1")] == 1  # t1 reads what t0's copy wrote
+
+
+@pytest.mark.parametrize("before, after", [
+    ("@%p1 st.shared.u32 [buf+4], %r1;", "@%p2 st.shared.u16 [buf+6], %r1;"),  # bytes 6-7
+    ("@%p1 st.shared.u16 [buf+2], %r1;", "@%p2 ld.shared.u32 %r5, [buf];"),  # bytes 2-3
+    ("@%p1 st.shared.u32 [buf], %r1;", "@%p2 ld.shared.u64 %rd3, [buf];"),  # part vs whole
+    ("@%p1 ld.shared.u64 %rd3, [buf];", "@%p2 st.shared.u8 [buf+7], %r1;"),  # whole vs part
+    ("@%p1 ld.shared.u8 %r5, [buf+5];", "@%p2 st.shared.v2.u16 [buf+4], {%r1, %r1};"),
+    ("@%p1 st.shared.u32 [%rd1], %r1;".replace("shared", "global"),
+     "@%p2 ld.global.u16 %r5, [%rd1+2];"),  # global bytes too
+])
+def test_accesses_overlapping_in_part_of_a_granule_conflict(before, after):
+    eff, ptx = _effects(f"{before}\nbar.sync 0;\n{after}")
+    assert eff[_line(ptx, "bar.sync")] == 1
+
+
+@pytest.mark.parametrize("before, after", [
+    ("@%p1 st.shared.u32 [buf+68], %r1;", "@%p2 mbarrier.arrive.shared::cta.b64 _, [buf+64];"),
+    ("@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];", "@%p2 ld.shared.u16 %r5, [buf+70];"),
+    ("@%p1 ld.shared.u16 %r5, [buf+70];", "@%p2 mbarrier.arrive.shared::cta.b64 _, [buf+64];"),
+    ("@%p1 mbarrier.arrive.shared::cta.b64 _, [buf+64];", "@%p2 st.shared.u8 [buf+71], %r1;"),
+])
+def test_a_plain_access_to_part_of_an_mbarrier_conflicts_with_its_operations(before, after):
+    eff, ptx = _effects(f"{_INIT}\n{before}\nbar.sync 1;\n{after}")
+    assert eff[_line(ptx, "bar.sync 1")] == 1
+
+
+def test_whole_granules_of_an_access():
+    from emulator.barrier_use import _whole
+    assert _whole(np.arange(16).reshape(1, 16)) is None  # aligned, whole: the fast path
+    got = _whole(np.array([[4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]))
+    assert got.tolist() == [[False] * 4 + [True] * 8]
+    got = _whole(np.array([[15, 14, 13, 12, 11, 10, 9, 8, 3, 2]]))  # any order
+    assert got.tolist() == [[True] * 8 + [False] * 2]
+    got = _whole(np.array([[0, 1, 2, 3, 4, 5, 6, 6], [0, 1, 2, 3, 4, 5, 6, 7]]))  # a repeat
+    assert got.tolist() == [[False] * 8, [True] * 8]
