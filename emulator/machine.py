@@ -638,17 +638,9 @@ class Machine:
         wgmma.mma_async with no wgmma.fence before it (the same section: the fence is required
         before the first wgmma.mma_async of a warpgroup)."""
         first = exe & ~self.wg_fenced
-        if first.any() and ("HB10", pc) not in self.findings:
-            ins = self.prog.insts[pc]
-            ln = int(np.flatnonzero(first)[0])
-            self.findings[("HB10", pc)] = Finding(
-                rule="HB10", severity="error", file=self.prog.filename, line=ins.line,
-                col=ins.col,
-                message=(f"'{ins.opcode}' is the first wgmma.mma_async of "
-                         f"{self._who(int(self.glane[ln]))}, which executed no wgmma.fence "
-                         f"before it ({int(first.sum())} threads)"),
-                notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
-                                    "before the first wgmma.mma_async")])
+        if first.any():
+            self._hb10(pc, first, "is the first wgmma.mma_async of {who}, which executed no "
+                                  "wgmma.fence before it", "before the first wgmma.mma_async")
             return
         n_acc = len(keys) if n_acc is None else n_acc
         for j, (name, key) in enumerate(keys):
@@ -667,19 +659,22 @@ class Machine:
             how = ("a non-wgmma instruction" if by_wg is None or not (by_wg & hit).any() else
                    "another wgmma.mma_async (a different shape, or the other of accumulator "
                    "and register A)")
-            fk = ("HB10", pc)
-            if fk not in self.findings:
-                ins = self.prog.insts[pc]
-                ln = int(np.flatnonzero(hit)[0])
-                self.findings[fk] = Finding(
-                    rule="HB10", severity="error", file=self.prog.filename, line=ins.line,
-                    col=ins.col,
-                    message=(f"'{ins.opcode}' uses register '{name}', which "
-                             f"{self._who(int(self.glane[ln]))} accessed with {how} "
-                             f"after its last wgmma.fence ({int(hit.sum())} threads)"),
-                    notes=[Note(message="missing synchronisation: 'wgmma.fence.sync.aligned' "
-                                        "between the register access and the wgmma.mma_async")])
+            self._hb10(pc, hit, f"uses register '{name}', which {{who}} accessed with {how} "
+                                f"after its last wgmma.fence",
+                       "between the register access and the wgmma.mma_async")
             return
+
+    def _hb10(self, pc: int, lanes: np.ndarray, what: str, where: str) -> None:
+        """Record HB10 at ``pc`` once: ``what`` (with ``{who}``: the first of ``lanes``) and
+        where the missing ``wgmma.fence`` goes."""
+        if ("HB10", pc) in self.findings:
+            return
+        ins = self.prog.insts[pc]
+        who = self._who(int(self.glane[int(np.flatnonzero(lanes)[0])]))
+        self.findings[("HB10", pc)] = Finding(
+            rule="HB10", severity="error", file=self.prog.filename, line=ins.line, col=ins.col,
+            message=f"'{ins.opcode}' {what.format(who=who)} ({int(lanes.sum())} threads)",
+            notes=[Note(message=f"missing synchronisation: 'wgmma.fence.sync.aligned' {where}")])
 
     def wg_fence(self, exe: np.ndarray) -> None:
         """``wgmma.fence`` by ``exe``: their earlier register accesses are ordered before any

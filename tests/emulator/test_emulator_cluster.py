@@ -179,6 +179,24 @@ def test_launch_cluster_without_directive_and_mapa_out_of_range():
     assert res.status == "fault" and "rank" in res.message
 
 
+# the consumer side of the mbarrier kernels: wait on the CTA's own mbarrier (phase 0), read
+# buf[tid] and store it to out[tid] (a .format template: braces doubled)
+_CONSUMER = """$L_cons:
+{{
+.reg .pred done;
+$L_wait:
+mbarrier.try_wait.parity.shared::cta.b64 done, [%r20], 0;
+@!done bra.uni $L_wait;
+}}
+shl.b32 %r4, %r1, 2;
+add.u32 %r5, %r3, %r4;
+ld.shared.u32 %r9, [%r5];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r9;
+$L_end:
+"""
+
 # rank 1 writes into rank 0's buf through DSMEM, then arrives remotely on rank 0's mbarrier
 # (release); rank 0 waits on its own mbarrier (acquire) and reads its buf
 MBAR = HEAD + """mov.u32 %r20, bar;
@@ -196,21 +214,7 @@ st.shared::cluster.u32 [%r8], %r6;
 mapa.shared::cluster.u32 %r21, %r20, 0;
 mbarrier.arrive{sem}.shared::cluster.b64 _, [%r21];
 bra.uni $L_end;
-$L_cons:
-{{
-.reg .pred done;
-$L_wait:
-mbarrier.try_wait.parity.shared::cta.b64 done, [%r20], 0;
-@!done bra.uni $L_wait;
-}}
-shl.b32 %r4, %r1, 2;
-add.u32 %r5, %r3, %r4;
-ld.shared.u32 %r9, [%r5];
-mul.wide.u32 %rd2, %r1, 4;
-add.s64 %rd3, %rd1, %rd2;
-st.global.u32 [%rd3], %r9;
-$L_end:
-{sync2}
+""" + _CONSUMER + """{sync2}
 ret;
 }}
 """
@@ -400,21 +404,7 @@ st.shared::cluster.u32 [%r8], %r6;
 mapa.shared::cluster.u32 %r21, %r20, %r2;
 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r21];
 bra.uni $L_end;
-$L_cons:
-{{
-.reg .pred done;
-$L_wait:
-mbarrier.try_wait.parity.shared::cta.b64 done, [%r20], 0;
-@!done bra.uni $L_wait;
-}}
-shl.b32 %r4, %r1, 2;
-add.u32 %r5, %r3, %r4;
-ld.shared.u32 %r9, [%r5];
-mul.wide.u32 %rd2, %r1, 4;
-add.s64 %rd3, %rd1, %rd2;
-st.global.u32 [%rd3], %r9;
-$L_end:
-ret;
+""" + _CONSUMER + """ret;
 }}
 """
 

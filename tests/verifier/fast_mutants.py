@@ -528,25 +528,22 @@ def _wgmma_fence_redundant(cfg, i: int) -> bool:
                 st |= _names(ins) & ops
         return frozenset(st)
 
+    def inn_of(bid: int) -> frozenset:
+        preds = [out[e.src] for e in cfg.blocks[bid].preds
+                 if e.src < n and out[e.src] is not None]
+        inn = frozenset().union(*preds) if preds else frozenset()
+        return inn | {ENTRY} if bid == cfg.rpo[0] else inn
+
     changed = True
     while changed:
         changed = False
         for bid in cfg.rpo:
             b = cfg.blocks[bid]
-            preds = [out[e.src] for e in b.preds if e.src < n and out[e.src] is not None]
-            inn = frozenset().union(*preds) if preds else frozenset()
-            if bid == cfg.rpo[0]:
-                inn = inn | {ENTRY}
-            new = transfer(inn, b.start, b.end, False)
+            new = transfer(inn_of(bid), b.start, b.end, False)
             if new != out[bid]:
                 out[bid], changed = new, True
     for bid in cfg.rpo:
-        b = cfg.blocks[bid]
-        preds = [out[e.src] for e in b.preds if e.src < n and out[e.src] is not None]
-        inn = frozenset().union(*preds) if preds else frozenset()
-        if bid == cfg.rpo[0]:
-            inn = inn | {ENTRY}
-        transfer(inn, b.start, b.end, True)
+        transfer(inn_of(bid), cfg.blocks[bid].start, cfg.blocks[bid].end, True)
     return not bad[0]
 
 

@@ -179,18 +179,14 @@ tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r2};""")
 
 _MMA = ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r0, %r1, %r2, %r3}, %rd0, %rd1, "
         "1, 1, 1, 0, 0;")
+#: the accumulator %r0..%r3 zeroed and the two descriptors set (before the first fence)
+_ZERO = "".join(f"mov.u32 %r{i}, 0;\n" for i in range(4)) + "mov.b64 %rd0, 0;\nmov.b64 %rd1, 0;\n"
 
 
 def test_a_wgmma_wait_redone_by_the_next_one_before_any_hazard_is_equivalent():
     from fast_mutants import equivalent
     text = _small(f"""
-mov.u32 %r0, 0;
-mov.u32 %r1, 0;
-mov.u32 %r2, 0;
-mov.u32 %r3, 0;
-mov.b64 %rd0, 0;
-mov.b64 %rd1, 0;
-wgmma.fence.sync.aligned;
+{_ZERO}wgmma.fence.sync.aligned;
 {_MMA}
 wgmma.commit_group.sync.aligned;
 wgmma.wait_group.sync.aligned 1;
@@ -232,13 +228,7 @@ add.f32 %r5, %r0, %r1;""")
 def test_a_wgmma_fence_is_equivalent_only_when_another_covers_every_register_access():
     from fast_mutants import equivalent
     text = _small(f"""
-mov.u32 %r0, 0;
-mov.u32 %r1, 0;
-mov.u32 %r2, 0;
-mov.u32 %r3, 0;
-mov.b64 %rd0, 0;
-mov.b64 %rd1, 0;
-wgmma.fence.sync.aligned;
+{_ZERO}wgmma.fence.sync.aligned;
 {_MMA}
 wgmma.fence.sync.aligned;
 {_MMA}
