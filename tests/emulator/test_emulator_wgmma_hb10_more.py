@@ -8,10 +8,9 @@ accumulator is unsupported (it crashed with an IndexError)."""
 from __future__ import annotations
 
 import pytest
+from test_emulator_wgmma_partial import _FENCE, _run, _want
 
 from emulator import EmulationUnsupported
-
-from test_emulator_wgmma_partial import _FENCE, _run, _want
 
 _MMA = ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r10, %r11, %r12, %r13}, "
         "{%r20, %r20, %r20, %r20}, %rd2, 1, 1, 1, 0;\n")
