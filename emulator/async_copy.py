@@ -309,6 +309,34 @@ def _flat(m, ln: int, offs: np.ndarray, pc: int) -> np.ndarray:
     return int(m.cta_local[ln]) * m.shared.shape[1] + offs
 
 
+def _flat_cluster(m, ln: int, offs: np.ndarray, mbar: int, pc: int) -> np.ndarray:
+    """Flat shared indices of a copy's destination bytes ``offs``: shared::cluster addresses
+    (``mapa``, rank bits above ``cluster.RANK_SHIFT``) may name a peer CTA's shared memory
+    (PTX ISA 9.1 §9.7.9.25.4.1 cp.async.bulk: the destination is in ``.shared::cluster``), whose
+    completion mbarrier must be in the same CTA as the destination."""
+    from emulator import cluster as _cluster
+    offs = np.asarray(offs, np.int64)
+    c = int(m.cta_local[ln])
+    if offs.size and (offs >> _cluster.RANK_SHIFT).any():
+        tgt, off = m.clb.decode(m, np.full(offs.size, c), offs, pc)
+    else:
+        tgt, off = np.full(offs.size, c), offs
+    tc = int(tgt[0]) if tgt.size else c
+    if (tgt != tc).any():
+        raise _Fault("fault", f"asynchronous copy destination spans two CTAs' shared memory "
+                              f"({m.prog.where(pc)})")
+    if m.mbar_key(ln, mbar, pc)[0] != tc:
+        raise _Fault("fault", f"asynchronous copy into the shared memory of CTA "
+                              f"{int(m.batch_ids[tc])} completes on an mbarrier of another CTA "
+                              f"(the mbarrier must be in the destination's CTA, PTX ISA 9.1 "
+                              f"cp.async.bulk) ({m.prog.where(pc)})")
+    if off.size and (int(off.min()) < 0 or int(off.max()) >= m.smem_bytes):
+        bad = int(off[(off < 0) | (off >= m.smem_bytes)][0])
+        raise _Fault("fault", f"asynchronous copy touches shared address 0x{bad:x} outside the "
+                              f"CTA's {m.smem_bytes} B of shared memory ({m.prog.where(pc)})")
+    return tc * m.shared.shape[1] + off
+
+
 def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
                        mbar: int) -> int:
     """Write ``data`` (uint8, one per byte) to the shared addresses ``offs`` of lane ``ln``'s
@@ -317,7 +345,7 @@ def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
     epoch of the copy unit of that mbarrier (``registry.copy_unit``); returns the epoch (to be
     released by the mbarrier's ``complete_tx``)."""
     c = int(m.cta_local[ln])
-    flat = _flat(m, ln, offs, pc)
+    flat = _flat_cluster(m, ln, offs, mbar, pc)
     unit = copy_unit(mbar)
     epoch = _epoch(m, c, unit)
     if m.ntr and ln < m.ntr:

@@ -419,3 +419,75 @@ def test_mapa_arrive_on_the_own_ctas_mbarrier_without_a_peer(cluster):
     res, _ = _launch(OWN.format(cluster=cluster, fence=FENCE_INIT).replace(
         "arrive.release.cluster", "arrive.relaxed.cluster"), grid=(1, 1, 1), n_out=64)
     assert "HB1" in _rules(res), [str(f) for f in res.findings]
+
+
+# red team round 6: a bulk copy into a peer CTA's shared memory (a shared::cluster destination
+# from mapa) completing on the peer's mbarrier (PTX ISA 9.1 §9.7.9.25.4.1 cp.async.bulk: the
+# destination and its mbarrier are in .shared::cluster, in one CTA); it was a fault ("outside
+# the CTA's shared memory"). Rank 0's t0 copies 16 B from global (or its own shared memory)
+# into rank 1's buf+128; rank 1's t32 announces the bytes, waits, reads them
+PEER_COPY = HEAD.replace(".param .u64 out)", ".param .u64 out, .param .u64 src)") + """\
+ld.param.u64 %rd4, [src];
+setp.eq.u32 %p1, %r1, 0;
+setp.eq.u32 %p6, %r2, 0;
+and.pred %p7, %p6, %p1;
+setp.eq.u32 %p2, %r1, 32;
+setp.ne.u32 %p3, %r2, 0;
+and.pred %p4, %p3, %p2;
+@%p1 mbarrier.init.shared::cta.b64 [bar], 1;
+@%p1 ld.global.v4.u32 {{%r10, %r11, %r12, %r13}}, [%rd4];
+@%p1 st.shared.v4.u32 [buf+64], {{%r10, %r11, %r12, %r13}};
+@%p1 fence.proxy.async.shared::cta;
+fence.mbarrier_init.release.cluster;
+barrier.cluster.arrive.aligned;
+barrier.cluster.wait.aligned;
+add.u32 %r20, %r3, 128;
+mapa.shared::cluster.u32 %r21, %r20, 1;
+mov.u32 %r23, bar;
+mapa.shared::cluster.u32 %r22, %r23, {mrank};
+@%p4 mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 16;
+barrier.cluster.arrive.aligned;
+barrier.cluster.wait.aligned;
+@%p7 {copy}
+@!%p4 bra SKIP;
+mov.u32 %r9, 0;
+{wait}
+ld.shared.u32 %r5, [buf+128];
+st.global.u32 [%rd1], %r5;
+SKIP:
+barrier.cluster.arrive.aligned;
+barrier.cluster.wait.aligned;
+ret;
+}}
+"""
+PEER_WAIT = """WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [bar], %r9;
+@!%p0 bra WAIT;"""
+PEER_COPIES = {
+    "global": "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r21], [%rd4], "
+              "16, [%r22];",
+    "dsmem": "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r21], "
+             "[buf+64], 16, [%r22];"}
+
+
+def _peer_copy(copy: str, wait: str = PEER_WAIT, mrank: int = 1):
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(4, np.uint32))
+    src = gmem.add("src", np.arange(4, dtype=np.uint32) + 1000)
+    launch = Launch(grid=(2, 1, 1), threads=64, params={"out": out.to_bytes(8, "little"),
+                                                        "src": src.to_bytes(8, "little")})
+    res = run_launch(PEER_COPY.format(cluster=CL2, copy=PEER_COPIES[copy], wait=wait,
+                                      mrank=mrank), launch, gmem, filename="cl.ptx")
+    return res, gmem.buffer("out").view(np.uint32)
+
+
+@pytest.mark.parametrize("copy", sorted(PEER_COPIES))
+def test_bulk_copy_into_a_peers_shared_memory_completes_on_its_mbarrier(copy):
+    res, out = _peer_copy(copy)
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert out[0] == 1000
+    res, _ = _peer_copy(copy, wait="")
+    assert "HB1" in _rules(res), res.findings
+    # the mbarrier in another CTA than the destination: PTX requires them in one CTA
+    res, _ = _peer_copy(copy, mrank=0)
+    assert res.status == "fault" and "another CTA" in res.message
