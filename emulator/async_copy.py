@@ -337,6 +337,14 @@ def _flat_cluster(m, ln: int, offs: np.ndarray, mbar: int, pc: int) -> np.ndarra
     return tc * m.shared.shape[1] + off
 
 
+def _copy_unit(m, ln: int, mbar: int, pc: int) -> int:
+    """The copy unit (``registry.copy_unit``) of a copy by ``ln`` completing on the mbarrier at
+    ``mbar`` (a shared::cluster address may name a peer CTA's): its slot in the mbarrier's CTA,
+    rotated by that CTA's cluster rank."""
+    tc, off = m.mbar_key(ln, mbar, pc)
+    return copy_unit(off, int(m.rk_of[m.batch_ids[tc]]), m.C)
+
+
 def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
                        mbar: int) -> int:
     """Write ``data`` (uint8, one per byte) to the shared addresses ``offs`` of lane ``ln``'s
@@ -346,7 +354,7 @@ def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
     released by the mbarrier's ``complete_tx``)."""
     c = int(m.cta_local[ln])
     flat = _flat_cluster(m, ln, offs, mbar, pc)
-    unit = copy_unit(mbar)
+    unit = _copy_unit(m, ln, mbar, pc)
     epoch = _epoch(m, c, unit)
     if m.ntr and ln < m.ntr:
         m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc, data[None, :],
@@ -589,7 +597,7 @@ def _complete_tx(m, ln: int, mbar: int, nbytes: int, epoch: int, pc: int) -> Non
     # the copy (mbar_access: a use not ordered after the init is a race)
     mbar_access(m, one, np.full(m.N, mbar, np.int64), pc, write=False)
     # the copy's release: its unit's column in the issuing CTA's block (emulator.cluster)
-    col = int(m.acol[m.cta_local[ln]]) + copy_unit(mbar)
+    col = int(m.acol[m.cta_local[ln]]) + _copy_unit(m, ln, mbar, pc)
     st["vc"][col] = max(int(st["vc"][col]), epoch)
     m.mbar_complete_tx(ln, mbar, nbytes, pc)
 

@@ -513,8 +513,10 @@ def tma_multicast(m, ins, pc, exe) -> None:
     ``cp.async.bulk.tensor``): the box lands at the same shared offset ``dst`` in every CTA of the
     cluster whose rank bit is set in ``ctaMask``, and each of those CTAs' mbarrier at offset
     ``mbar`` receives the ``complete_tx`` of the box's bytes. The writes belong to the issuing
-    CTA's copy unit of that mbarrier offset (``registry.copy_unit``) at one epoch, which each complete_tx releases; a peer's reader
-    is ordered after them only through its own mbarrier's phase."""
+    CTA's copy unit of each destination's mbarrier (``registry.copy_unit``: its offset and the
+    destination's rank), one epoch per destination, which that CTA's complete_tx releases; a
+    reader is ordered after the bytes in its CTA only through its own mbarrier's phase, and
+    after those in a peer only through synchronisation with a thread of the peer that waited."""
     from emulator import async_copy as _ac
 
     mods = m._types[pc][0]
@@ -546,11 +548,15 @@ def tma_multicast(m, ins, pc, exe) -> None:
                                   f"memory ({m.prog.where(pc)})")
         c = int(m.cta_local[ln])
         me = int(m.rk_of[m.batch_ids[c]])
-        unit = copy_unit(mbar)
-        epoch = _ac._epoch(m, c, unit)
         for r in range(m.C):
             if not (bits >> r) & 1:
                 continue
+            a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar
+            # each destination CTA's bytes under the unit of its own mbarrier at one epoch,
+            # which only that mbarrier's complete_tx releases: a CTA that observed its own
+            # mbarrier is not ordered after the bytes the multicast wrote into its peers
+            unit = copy_unit(mbar, r, m.C)
+            epoch = _ac._epoch(m, c, unit)
             tc = int(m.clb.peer[c, r])
             if m.clb.exited[tc]:
                 _exit_access(m, pc, tc)
@@ -562,5 +568,4 @@ def tma_multicast(m, ins, pc, exe) -> None:
                 m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, unit)
                 m.sshadow.w_clk[slots] = epoch
             m.shared.reshape(-1)[flat] = data
-            a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar
             _ac._complete_tx(m, ln, a, data.size, epoch, pc)

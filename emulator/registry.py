@@ -44,10 +44,15 @@ _COPY_EXTRA = WGMMA_UNIT + WGMMA_UNITS
 ASYNC_UNITS = _COPY_EXTRA + COPY_SLOTS - 1
 
 
-def copy_unit(mbar: int) -> int:
+def copy_unit(mbar: int, rank: int = 0, nrank: int = 1) -> int:
     """The async unit of a copy completing on the mbarrier at shared offset ``mbar`` (rank bits
-    of a shared::cluster address ignored): its 8-byte slot modulo :data:`COPY_SLOTS`."""
-    slot = ((int(mbar) & 0xFFFFFF) >> 3) % COPY_SLOTS
+    of a shared::cluster address ignored) of the CTA of cluster rank ``rank`` (of ``nrank``):
+    its 8-byte slot, rotated by the rank (a multicast or a copy into a peer lands on the
+    mbarriers at one offset in several CTAs: one unit for them all would order a CTA's waiter
+    after the bytes the copy wrote into its peers, PTX ISA 9.1 §9.7.9.25.4.1), modulo
+    :data:`COPY_SLOTS`."""
+    stride = max(1, COPY_SLOTS // max(1, int(nrank)))
+    slot = (((int(mbar) & 0xFFFFFF) >> 3) + int(rank) * stride) % COPY_SLOTS
     return 1 if slot == 0 else _COPY_EXTRA + slot - 1
 
 

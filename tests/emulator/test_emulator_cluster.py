@@ -356,7 +356,7 @@ ret;
 """
 
 
-def _mcast(mask: int):
+def _mcast(mask: int, edit=lambda ptx: ptx):
     from emulator.async_copy import encode_tensor_map
     gmem = GlobalMemory()
     src = np.arange(8 * 32, dtype=np.uint32)
@@ -367,7 +367,7 @@ def _mcast(mask: int):
                                                          "out": out.to_bytes(8, "little")})
     ptx = MCAST.format(mask=mask).replace(".reg .b64 %rd<12>;", ".reg .b64 %rd<12>;\n"
                                                                 ".reg .b16 %rs<2>;")
-    res = run_launch(ptx, launch, gmem, filename="mc.ptx")
+    res = run_launch(edit(ptx), launch, gmem, filename="mc.ptx")
     return res, gmem.buffer("out").view(np.uint32).reshape(2, 256), src
 
 
@@ -376,6 +376,22 @@ def test_tma_multicast_lands_in_every_cta_of_the_mask():
     assert res.status == "ok", res.message
     assert [f for f in res.findings if f.severity == "error"] == [], \
         [str(f) for f in res.findings]
+    assert (out[0] == src).all() and (out[1] == src).all()
+
+
+def test_a_ctas_own_mbarrier_does_not_order_it_after_the_multicasts_bytes_in_its_peer():
+    # red team round 6: each CTA waits on its own mbarrier, then reads the peer's copy of the
+    # box through DSMEM. Observing its own phase says nothing about the peer's complete_tx
+    # (PTX ISA 9.1 §9.7.9.25.4.1): a race. Missed while the copy unit was keyed by the
+    # mbarrier offset alone (one unit and epoch for every destination of the multicast)
+    def peer_read(ptx):
+        out = ptx.replace("ld.shared.v4.u32 {%r11, %r12, %r13, %r14}, [%r5];",
+                          "xor.b32 %r7, %r2, 1;\nmapa.shared::cluster.u32 %r8, %r5, %r7;\n"
+                          "ld.shared::cluster.v4.u32 {%r11, %r12, %r13, %r14}, [%r8];")
+        assert out != ptx
+        return out
+    res, out, src = _mcast(3, peer_read)
+    assert "HB1" in _rules(res), [str(f) for f in res.findings]
     assert (out[0] == src).all() and (out[1] == src).all()
 
 
