@@ -702,8 +702,15 @@ def bulk(m, ins, pc, exe, active):
                 if "mbarrier::complete_tx::bytes" not in mods:
                     raise m.prog.unsupported(pc)
                 mbar = int(m.address(ops[3], pc)[ln]) & 0xFFFFFFFF
-                epoch = async_write_shared(m, ln, dst + np.arange(size, dtype=np.int64), data,
-                                           pc, mbar)
+                offs = dst + np.arange(size, dtype=np.int64)
+                if reduce_op is not None:  # cp.reduce.async.bulk into shared::cluster
+                    kind = _REDUCE_TYPES.get(next((x for x in types), None) or "")
+                    if kind is None:
+                        raise m.prog.unsupported(pc)
+                    old = m.shared.reshape(-1)[_flat_cluster(m, ln, offs, mbar, pc)]
+                    data = _reduce_bytes(m, pc, reduce_op, kind, old.reshape(1, -1),
+                                         data.reshape(1, -1)).reshape(-1)
+                epoch = async_write_shared(m, ln, offs, data, pc, mbar)
                 _complete_tx(m, ln, mbar, size, epoch, pc)
             else:
                 if "bulk_group" not in mods:
@@ -729,12 +736,17 @@ _REDUCE_TYPES = {"f16": (2, "f16"), "bf16": (2, "bf16"), "f32": (4, "f32"), "f64
 def _reduce(m, pc, op: str, kind: tuple[int, str], addrs: np.ndarray, rows: np.ndarray):
     """New global bytes of a bulk reduction: ``old <op> rows`` element-wise (PTX ISA 9.1
     §9.7.9.25.4 cp.reduce.async.bulk; float add rounds once per element, .rn)."""
+    return _reduce_bytes(m, pc, op, kind, m.gmem.read(addrs, rows.shape[1]), rows)
+
+
+def _reduce_bytes(m, pc, op: str, kind: tuple[int, str], old: np.ndarray, rows: np.ndarray):
+    """``old <op> rows`` element-wise, both uint8 rows of one shape (:func:`_reduce`)."""
     import ml_dtypes
     es, k = kind
     dt = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
           "u": {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es],
           "s": {4: np.int32, 8: np.int64}.get(es, np.int32)}[k]
-    old = m.gmem.read(addrs, rows.shape[1]).view(dt)
+    old = np.ascontiguousarray(old).view(dt)
     new = np.ascontiguousarray(rows).view(dt)
     if op == "add":
         out = (old.astype(np.float64) + new.astype(np.float64)).astype(dt) if k in (

@@ -495,3 +495,57 @@ def test_an_unfenced_cp_async_byte_hides_neither_the_fence_nor_an_unfenced_store
     assert not [f for f in res.findings if f.severity == "error"], res.findings
     res, _ = run("")
     assert any(f.rule == "HB4" and f.severity == "error" for f in res.findings), res.findings
+
+
+# red team round 6: cp.reduce.async.bulk into shared::cluster (PTX ISA 9.1 §9.7.9.25.4.2: the
+# destination becomes dst <op> src, element-wise, and its complete_tx lands on the mbarrier) was
+# emulated as a plain copy. t0 fills buf+256 and buf+1024 with a[0:4], reduces buf+256 into
+# buf+1024 and reads back 2 * a[0:4] after the wait
+REDUCE_SHARED = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 1024 .b8 buf[2048];
+.visible .entry k(.param .u64 src, .param .u64 out)
+.reqntid 32
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [src];
+ld.param.u64 %rd2, [out];
+mov.u32 %r1, %tid.x;
+mov.u32 %r9, 0;
+setp.eq.u32 %p1, %r1, 0;
+@!%p1 bra DONE;
+mbarrier.init.shared::cta.b64 [buf+8], 1;
+ld.global.v4.u32 {{%r10, %r11, %r12, %r13}}, [%rd1];
+st.shared.v4.u32 [buf+256], {{%r10, %r11, %r12, %r13}};
+st.shared.v4.u32 [buf+1024], {{%r10, %r11, %r12, %r13}};
+fence.proxy.async.shared::cta;
+mbarrier.arrive.expect_tx.shared::cta.b64 _, [buf+8], 16;
+cp.reduce.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes.{op}.{t} [buf+1024], [buf+256], 16, [buf+8];
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p0, [buf+8], %r9;
+@!%p0 bra WAIT;
+ld.shared.v4.u32 {{%r10, %r11, %r12, %r13}}, [buf+1024];
+st.global.v4.u32 [%rd2], {{%r10, %r11, %r12, %r13}};
+DONE:
+ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("op,t,want", [("add", "u32", lambda a: 2 * a),
+                                       ("add", "u64", lambda a: 2 * a),
+                                       ("xor", "b32", lambda a: 0 * a),
+                                       ("min", "u32", lambda a: a)])
+def test_bulk_reduction_into_shared_memory_reduces(op, t, want):
+    gmem = GlobalMemory()
+    a = np.arange(4, dtype=np.uint32) + 1000
+    src = gmem.add("src", a)
+    out = gmem.add("out", np.full(4, 7, np.uint32))
+    res = run_launch(REDUCE_SHARED.format(op=op, t=t), Launch(grid=(1, 1, 1), threads=32, params={
+        "src": src.to_bytes(8, "little"), "out": out.to_bytes(8, "little")}), gmem,
+        filename="red.ptx")
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert gmem.buffer("out").view(np.uint32).tolist() == want(a).tolist()
