@@ -1221,7 +1221,8 @@ class Machine:
                        "'wgmma.wait_group' by the warpgroup that issued the wgmma, covering its "
                        "group, then a barrier with this thread (a wait_group completes only the "
                        "executing warpgroup's groups)")[unit]
-        if i1.base == "cp" and "async" in i1.parts and k1 == "write":
+        if i1.base == "cp" and "async" in i1.parts and "bulk" not in i1.parts and \
+                k1 == "write":  # a non-bulk cp.async (a bulk copy's unit said it above)
             missing = ("'cp.async.wait_group'/'cp.async.wait_all' by the issuing thread covering "
                        "the copy" + (", then a CTA barrier" if lane1 != lane2 else ""))
         self.findings[key] = Finding(

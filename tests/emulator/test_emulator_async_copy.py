@@ -170,6 +170,9 @@ def test_tma_load_without_the_mbarrier_wait_is_a_race():
     assert hb1, res.findings
     assert "ld.shared" in hb1[0].message and "cp.async.bulk.tensor" in hb1[0].message
     assert "TMA/bulk copy" in hb1[0].message
+    # the note names the mbarrier wait, not cp.async's wait_group (red team round 6)
+    missing = next(n.message for n in hb1[0].notes if "missing" in n.message)
+    assert "mbarrier phase" in missing and "cp.async.wait_group" not in missing, missing
 
 
 @pytest.mark.parametrize("tx", [512, 2048])
