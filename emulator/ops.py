@@ -1142,7 +1142,10 @@ def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec:
     """``atom/red{.sem}{.scope}.global.add.v2/.v4/.v8.{f32,f16,bf16}`` (PTX ISA 9.1 ``atom``,
     sm_90+): the add of each element is atomic on its own (the vector is not one atomic
     operation); ``atom`` returns the old elements. Lanes are serialised in lane order."""
-    if t not in ("f32", "f16", "bf16") or space != "global" or vec * NP[t].itemsize > 16:
+    # (.global, or a generic address of global memory: a vector atom may be used with no other
+    # space, PTX ISA 9.1 atom; a generic address of shared memory is the emulator's fault)
+    if t not in ("f32", "f16", "bf16") or space not in ("global", "generic") or \
+            vec * NP[t].itemsize > 16:
         raise m.prog.unsupported(pc, f"'{ins.opcode}' (vector atomics: .global .add of "
                                      f".f32 x 2/4, .f16/.bf16 x 2/4/8)")
     ops = ins.operands

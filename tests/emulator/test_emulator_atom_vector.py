@@ -62,6 +62,19 @@ def test_vector_red_and_atom_add_each_element():
                                            for b in before]
 
 
+def test_a_vector_atomic_through_a_generic_address_of_global_memory():
+    # the .global space is optional (a generic address of global memory)
+    res, out, _ = _run()
+    text = PTX.format(extra="").replace("red.global.gpu.add.v4.f32", "red.gpu.add.v4.f32")
+    gmem = GlobalMemory()
+    o = gmem.add("out", np.zeros(8, np.float32))
+    old = gmem.add("old", np.zeros(256, np.float32))
+    r2 = run_launch(text, Launch(grid=(1, 1, 1), threads=64, params={
+        "out": o.to_bytes(8, "little"), "old": old.to_bytes(8, "little")}), gmem)
+    assert r2.status == "ok" and r2.findings == [], r2.message
+    assert gmem.buffer("out").view(np.float32).tolist() == out.tolist()
+
+
 def test_a_plain_load_of_the_vector_atomics_target_races_them():
     res, _, _ = _run("ld.global.v4.f32 {%f9, %f10, %f11, %f12}, [%rd1];")
     assert "HB1" in {f.rule for f in res.findings}, [str(f) for f in res.findings]
