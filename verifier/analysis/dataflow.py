@@ -10,7 +10,9 @@ Seigle, "ESP: Path-Sensitive Program Verification in Polynomial Time", PLDI 2002
   predicates correlated along different paths stay apart), then are merged by intersecting
   their assumptions, so the domain stays finite and the solver terminates;
 * assumptions are branch outcomes on the path (``%p7`` is false) and the integer ranges they imply
-  for the compared register (``setp.lt.s32 %p7, %r12, 64`` false gives ``%r12 >= 64``); ``and.pred``
+  for the compared register (``setp.lt.s32 %p7, %r12, 64`` false gives ``%r12 >= 64``), or the
+  one value they exclude (``setp.ne.u32 %p1, %r2, 5`` true: ``%r2 != 5``, the role test of a
+  warp-specialized partition that is not warp 0); ``and.pred``
   / ``or.pred`` / ``not.pred`` definitions propagate them. An edge whose guard contradicts the
   assumptions is infeasible and not followed, so correlated branches (an allocation and a free
   under the same condition, a prologue MMA and the epilogue wait guarded by the same trip count)
@@ -255,6 +257,8 @@ class _Assume:
             return None
         if d[0] == "cmp":
             _, cmp, rk, c, dom, _si = d
+            if cmp in ("eq", "ne") and ("x", rk, c, dom) in A:
+                return cmp == "ne"    # an excluded value (a path that took 'rk != c')
             lo, hi = -_INF, _INF
             for a in A:
                 if a[0] == "r" and a[1] == rk and a[4] == dom:
@@ -293,9 +297,9 @@ class _Assume:
             if a[0] == "r":
                 lo, hi = rng.get((a[1], a[4]), (-_INF, _INF))
                 rng[(a[1], a[4])] = (max(lo, a[2]), min(hi, a[3]))
-        for (k, _dom), (lo, hi) in rng.items():
+        for (k, dom), (lo, hi) in rng.items():
             lo, hi = self._aligned(k, lo, hi)
-            if lo > hi:
+            if lo > hi or (lo == hi and ("x", k, lo, dom) in A):
                 return True
         return False
 
@@ -392,6 +396,9 @@ class _Assume:
         if d[0] == "cmp":
             _, cmp, rk, c, dom, si = d
             rng = _cmp_range(cmp, c, value, dom)
+            if rng is None and (cmp == "ne") == value and cmp in ("eq", "ne") \
+                    and self._range_holds(si, rk, at):
+                return A | {("x", rk, c, dom)}    # rk != c: no interval, one excluded value
             if rng is None or not self._range_holds(si, rk, at):
                 return A
             k2, (lo, hi) = rk, rng
