@@ -661,7 +661,8 @@ class BarrierUse:
         rows = np.arange(128)[:, None]
         for ln in lanes.tolist():
             c = int(m.cta_local[ln])
-            c0 = int(m.tmem_next[c]) if op == "alloc" else int(taddr[ln]) & 0xFFFF
+            c0 = max(m.tmem_first_fit(c, int(ncol[ln])), 0) if op == "alloc" else \
+                int(taddr[ln]) & 0xFFFF
             cols = np.arange(c0, min(c0 + int(ncol[ln]), 512))[None, :]
             w = self._win(ln)
             w.w.update(_tmem_granules(c, rows, cols))

@@ -402,7 +402,9 @@ class Machine:
         self.mbar: dict[tuple[int, int], dict] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
-        self.tmem_next = np.zeros(ncta, dtype=np.int64)
+        # TMEM columns allocated per batch CTA (tcgen05.alloc / dealloc, PTX ISA 9.1
+        # §9.7.16.7.1: dealloc frees the columns for later allocations)
+        self.tmem_used = np.zeros((ncta, 512), dtype=np.bool_)
         self.cp_entries: list[dict] = []
         self.async_clk = np.zeros(ncta, dtype=np.int32)
         # per batch CTA and warpgroup: the epoch of its latest wgmma.commit_group (async unit
@@ -615,6 +617,15 @@ class Machine:
         §9.3)."""
         lanes = ~self.done & ~self.blocked & (self.pc == pc)
         return lanes & self._exe_now if self._exe_now is not None else lanes
+
+    def tmem_first_fit(self, c: int, n: int) -> int:
+        """The first column of ``n`` free TMEM columns of batch CTA ``c`` at a multiple of 32
+        (allocations are whole 32-column granules, PTX ISA 9.1 §9.7.16.7.1), or -1."""
+        used = self.tmem_used[c]
+        for base in range(0, 512 - n + 1, 32):
+            if not used[base:base + n].any():
+                return base
+        return -1
 
     def _wg_unfence(self, key: object, pc: int, exe: np.ndarray | None) -> None:
         """Note a non-wgmma access of wgmma operand register ``key`` by the lanes at ``pc``

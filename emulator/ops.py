@@ -1744,15 +1744,16 @@ def _tcgen05(m, ins, pc, exe, active):
         done = set()
         for ln in lanes:
             c = int(m.cta_local[ln])
-            if c in done:
+            if (c, int(m.tid[ln]) // 32) in done:
                 continue  # warp-collective: one allocation per warp
-            done.add(c)
+            done.add((c, int(m.tid[ln]) // 32))
             n = int(ncol[ln])
-            base = int(m.tmem_next[c])
-            if base + n > 512:
-                raise _Fault("fault", f"tcgen05.alloc of {n} columns: only {512 - base} free "
+            base = m.tmem_first_fit(c, n)
+            if base < 0:
+                free = int(512 - m.tmem_used[c].sum())
+                raise _Fault("fault", f"tcgen05.alloc of {n} columns: only {free} free "
                                       f"({m.prog.where(pc)})")
-            m.tmem_next[c] = base + n
+            m.tmem_used[c, base:base + n] = True
             one = np.zeros(m.N, np.bool_)
             one[ln] = True
             m.mem_access("shared", addr, 4, one, pc,
@@ -1760,6 +1761,21 @@ def _tcgen05(m, ins, pc, exe, active):
         del tm
         return None
     if op == "dealloc":
+        taddr = _lanes(m.read(ops[0], "u32", pc), m.N) if ops[0].kind != "imm" else \
+            np.full(m.N, int(ops[0].value or 0), np.int64)
+        ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
+        done = set()
+        for ln in np.flatnonzero(exe):
+            c = int(m.cta_local[ln])
+            if (c, int(m.tid[ln]) // 32) in done:
+                continue  # warp-collective: one deallocation per warp
+            done.add((c, int(m.tid[ln]) // 32))
+            c0, n = int(taddr[ln]) & 0xFFFF, int(ncol[ln])
+            if c0 + n > 512 or not m.tmem_used[c, c0:c0 + n].all():
+                raise _Fault("fault", f"tcgen05.dealloc of columns {c0}-{c0 + n - 1}, which are "
+                                      f"not all allocated (a double free, or no matching "
+                                      f"alloc) ({m.prog.where(pc)})")
+            m.tmem_used[c, c0:c0 + n] = False
         return None
     if op in ("ld", "st"):
         shape = next(x for x in mods if "x" in x and ("32b" in x or "64b" in x or "128b" in x
@@ -1791,6 +1807,24 @@ def _tcgen05(m, ins, pc, exe, active):
         if (row > 127).any() or any((c > 511).any() for c in cols):
             raise _Fault("fault", f"TMEM access outside 128 lanes x 512 columns "
                                   f"({m.prog.where(pc)})")
+        # warp w of its warpgroup reaches only TMEM lanes 32 (w % 4) .. 32 (w % 4) + 31 (PTX ISA
+        # 9.1, the tcgen05 tensor-memory access restrictions of tcgen05.ld / tcgen05.st): another
+        # warp's slab is an illegal access, not a value
+        q = (m.tid[lanes] // 32) % 4
+        off = (row < 32 * q) | (row > 32 * q + 31)
+        if off.any():
+            k = int(np.flatnonzero(off)[0])
+            w = int(m.tid[lanes][k]) // 32
+            raise _Fault("fault", f"'{ins.opcode}' by warp {w} reaches TMEM lane "
+                                  f"{int(row[k])}, outside its lanes {32 * (w % 4)}-"
+                                  f"{32 * (w % 4) + 31} (a warp accesses the 32-lane slab of its "
+                                  f"position in the warpgroup) ({m.prog.where(pc)})")
+        for c in cols:  # columns outside the CTA's allocation (PTX ISA 9.1 §9.7.16.7.1)
+            bad = ~m.tmem_used[cta, c]
+            if bad.any():
+                raise _Fault("fault", f"'{ins.opcode}' reaches TMEM column "
+                                      f"{int(c[np.flatnonzero(bad)[0]])}, which is not allocated "
+                                      f"(tcgen05.alloc) ({m.prog.where(pc)})")
         if op == "ld":
             for r, c in zip(regs, cols):
                 full = np.zeros(m.N, np.uint32)
