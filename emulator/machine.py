@@ -611,6 +611,17 @@ class Machine:
             notes=[Note(message="retire its group first: 'wgmma.commit_group' then "
                                 "'wgmma.wait_group.sync.aligned N' with N small enough")])
 
+    def _wg_access(self, name: str, key: object, pc: int, exe: np.ndarray | None,
+                   what: str) -> None:
+        """The wgmma register checks of one access of register ``name`` (``key``) at ``pc``
+        (``exe``: a write's lanes, None: the reading lanes): HB6 while a wgmma holds it in
+        flight, HB10's note that it needs a ``wgmma.fence`` before a wgmma uses it. Callers test
+        ``wg_pending`` / ``wg_operand_keys`` first (the register hot path)."""
+        if self.wg_pending:
+            self._wg_touch(name, pc, exe, what)
+        if key in self.wg_operand_keys:
+            self._wg_unfence(key, pc, exe)
+
     def _reading_lanes(self, pc: int) -> np.ndarray:
         """The lanes whose operand reads at ``pc`` happen: those executing the current handler
         (an instruction whose guard predicate is false accesses no register, PTX ISA 9.1
@@ -745,10 +756,8 @@ class Machine:
                 arr = self.regs.get(info.key) if info is not None else None
                 if arr is None:
                     arr = self.reg_bits(name, pc)
-                if self.wg_pending:
-                    self._wg_touch(name, pc, None, "reads")
-                if info is not None and info.key in self.wg_operand_keys:
-                    self._wg_unfence(info.key, pc, None)
+                if info is not None and (self.wg_pending or info.key in self.wg_operand_keys):
+                    self._wg_access(name, info.key, pc, None, "reads")
             if dt == np.bool_:
                 v = arr.astype(np.bool_) if arr.dtype != np.bool_ else arr
                 return ~v if op.negated else v
@@ -786,10 +795,8 @@ class Machine:
             raise self.prog.unsupported(pc, f"destination '{op.text}'")
         name = op.name or op.text
         info = self._info(name, pc)
-        if self.wg_pending:
-            self._wg_touch(name, pc, exe, "writes")
-        if info.key in self.wg_operand_keys:
-            self._wg_unfence(info.key, pc, exe)
+        if self.wg_pending or info.key in self.wg_operand_keys:
+            self._wg_access(name, info.key, pc, exe, "writes")
         st = info.storage
         v = np.asarray(value)
         if st == np.bool_:
@@ -824,12 +831,9 @@ class Machine:
         if b.kind == "imm":
             return np.full(self.N, int(b.value or 0) + off, dtype=np.int64)
         info = self.prog.envs[pc].lookup(b.name or b.text)
-        if info is not None:
+        if info is not None and (self.wg_pending or info.key in self.wg_operand_keys):
             # an address base is a register read too (HB6 / HB10, as in Machine.read)
-            if self.wg_pending:
-                self._wg_touch(b.name or b.text, pc, None, "reads")
-            if info.key in self.wg_operand_keys:
-                self._wg_unfence(info.key, pc, None)
+            self._wg_access(b.name or b.text, info.key, pc, None, "reads")
         raw = self.reg_bits(b.name or b.text, pc) if info else self.read(b, "u32", pc)
         return raw.astype(np.uint64).view(np.int64) + off if raw.dtype == np.uint64 else \
             raw.astype(np.int64) + off

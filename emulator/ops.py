@@ -1093,15 +1093,15 @@ def _atom(m, ins, pc, exe, active):
     ops = ins.operands
     aop = ops[1] if ret else ops[0]
     addr = m.address(aop, pc)
+    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"  # default scope .gpu
     vec = next((int(x[1:]) for x in mods if x in ("v2", "v4", "v8")), 1)
     if vec > 1:
-        _atom_vector_add(m, ins, pc, exe, t, space, addr, vec, ret)
+        _atom_vector_add(m, ins, pc, exe, t, space, addr, vec, ret, akind)
         return None
     b = _lanes(m.read(ops[2] if ret else ops[1], t, pc), m.N)
     c = _lanes(m.read(ops[3], t, pc), m.N) if op == "cas" else None
     es = NP[t].itemsize
     lanes = np.flatnonzero(exe)
-    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"  # default scope .gpu
     olds = np.zeros(m.N, dtype=NP[t])
     for ln in lanes:  # atomics are serialised in lane order
         one = np.zeros(m.N, np.bool_)
@@ -1138,7 +1138,7 @@ def _atom(m, ins, pc, exe, active):
 
 
 def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec: int,
-                     ret: bool) -> None:
+                     ret: bool, akind: str) -> None:
     """``atom/red{.sem}{.scope}.global.add.v2/.v4/.v8.{f32,f16,bf16}`` (PTX ISA 9.1 ``atom``,
     sm_90+): the add of each element is atomic on its own (the vector is not one atomic
     operation); ``atom`` returns the old elements. Lanes are serialised in lane order."""
@@ -1157,7 +1157,6 @@ def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec:
     dt = NP[t]
     es = dt.itemsize
     b = np.stack([_lanes(m.read(e, t, pc), m.N).astype(dt) for e in src.elems], axis=1)
-    akind = "atomic_cta" if "cta" in _mods(m, pc) else "atomic"
     olds = np.zeros((m.N, vec), dtype=dt)
     for ln in np.flatnonzero(exe):
         one = np.zeros(m.N, np.bool_)
@@ -1490,7 +1489,7 @@ def _wgmma(m, ins, pc, exe, active):
     if not run.size:
         return None
     wtid = m.tid[run] - m.tid[run] % 128
-    bases = np.unique(run - m.tid[run] % 128)
+    bases = np.unique(run - m.tid[run] + wtid)
     if (wtid + 128 > m.T).any():
         first = int(wtid[wtid + 128 > m.T][0])
         raise m.prog.unsupported(pc, f"wgmma by the partial warpgroup of threads {first}-"
@@ -1610,12 +1609,9 @@ def _wgmma(m, ins, pc, exe, active):
         m.write(d, full, e2, pc)
     # the accumulator (and register A) stay in flight until a wait_group retires the group the
     # next commit_group of each thread forms
-    a_regs = list(ops[1].elems) if a_reg else []
-    for d in list(dests) + a_regs:
-        if d.kind not in ("reg", "symbol"):  # (a register named without '%' is a symbol)
-            continue
-        k = m._info(d.name or d.text, pc).key
-        if any(d is a for a in a_regs):
+    # (the operand keys HB10 took: the accumulator first, then register A)
+    for j, (_, k) in enumerate(keys_):
+        if j >= len(acc_):
             m.wg_a_keys.add(k)
         pend = m.wg_pending.setdefault(k, np.zeros(m.N, dtype=np.int64))
         pend[exe] = m.wg_committed[exe] + 1
@@ -1726,6 +1722,16 @@ def _tmem(m):
     return m.tmem
 
 
+def _warp_leaders(m, exe) -> list[int]:
+    """The first executing lane of each (CTA, warp) with one (a CTA has at most 32 warps;
+    lane ids, and so the warp ids, ascend)."""
+    lanes = np.flatnonzero(exe)
+    if not lanes.size:
+        return []
+    wid = m.cta_local[lanes].astype(np.int64) * 32 + m.tid[lanes] // 32
+    return lanes[np.r_[True, wid[1:] != wid[:-1]]].tolist()
+
+
 @handler("tcgen05")
 def _tcgen05(m, ins, pc, exe, active):
     mods, types = m._types[pc]
@@ -1740,13 +1746,8 @@ def _tcgen05(m, ins, pc, exe, active):
         addr = _addr_u(m, ops[0], pc)
         ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
         tm = _tmem(m)
-        lanes = np.flatnonzero(exe)
-        done = set()
-        for ln in lanes:
+        for ln in _warp_leaders(m, exe):  # warp-collective: one allocation per warp
             c = int(m.cta_local[ln])
-            if (c, int(m.tid[ln]) // 32) in done:
-                continue  # warp-collective: one allocation per warp
-            done.add((c, int(m.tid[ln]) // 32))
             n = int(ncol[ln])
             base = m.tmem_first_fit(c, n)
             if base < 0:
@@ -1764,12 +1765,8 @@ def _tcgen05(m, ins, pc, exe, active):
         taddr = _lanes(m.read(ops[0], "u32", pc), m.N) if ops[0].kind != "imm" else \
             np.full(m.N, int(ops[0].value or 0), np.int64)
         ncol = _lanes(m.read(ops[1], "u32", pc), m.N)
-        done = set()
-        for ln in np.flatnonzero(exe):
+        for ln in _warp_leaders(m, exe):  # warp-collective: one deallocation per warp
             c = int(m.cta_local[ln])
-            if (c, int(m.tid[ln]) // 32) in done:
-                continue  # warp-collective: one deallocation per warp
-            done.add((c, int(m.tid[ln]) // 32))
             c0, n = int(taddr[ln]) & 0xFFFF, int(ncol[ln])
             if c0 + n > 512 or not m.tmem_used[c, c0:c0 + n].all():
                 raise _Fault("fault", f"tcgen05.dealloc of columns {c0}-{c0 + n - 1}, which are "
