@@ -433,21 +433,21 @@ def _wgmma_shape(ins) -> str:
     return next((x for x in ins.opcode.split(".") if x.startswith("m64n")), "")
 
 
+def _wgmma_acc_a(ins) -> tuple[set[str], set[str]]:
+    """(accumulator, register-A) names of ``wgmma.mma_async`` ``ins``."""
+    return (_op_names(ins.operands[0]),
+            _op_names(ins.operands[1]) if ins.operands[1].kind == "vector" else set())
+
+
 def _wgmma_regs(cfg) -> tuple[frozenset, frozenset]:
     """(accumulator, register-A) register names of every ``wgmma.mma_async`` of ``cfg``."""
     acc, a = set(), set()
     for ins in cfg.instrs:
         if _wgmma_issue(ins) and len(ins.operands) >= 2:
-            acc.update(_op_names(ins.operands[0]))
-            if ins.operands[1].kind == "vector":
-                a.update(_op_names(ins.operands[1]))
+            mine_acc, mine_a = _wgmma_acc_a(ins)
+            acc |= mine_acc
+            a |= mine_a
     return frozenset(acc), frozenset(a)
-
-
-def _wgmma_acc_a(ins) -> tuple[set[str], set[str]]:
-    """(accumulator, register-A) names of ``wgmma.mma_async`` ``ins``."""
-    return (_op_names(ins.operands[0]),
-            _op_names(ins.operands[1]) if ins.operands[1].kind == "vector" else set())
 
 
 def _names(ins) -> set[str]:
