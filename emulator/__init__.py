@@ -77,7 +77,8 @@ space, shuffles, votes, redux, elect, atomics, barriers, ``ldmatrix``/``stmatrix
 m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgmma.mma_async``
 with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A, mbarrier
 (init/arrive/expect_tx/complete_tx/try_wait.parity), ``tcgen05`` alloc/dealloc/ld/st
-(32x32b, 16x32bx2)/mma (kind::f16, f8f6f4, tf32, i8; A from smem or TMEM; M=64/128)/commit).
+(32x32b, 16x64b, 16x128b, 16x256b, 16x32bx2; pack::16b)/mma (kind::f16, f8f6f4, tf32, i8;
+A from smem or TMEM; M=64/128)/commit).
 TMA tile loads/stores/reductions (1-5D, swizzle none/32/64/128 B, OOB fill), bulk copies and
 reductions, bulk groups, ``tensormap.replace``/``cp_fenceproxy`` and host tensor-descriptor
 parameters (:mod:`emulator.async_copy`; kernel parameters have ``.param`` addresses and a

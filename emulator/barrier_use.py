@@ -21,7 +21,7 @@ thread):
   others *before* it only through the completion: a wait that acquired it, below),
   ``tensormap.cp_fenceproxy`` (its 128 bytes, for every lane of the warp: it is
   warp-collective), ``cp.async.wait_group`` (the thread's copies land there), and the
-  ``tcgen05`` operations on tensor memory - ``ld`` / ``st`` of shape ``32x32b`` (their
+  ``tcgen05`` operations on tensor memory - ``ld`` / ``st`` of every shape (their
   cells, in flight until ``wait::ld`` / ``wait::st``), ``mma`` / ``cp`` (accumulator,
   TMEM operand and scale cells and shared operands, *asynchronous*: a barrier after the
   issue orders them with other threads' tcgen05 operations, which run in issue order, but
@@ -41,7 +41,7 @@ thread):
 * **address-blind** (two bits, **read** and **write-or-sync**, conflicting with any operation
   of the other side) for everything else that touches or orders memory: strong / ``.acquire``
   / ``.volatile`` loads and stores, ``atom`` with ordering semantics, other ``tcgen05``
-  shapes and operations (``16x32bx2``, ``shift``, multicast commits, ``cta_group::2``),
+  operations (``shift``, multicast commits, ``cta_group::2``),
   ``barrier.cluster``, bulk wait / commit groups,
   ``mbarrier.arrive_drop``, multicast copies, an unknown opcode, and every instruction run
   by a thread the race checker does not track. A ``fence`` / ``membar`` (and the release of
@@ -227,9 +227,8 @@ def addressed(ins: Any) -> int:
     if base == "tcgen05":
         op = parts[1] if len(parts) > 1 else ""
         if op not in _TC_OPS or "multicast::cluster" in parts or "cta_group::2" in parts or \
-                (op in ("ld", "st") and "32x32b" not in parts) or \
                 (op == "commit" and "mbarrier::arrive::one" not in parts):
-            return 0  # 16x32bx2 / other shapes, multicast, shift: address-blind
+            return 0  # multicast, shift: address-blind
         return TC
     if base == "cp":
         if "bulk" in parts and "wait_group" in parts:

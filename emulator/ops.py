@@ -1722,6 +1722,60 @@ def _tmem(m):
     return m.tmem
 
 
+#: tcgen05.ld / tcgen05.st shapes: 32-bit registers per ``.num`` repetition (PTX ISA 9.1
+#: §9.7.16.8.3-4, Tables 49 / 50).
+TMEM_SHAPE_REGS = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}
+
+
+def tmem_fragment(mods, t: np.ndarray, half: int = 0):
+    """The TMEM cells of one warp's ``tcgen05.ld`` / ``tcgen05.st``.
+
+    ``mods``: the instruction's modifiers (shape, ``.num`` as ``xN``, ``pack::16b`` /
+    ``unpack::16b``); ``t``: (k,) lane ids (0-31) of the executing threads; ``half``: the
+    immediate column offset of the second half of a ``16x32bx2`` access. Returns ``(rows,
+    cols, nregs, packed)``: int64 arrays of shape (k, nregs, 2 if packed else 1), the TMEM lane
+    and column (relative to the address's lane and column) that register ``r`` of thread
+    ``t[i]`` holds, and for a packed access the two columns whose low 16 bits form its low and
+    high half. None when the shape is not one of :data:`TMEM_SHAPE_REGS`.
+
+    Layouts (lane ``t``, register ``r``): the PTX ISA 9.1 tcgen05 matrix-fragment figures of
+    each shape, as CUTLASS's ``SM100_TMEM_LOAD_*`` copy traits (``copy_traits_sm100.hpp``)
+    lay them out; ``.num`` repeats the pattern along the columns:
+
+    * ``32x32b``: lane ``t``, column ``r``;
+    * ``16x64b``: lane ``t//4 + 8 (t%2)``, column ``(t//2)%2 + 2r``;
+    * ``16x128b``: lane ``t//4 + 8 (r%2)``, column ``t%4 + 4 (r//2)``;
+    * ``16x256b``: lane ``t//4 + 8 ((r//2)%2)``, column ``r%2 + 2 (t%4) + 8 (r//4)``
+      (the m16n8 accumulator fragment of ``mma.sync``);
+    * ``16x32bx2``: lane ``t%16``, column ``r``, plus ``half`` for threads 16-31.
+
+    With ``.pack::16b`` (ld) / ``.unpack::16b`` (st) each register's 32 bits are two 16-bit
+    elements in the low halves of two adjacent columns: the logical column ``c`` above becomes
+    physical columns ``2c`` and ``2c + 1``."""
+    shape = next((x for x in mods if x in TMEM_SHAPE_REGS), None)
+    num = next((int(x[1:]) for x in mods if x.startswith("x") and x[1:].isdigit()), None)
+    if shape is None or num is None:
+        return None
+    n = num * TMEM_SHAPE_REGS[shape]
+    r = np.arange(n, dtype=np.int64)[None, :]
+    t = np.asarray(t, np.int64)[:, None]
+    if shape == "32x32b":
+        rows, cols = t + 0 * r, r + 0 * t
+    elif shape == "16x64b":
+        rows, cols = t // 4 + 8 * (t % 2) + 0 * r, (t // 2) % 2 + 2 * r
+    elif shape == "16x128b":
+        rows, cols = t // 4 + 8 * (r % 2), t % 4 + 4 * (r // 2)
+    elif shape == "16x256b":
+        rows, cols = t // 4 + 8 * ((r // 2) % 2), r % 2 + 2 * (t % 4) + 8 * (r // 4)
+    else:  # 16x32bx2
+        rows, cols = t % 16 + 0 * r, r + np.where(t >= 16, half, 0)
+    packed = "pack::16b" in mods or "unpack::16b" in mods
+    if packed:
+        return (np.stack([rows, rows], axis=2), np.stack([2 * cols, 2 * cols + 1], axis=2), n,
+                True)
+    return rows[:, :, None], cols[:, :, None], n, False
+
+
 def _warp_leaders(m, exe) -> list[int]:
     """The first executing lane of each (CTA, warp) with one (a CTA has at most 32 warps;
     lane ids, and so the warp ids, ascend)."""
@@ -1775,63 +1829,7 @@ def _tcgen05(m, ins, pc, exe, active):
             m.tmem_used[c, c0:c0 + n] = False
         return None
     if op in ("ld", "st"):
-        shape = next(x for x in mods if "x" in x and ("32b" in x or "64b" in x or "128b" in x
-                                                         or "256b" in x))
-        num = int(next(x for x in mods if x.startswith("x") and x[1:].isdigit())[1:])
-        regs = next(o for o in ops if o.kind == "vector").elems
-        aop = next(o for o in ops if o.kind == "address")
-        imms = [o for o in ops if o.kind == "imm"]
-        taddr = _lanes(m.read(aop.base, "u32", pc) if aop.base is not None and
-                                aop.base.kind == "reg" else np.uint32(0), m.N).astype(
-            np.int64) + int(aop.value or 0)
-        tm = _tmem(m)
-        lanes = np.flatnonzero(exe)
-        t = m.laneid[lanes]
-        tl = (taddr[lanes] >> 16) & 0xFFFF
-        tc = taddr[lanes] & 0xFFFF
-        if shape == "32x32b":
-            row = tl + t
-            cols = [tc + j for j in range(num)]
-        elif shape == "16x32bx2":
-            half = int(imms[0].value or 0) if imms else 0
-            row = tl + (t % 16)
-            cols = [tc + j + np.where(t >= 16, half, 0) for j in range(num)]
-        else:
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' shape {shape}")
-        if len(regs) != len(cols):
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' with {len(regs)} registers")
-        cta = m.cta_local[lanes]
-        if (row > 127).any() or any((c > 511).any() for c in cols):
-            raise _Fault("fault", f"TMEM access outside 128 lanes x 512 columns "
-                                  f"({m.prog.where(pc)})")
-        # warp w of its warpgroup reaches only TMEM lanes 32 (w % 4) .. 32 (w % 4) + 31 (PTX ISA
-        # 9.1, the tcgen05 tensor-memory access restrictions of tcgen05.ld / tcgen05.st): another
-        # warp's slab is an illegal access, not a value
-        q = (m.tid[lanes] // 32) % 4
-        off = (row < 32 * q) | (row > 32 * q + 31)
-        if off.any():
-            k = int(np.flatnonzero(off)[0])
-            w = int(m.tid[lanes][k]) // 32
-            raise _Fault("fault", f"'{ins.opcode}' by warp {w} reaches TMEM lane "
-                                  f"{int(row[k])}, outside its lanes {32 * (w % 4)}-"
-                                  f"{32 * (w % 4) + 31} (a warp accesses the 32-lane slab of its "
-                                  f"position in the warpgroup) ({m.prog.where(pc)})")
-        for c in cols:  # columns outside the CTA's allocation (PTX ISA 9.1 §9.7.16.7.1)
-            bad = ~m.tmem_used[cta, c]
-            if bad.any():
-                raise _Fault("fault", f"'{ins.opcode}' reaches TMEM column "
-                                      f"{int(c[np.flatnonzero(bad)[0]])}, which is not allocated "
-                                      f"(tcgen05.alloc) ({m.prog.where(pc)})")
-        if op == "ld":
-            for r, c in zip(regs, cols):
-                full = np.zeros(m.N, np.uint32)
-                full[lanes] = tm[cta, row, c]
-                m.write(r, full, exe, pc)
-        else:
-            for r, c in zip(regs, cols):
-                v = _lanes(m.read(r, "b32", pc), m.N)
-                tm[cta, row, c] = v[lanes]
-        return None
+        return _tmem_ld_st(m, ins, pc, exe, mods, op)
     if op == "commit":
         if "mbarrier::arrive::one" not in mods or "multicast::cluster" in mods:
             raise m.prog.unsupported(pc)
@@ -1847,6 +1845,71 @@ def _tcgen05(m, ins, pc, exe, active):
     if op == "mma":
         return _tc_mma(m, ins, pc, exe, mods)
     raise m.prog.unsupported(pc)
+
+
+def _tmem_ld_st(m, ins, pc, exe, mods, op):
+    """``tcgen05.ld.sync.aligned.<shape>.<num>{.pack::16b}.b32 regs, [taddr]{, imm}`` and
+    ``tcgen05.st...{.unpack::16b}.b32 [taddr]{, imm}, regs`` (shapes and layouts:
+    :func:`tmem_fragment`). Faults: a lane outside 128 x 512, outside the warp's 32-lane slab,
+    or a column outside the CTA's allocation (PTX ISA 9.1 §9.7.16.8.3, §9.7.16.7.1)."""
+    ops = ins.operands
+    if any(x.startswith("red") or x in ("min", "max") for x in mods):
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (reduction)")
+    regs = next(o for o in ops if o.kind == "vector").elems
+    aop = next(o for o in ops if o.kind == "address")
+    imms = [o for o in ops if o.kind == "imm"]
+    if ("pack::16b" in mods or "unpack::16b" in mods) and "16x32bx2" in mods:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' (16x32bx2 with 16-bit packing)")
+    taddr = _lanes(m.read(aop.base, "u32", pc) if aop.base is not None and
+                   aop.base.kind == "reg" else np.uint32(0), m.N).astype(np.int64) + \
+        int(aop.value or 0)
+    lanes = np.flatnonzero(exe)
+    frag = tmem_fragment(mods, m.laneid[lanes], int(imms[0].value or 0) if imms else 0)
+    if frag is None:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' shape")
+    drow, dcol, nregs, packed = frag
+    if len(regs) != nregs:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with {len(regs)} registers")
+    tm = _tmem(m)
+    row = ((taddr[lanes] >> 16) & 0xFFFF)[:, None, None] + drow
+    col = (taddr[lanes] & 0xFFFF)[:, None, None] + dcol
+    cta = m.cta_local[lanes]
+    if (row > 127).any() or (col > 511).any():
+        raise _Fault("fault", f"TMEM access outside 128 lanes x 512 columns "
+                              f"({m.prog.where(pc)})")
+    # warp w of its warpgroup reaches only TMEM lanes 32 (w % 4) .. 32 (w % 4) + 31 (PTX ISA
+    # 9.1, the tcgen05 tensor-memory access restrictions of tcgen05.ld / tcgen05.st): another
+    # warp's slab is an illegal access, not a value
+    q = ((m.tid[lanes] // 32) % 4)[:, None, None]
+    off = (row < 32 * q) | (row > 32 * q + 31)
+    if off.any():
+        k = int(np.flatnonzero(off.any(axis=(1, 2)))[0])
+        w = int(m.tid[lanes][k]) // 32
+        raise _Fault("fault", f"'{ins.opcode}' by warp {w} reaches TMEM lane "
+                              f"{int(row[k][off[k]][0])}, outside its lanes {32 * (w % 4)}-"
+                              f"{32 * (w % 4) + 31} (a warp accesses the 32-lane slab of its "
+                              f"position in the warpgroup) ({m.prog.where(pc)})")
+    C3 = np.broadcast_to(cta[:, None, None], row.shape)
+    bad = ~m.tmem_used[C3, col]  # columns outside the CTA's allocation (§9.7.16.7.1)
+    if bad.any():
+        raise _Fault("fault", f"'{ins.opcode}' reaches TMEM column {int(col[bad][0])}, which "
+                              f"is not allocated (tcgen05.alloc) ({m.prog.where(pc)})")
+    if op == "ld":
+        cells = tm[C3, row, col]  # (k, nregs, 1 or 2)
+        val = (cells[..., 0] & 0xFFFF) | ((cells[..., 1] & 0xFFFF) << 16) if packed else \
+            cells[..., 0]
+        for j, r in enumerate(regs):
+            full = np.zeros(m.N, np.uint32)
+            full[lanes] = val[:, j]
+            m.write(r, full, exe, pc)
+    else:
+        for j, r in enumerate(regs):
+            v = _lanes(m.read(r, "b32", pc), m.N)[lanes].astype(np.uint32)
+            if packed:  # the two 16-bit halves into the low halves of two columns
+                tm[cta, row[:, j, 0], col[:, j, 0]] = v & 0xFFFF
+                tm[cta, row[:, j, 1], col[:, j, 1]] = v >> 16
+            else:
+                tm[cta, row[:, j, 0], col[:, j, 0]] = v
 
 
 _TC_TYPES = {"kind::f16": {0: np.float16, 1: BF16},

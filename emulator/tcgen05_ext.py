@@ -339,11 +339,11 @@ def _tcgen05(m, ins, pc, exe, active):
 
 # ------------------------------------------------------------------ TMEM: tcgen05.st -> readers
 class _TmemShadow:
-    """Happens-before records of TMEM cells written by ``tcgen05.st`` (shape ``32x32b``): the
+    """Happens-before records of TMEM cells written by ``tcgen05.st`` (any shape): the
     writing thread, whether its ``tcgen05.wait::st`` has completed the store yet, and the
     writer's clock at that wait (PTX ISA 9.1 ``tcgen05.wait``: a ``tcgen05.st`` is asynchronous;
     only after ``tcgen05.wait::st`` may other threads, ordered after the waiter, use the data).
-    Readers checked: the scale factors of a block-scaled MMA and ``tcgen05.ld`` (``32x32b``).
+    Readers checked: the scale factors of a block-scaled MMA and ``tcgen05.ld`` (any shape).
 
     Cells written by the tensor core (a ``tcgen05.mma`` accumulator, a ``tcgen05.cp``
     destination) carry ``a_clk``: the epoch of the CTA's async unit 0 that the issuer's next
@@ -388,22 +388,28 @@ def _tsh(m) -> _TmemShadow | None:
 
 
 def _ldst_cells(m, ins, pc, exe, mods):
-    """(lanes, cta, rows (k,), cols (k, n)) of a ``32x32b`` tcgen05.ld/st, or None."""
-    if "32x32b" not in mods:
-        return None
-    num = next((int(x[1:]) for x in mods if x.startswith("x") and x[1:].isdigit()), None)
+    """(lanes (k,), cta (k,), rows (k, n), cols (k, n)) of the TMEM cells a tcgen05.ld/st
+    accesses (every shape of :func:`emulator.ops.tmem_fragment`; a packed access's two columns
+    per register both count), or None (nothing recorded: no traced lane, or the access faults
+    in :func:`emulator.ops._tmem_ld_st`)."""
     aop = next((o for o in ins.operands if o.kind == "address"), None)
-    if num is None or aop is None:
+    if aop is None:
         return None
-    taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
-                            aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
-        np.int64) + int(aop.value or 0)
     lanes = np.flatnonzero(exe)
     lanes = lanes[lanes < m.ntr]
     if not lanes.size:
         return None
-    rows = ((taddr[lanes] >> 16) & 0xFFFF) + m.laneid[lanes]
-    cols = (taddr[lanes] & 0xFFFF)[:, None] + np.arange(num)[None, :]
+    imms = [o for o in ins.operands if o.kind == "imm"]
+    frag = _ops.tmem_fragment(mods, m.laneid[lanes], int(imms[0].value or 0) if imms else 0)
+    if frag is None:
+        return None
+    drow, dcol, _, _ = frag
+    taddr = np.broadcast_to(m.read(aop.base, "u32", pc) if aop.base is not None and
+                            aop.base.kind == "reg" else np.uint32(0), (m.N,)).astype(
+        np.int64) + int(aop.value or 0)
+    k = lanes.size
+    rows = (((taddr[lanes] >> 16) & 0xFFFF)[:, None, None] + drow).reshape(k, -1)
+    cols = ((taddr[lanes] & 0xFFFF)[:, None, None] + dcol).reshape(k, -1)
     if (rows > 127).any() or (cols > 511).any():
         return None  # the access itself faults in ops
     return lanes, m.cta_local[lanes], rows, cols
@@ -426,7 +432,11 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         pend = sh.pending[c, r, cc][other]
         wcta = wl_o // T
         col = m.rk_of[wcta] * (T + ASYNC_UNITS) + wl_o % T
-        late = pend | (sh.w_clk[c, r, cc][other] > m.vc[ln, col])
+        # a completed store of another lane of the reader's own warp is ordered: its
+        # 'tcgen05.wait::st.sync.aligned' is warp-collective (every lane of the warp executes
+        # it converged, PTX ISA 9.1 §9.7.16.8.5), so it precedes the warp's later ld in each lane
+        warp = (wcta == g // T) & ((wl_o % T) // 32 == (g % T) // 32)
+        late = pend | (~warp & (sh.w_clk[c, r, cc][other] > m.vc[ln, col]))
         if late.any():
             j = int(np.flatnonzero(late)[0])
             w = int(wl_o[j])
@@ -489,7 +499,7 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
         for i, ln in enumerate(lanes.tolist()):
             _note(m, op == "st", ln, int(cta[i]), rows[i], cols[i], pc)
     if op == "st":
-        R = np.broadcast_to(rows[:, None], cols.shape)
+        R = rows
         C3 = np.broadcast_to(cta[:, None], cols.shape)
         sh.w_lane[C3, R, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
         sh.pending[C3, R, cols] = True
@@ -501,10 +511,10 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
 
 
 def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
-    """HB1 on tensor memory: ``lanes`` (k,) ``tcgen05.ld`` cells (cta (k,), rows (k,), cols
-    (k, n)) that a ``tcgen05.mma``/``tcgen05.cp`` wrote, before acquiring the async epoch of
-    the ``tcgen05.commit`` that completes the write (see :class:`_TmemShadow`)."""
-    R = np.broadcast_to(rows[:, None], cols.shape)
+    """HB1 on tensor memory: ``lanes`` (k,) ``tcgen05.ld`` cells (cta (k,), rows (k,) or
+    (k, n), cols (k, n)) that a ``tcgen05.mma``/``tcgen05.cp`` wrote, before acquiring the
+    async epoch of the ``tcgen05.commit`` that completes the write (see :class:`_TmemShadow`)."""
+    R = np.broadcast_to(rows if rows.ndim == 2 else rows[:, None], cols.shape)
     C3 = np.broadcast_to(cta[:, None], cols.shape)
     need = sh.a_clk[C3, R, cols].max(axis=1)  # (k,) the newest tensor-core write read per lane
     if not need.any():
@@ -522,7 +532,7 @@ def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
     m.findings[key] = Finding(
         rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
         message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(int(m.glane[lanes[j]]))}"
-                 f" reads TMEM lane {int(rows[j])} that an asynchronous 'tcgen05.mma'/"
+                 f" reads TMEM lane {int(R[j].min())} that an asynchronous 'tcgen05.mma'/"
                  f"'tcgen05.cp' writes, before that operation is known to be complete"),
         notes=[Note(message="missing synchronisation: 'tcgen05.commit' of the MMA to an "
                             "mbarrier, a wait on that phase by the reader (or a thread ordered "
