@@ -16,6 +16,7 @@ and ``docs/ptx_rules.md`` §3. AP8 and AP9 live in
 from __future__ import annotations
 
 from verifier.analysis import Property
+from verifier.analysis.ranges import Ranges, footprint
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
@@ -280,6 +281,116 @@ def _in_tensormap(fa, ins, i: int, bufs: frozenset) -> bool:
     return any(r[0] == root and lo <= r[1] and r[2] + sz <= hi for root, lo, hi in bufs)
 
 
+_UNKNOWN = ("?",)
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1,
+               "e2m1": 1, "e2m3": 1, "e3m2": 1, "b1": 1}
+_TC_ELEM = {"kind::f16": 2, "kind::tf32": 4}  # other kinds: 1 byte or less per element
+
+
+def _ranges(fa) -> Ranges:
+    """The function's :class:`~verifier.analysis.ranges.Ranges`, built once."""
+    r = fa.cache.get("ranges")
+    if r is None:
+        r = fa.cache["ranges"] = Ranges(fa.cfg, fa.values, fa.threads)
+    return r
+
+
+def _write_item(fa, ins, i: int) -> tuple:
+    """``(symbol, lo, hi)``: a generic shared write's bytes lie in ``[symbol + lo, symbol +
+    hi)``; ``("?",)`` when the address or the size is unknown, or the address is a
+    ``shared::cluster`` one (it may name another CTA's shared memory)."""
+    if any(x.startswith("shared::cluster") for x in ins.parts):
+        return _UNKNOWN
+    if ins.parts[0] == "cp":  # cp.async.{ca,cg}.shared.global [dst], [src], cp-size
+        addrs = [o for o in ins.operands if o.kind == "address"]
+        size = [o for o in ins.operands if o.kind == "imm"]
+        o, span = (addrs[0] if addrs else None), (size[0].value if size else None)
+    else:
+        o = next((x for x in ins.operands if x.kind == "address"), None)
+        # stmatrix m8n8: each thread's address is one 16-byte row (PTX ISA 9.1 §9.7.14.5.16)
+        span = (16 if "m8n8" in ins.parts else None) if ins.parts[0] == "stmatrix" \
+            else _span(ins)
+    r = _ranges(fa).address(o, i) if o is not None else None
+    if r is None or not isinstance(span, int):
+        return _UNKNOWN
+    return (r[0], r[1], r[2] + span)
+
+
+def _mma_reads(fa, ins, i: int) -> list[tuple] | None:
+    """``[(symbol, lo, hi), ...]``: every shared byte a ``wgmma.mma_async`` / ``tcgen05.mma`` /
+    ``tcgen05.cp`` can read through its matrix descriptors (:func:`footprint` of each), or None
+    when a descriptor or the shape is not known well enough."""
+    p = ins.parts
+    ops = ins.operands
+    rg = _ranges(fa)
+    if p[0] == "wgmma":
+        shape = next((x for x in p if x.startswith("m") and "n" in x and "k" in x), None)
+        if shape is None or "sp" in p or len(ops) < 3:
+            return None
+        n = int(shape[shape.index("n") + 1:shape.index("k")])
+        types = [x for x in p if x in _ELEM_BYTES]
+        e = _ELEM_BYTES[types[-1]] if types else None
+        reg_a = ops[1].kind == "vector"
+        imm = [o.value for o in ops[3:] if o.kind == "imm"]
+        # d, a, b, scale-d, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b (16-bit types)
+        trans = imm[3:] if e == 2 else []
+        ta = trans[0] if len(trans) == 2 else 0
+        tb = trans[-1] if trans else 0
+        out = []
+        for o, rows, t in ((None if reg_a else ops[1], 64, ta), (ops[2], n, tb)):
+            if o is None:
+                continue
+            d = rg.descriptor(o, i, sm100=False)
+            if d is None:
+                return None
+            out.append(footprint(d, rows, 32, e, "MN" if t == 1 else "K" if t == 0 else None))
+        return out
+    if p[0] == "tcgen05" and p[1] == "mma":
+        if any(x in p for x in ("ws", "sp")) or len(ops) < 4:
+            return None
+        kind = next((x for x in p if x.startswith("kind::")), None)
+        e = _TC_ELEM.get(kind, 1)
+        idesc = fa.values.const(ops[3], i)
+        if idesc is not None:
+            m_rows, n_rows = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
+            ma, mb = ("MN" if (idesc >> 15) & 1 else "K"), ("MN" if (idesc >> 16) & 1 else "K")
+        else:
+            m_rows, n_rows, ma, mb = 256, 256, None, None
+        out = []
+        for o, rows, mj in ((ops[1], m_rows, ma), (ops[2], n_rows, mb)):
+            if o.kind == "address":  # A in tensor memory
+                continue
+            d = rg.descriptor(o, i, sm100=True)
+            if d is None:
+                return None
+            out.append(footprint(d, rows or 256, 32, e, mj))
+        return out
+    if p[0] == "tcgen05" and p[1] == "cp" and len(ops) >= 2:
+        shape = next((x for x in p if "x" in x and x.endswith("b") and x[0].isdigit()), None)
+        if shape is None:
+            return None
+        rows, bits = shape.split("x")
+        d = rg.descriptor(ops[1], i, sm100=True)
+        if d is None or not rows.isdigit() or not bits[:-1].isdigit():
+            return None
+        return [footprint(d, int(rows), int(bits[:-1]) // 8, 1, "K")]
+    return None
+
+
+def _with(ww: frozenset, item: tuple) -> frozenset:
+    """``ww`` plus one write item (at most 8 kept; beyond, unknown)."""
+    if item in ww:
+        return ww
+    return ww | {item} if len(ww) < 8 and _UNKNOWN not in ww else frozenset({_UNKNOWN})
+
+
+def _apart(ww: frozenset, reads: list[tuple] | None) -> bool:
+    """Are all the unfenced generic writes ``ww`` provably outside every byte ``reads``?"""
+    if not ww or reads is None or _UNKNOWN in ww:
+        return False
+    return all(w[0] != r[0] or w[2] <= r[1] or r[2] <= w[1] for w in ww for r in reads)
+
+
 _SYNCED = "@synced"
 """Tag of a generic shared read that a CTA barrier or an mbarrier wait has since ordered."""
 
@@ -292,7 +403,9 @@ def _ordered(gr: frozenset) -> frozenset:
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
     generic global writes unfenced (``((param, offset), span)`` items or ``("?",)``), pending
-    bulk-load destinations, cp.async issued)."""
+    bulk-load destinations, cp.async issued, the unfenced generic smem writes' byte ranges
+    (:func:`_write_item` items: a wgmma / tcgen05 operand provably apart from all of them is
+    not reported))."""
 
     RULES = ("AP1", "W5", "TM8", "AP2", "AP3", "AP4")
 
@@ -305,7 +418,7 @@ class Proxy(Property):
         return t
 
     def initial(self):
-        return (0, frozenset(), frozenset(), frozenset(), False)
+        return (0, frozenset(), frozenset(), frozenset(), False, frozenset())
 
     def relevant(self, ins):
         p = ins.parts
@@ -317,33 +430,33 @@ class Proxy(Property):
             or is_tc(ins, "mma", "cp")
 
     def transfer(self, i, ins, fact, report):
-        gw, gr, gg, pend, cpa = fact
+        gw, gr, gg, pend, cpa, ww = fact
         p = ins.parts
         fa = self.fa
         if p[0] == "fence":
             if "proxy" in p and any(x.startswith("async") for x in p):
                 glob = "async" in p or "async::global" in ins.opcode or "global" in p
-                return (0, frozenset(), frozenset() if glob else gg, pend, cpa)
+                return (0, frozenset(), frozenset() if glob else gg, pend, cpa, frozenset())
             return fact
         if is_mbar_wait(ins):
-            return (gw, _ordered(gr), gg, frozenset(), cpa)
+            return (gw, _ordered(gr), gg, frozenset(), cpa, ww)
         if is_cta_barrier(ins):
-            return (3 if gw == 2 else gw, _ordered(gr), gg, pend, cpa)
+            return (3 if gw == 2 else gw, _ordered(gr), gg, pend, cpa, ww)
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("wait_group", "wait_all"):
-            return (max(gw, 1 if cpa else 0), gr, gg, pend, cpa)
+            return (max(gw, 1 if cpa else 0), gr, gg, pend, cpa, ww)
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("ca", "cg"):
-            return (gw, gr, gg, pend, True)
+            return (gw, gr, gg, pend, True, _with(ww, _write_item(fa, ins, i)))
         if is_smem_write(ins):
             if _in_tensormap(fa, ins, i, self.tmaps):
                 # the bytes of a tensor map being built: read by the tensormap proxy after
                 # tensormap.cp_fenceproxy (which fences for it), not by the async proxy
                 return fact
-            return (2, gr, gg, pend, cpa)
+            return (2, gr, gg, pend, cpa, _with(ww, _write_item(fa, ins, i)))
         if p[0] in ("st", "red", "atom") and len(p) > 1 and p[1] == "global":
             a = _param_addr(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             item = (a, _span(ins)) if a is not None else ("?",)
             gg = gg | {item} if len(gg) < 8 else gg | {("?",)}
-            return (gw, gr, gg, pend, cpa)
+            return (gw, gr, gg, pend, cpa, ww)
         if is_smem_read(ins):
             a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             sz = _span(ins)
@@ -354,17 +467,17 @@ class Proxy(Property):
                                   "bulk copy that has not been waited for")
                     break
             item = (a, sz) if a is not None else ("?",)
-            return (gw, gr | {item} if len(gr) < 8 else gr | {("?",)}, gg, pend, cpa)
+            return (gw, gr | {item} if len(gr) < 8 else gr | {("?",)}, gg, pend, cpa, ww)
         sev = None if gw == 2 else "warning"
         how = {1: "filled by 'cp.async'", 2: "written through the generic proxy",
                3: "written through the generic proxy (handed off by a barrier only)"}.get(gw, "")
         if p[0] == "wgmma":
-            if gw:
+            if gw and not _apart(ww, _mma_reads(fa, ins, i)):
                 report("W5", f"'wgmma.mma_async' reads shared memory {how} without "
                              "'fence.proxy.async'", severity=sev)
             return fact
         if is_tc(ins, "mma", "cp"):
-            if gw:
+            if gw and not _apart(ww, _mma_reads(fa, ins, i)):
                 report("TM8", f"'tcgen05.{p[1]}' reads shared memory {how} without "
                               "'fence.proxy.async.shared::cta'", severity=sev)
             return fact
@@ -420,7 +533,7 @@ class Proxy(Property):
                                   "tensor map)", severity="note")
             if dst is not None and len(pend) < 8:
                 pend = pend | {(dst, size)}
-            return (gw, gr, gg, pend, cpa)
+            return (gw, gr, gg, pend, cpa, ww)
         return fact
 
     def describe(self, i, ins, old, new):
