@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emulator import cta_pair as _cta_pair
 from emulator import ops as _ops
 from emulator.memory import SHARED_WINDOW
 from emulator.registry import ASYNC_UNITS, _Fault, copy_unit, handler
@@ -361,6 +362,7 @@ def on_exit(m, exe: np.ndarray) -> None:
             cb.exited[c] = True
             if m.ntr and c * T < m.ntr:
                 _exit_check(m, c)
+                _cta_pair.exit_check(m, c)  # HB9: a CTA-pair MMA still using this CTA
         _complete(m, int(cb.bcl[c]))
 
 

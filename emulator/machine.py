@@ -36,6 +36,7 @@ import numpy as np
 from emulator import _hbkern
 from emulator import async_copy as _async_copy  # noqa: F401  (TMA / bulk-copy handlers)
 from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
+from emulator import cta_pair as _cta_pair  # tcgen05 .cta_group::2 (deadlock notes)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
 from emulator import misc_ext as _misc_ext  # noqa: F401  (setmaxnreg, clusterlaunchcontrol)
 from emulator import tcgen05_ext as _tc_ext  # noqa: F401  (block-scaled MMA, cp, shift)
@@ -1483,6 +1484,12 @@ class Machine:
             alive = int((~self.done[c * T:(c + 1) * T]).sum())
             if kind == 3:
                 what = "barrier.cluster.wait: not every thread of the cluster arrived"
+            elif kind == _cta_pair.BLOCK_KIND:
+                peer = _cta_pair.pair_peer(self, c, p)
+                what = (f"'{ins.opcode}' waits for a warp of the peer CTA "
+                        f"{int(self.batch_ids[peer])} to perform the same collective operation"
+                        f" ({'it exited' if self.clb.exited[peer] else 'it is blocked elsewhere'}; PTX "
+                        f"ISA 9.1 §9.7.16.5)")
             elif kind == 4:
                 what = (f"bar.warp.sync membermask 0x{int(self.block_id[ls[0]]):08x}: a lane of "
                         f"the mask never arrives")

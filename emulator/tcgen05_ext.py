@@ -47,6 +47,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from emulator import cta_pair as _cta_pair
 from emulator import ops as _ops
 from emulator.registry import ASYNC_UNITS, _Fault, handler
 
@@ -316,8 +317,12 @@ def _tcgen05(m, ins, pc, exe, active):
     """Block-scaled MMA, ``cp``, ``shift`` and multicast ``commit`` here; the rest in ops."""
     mods = m._types[pc][0]
     op = mods[0]
-    if "cta_group::2" in mods:
-        raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
+    if "cta_group::2" in mods:  # CTA-pair granularity (emulator.cta_pair)
+        if op == "commit" and "multicast::cluster" in mods:
+            for c in np.unique(m.cta_local[exe]).tolist():
+                _cta_pair.pair_peer(m, int(c), pc)  # a fault without a CTA pair
+            return _tc_commit_multicast(m, ins, pc, exe, mods)
+        return _cta_pair.dispatch(m, ins, pc, exe, active, mods)
     if op == "mma":
         out = (_mx_mma(m, ins, pc, exe, mods) if "block_scale" in mods else
                _ops._tcgen05(m, ins, pc, exe, active))
@@ -347,7 +352,9 @@ class _TmemShadow:
 
     Cells written by the tensor core (a ``tcgen05.mma`` accumulator, a ``tcgen05.cp``
     destination) carry ``a_clk``: the epoch of the CTA's async unit 0 that the issuer's next
-    ``tcgen05.commit`` publishes through its mbarrier (0: no such write). The MMA and the copy
+    ``tcgen05.commit`` publishes through its mbarrier (0: no such write), and ``a_cta`` the
+    batch CTA whose unit that is (the cell's own CTA, or for a CTA-pair MMA,
+    :mod:`emulator.cta_pair`, the issuing even CTA). The MMA and the copy
     are asynchronous (PTX ISA 9.1, 'tcgen05.commit': their completion is observed
     only through the commit's mbarrier), so a ``tcgen05.ld`` of those cells by a thread that has
     not acquired that epoch (a wait on the commit's phase, or ordering after a thread that
@@ -359,6 +366,8 @@ class _TmemShadow:
         self.w_clk = np.zeros((ncta, 128, 512), np.int32)
         self.pending = np.zeros((ncta, 128, 512), np.bool_)
         self.a_clk = np.zeros((ncta, 128, 512), np.int32)
+        self.a_cta = np.broadcast_to(np.arange(ncta, dtype=np.int16)[:, None, None],
+                                     (ncta, 128, 512)).copy()
         # which tcgen05.wait::st completed a cell (pc, -1: none) and which of its writer's
         # waits that was (1-based); per writer, its clock at each of its waits: a read depends
         # on that wait unless the reader is ordered after the writer's next one (which also
@@ -516,11 +525,13 @@ def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
     async epoch of the ``tcgen05.commit`` that completes the write (see :class:`_TmemShadow`)."""
     R = np.broadcast_to(rows if rows.ndim == 2 else rows[:, None], cols.shape)
     C3 = np.broadcast_to(cta[:, None], cols.shape)
-    need = sh.a_clk[C3, R, cols].max(axis=1)  # (k,) the newest tensor-core write read per lane
+    need = sh.a_clk[C3, R, cols]  # (k, n) the tensor-core epoch of each cell read
     if not need.any():
         return
-    seen = m.vc[lanes, m.acol[cta]]  # each reader's knowledge of its CTA's unit 0
-    late = need > seen
+    # each reader's knowledge of the unit 0 of the CTA whose MMA / copy wrote the cell (its own
+    # CTA, or the issuer of a CTA-pair MMA)
+    seen = m.vc[lanes[:, None], m.acol[sh.a_cta[C3, R, cols]]]
+    late = (need > seen).any(axis=1)
     if not late.any():
         return
     key = ("HB1", "tmem-async", pc)
@@ -529,11 +540,16 @@ def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
     j = int(np.flatnonzero(late)[0])
     from verifier.findings import Finding, Note
     ins = m.prog.insts[pc]
+    src = sh.a_cta[int(cta[j]), R[j], cols[j]][need[j] > seen[j]]
+    by = int(src[0]) if src.size else int(cta[j])
+    what = ("an asynchronous 'tcgen05.mma'/'tcgen05.cp' writes" if by == int(cta[j]) else
+            f"the asynchronous CTA-pair 'tcgen05.mma' issued by "
+            f"{m._who(int(m.batch_ids[by]) * m.T).split(' of ')[-1]} writes")
     m.findings[key] = Finding(
         rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
         message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(int(m.glane[lanes[j]]))}"
-                 f" reads TMEM lane {int(R[j].min())} that an asynchronous 'tcgen05.mma'/"
-                 f"'tcgen05.cp' writes, before that operation is known to be complete"),
+                 f" reads TMEM lane {int(R[j].min())} that {what}, before that operation is "
+                 f"known to be complete"),
         notes=[Note(message="missing synchronisation: 'tcgen05.commit' of the MMA to an "
                             "mbarrier, a wait on that phase by the reader (or a thread ordered "
                             "before it), then tcgen05.fence::after_thread_sync")])
@@ -598,6 +614,7 @@ def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
         sh.pending[c, :, col0:col0 + n] = False
         sh.a_clk[c, rows[:, None], np.arange(col0, min(col0 + n, 512))[None, :]] = \
             int(m.async_clk[c]) + 1
+        sh.a_cta[c, :, col0:col0 + n] = c
 
 
 def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
@@ -678,3 +695,4 @@ def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int,
     sh.w_lane[c, tl, col0:col0 + ncol] = -1
     sh.pending[c, tl, col0:col0 + ncol] = False
     sh.a_clk[c, tl, col0:col0 + ncol] = int(m.async_clk[c]) + 1
+    sh.a_cta[c, tl, col0:col0 + ncol] = c
