@@ -309,11 +309,14 @@ def _flat(m, ln: int, offs: np.ndarray, pc: int) -> np.ndarray:
     return int(m.cta_local[ln]) * m.shared.shape[1] + offs
 
 
-def _flat_cluster(m, ln: int, offs: np.ndarray, mbar: int, pc: int) -> np.ndarray:
+def _flat_cluster(m, ln: int, offs: np.ndarray, mbar: int, pc: int,
+                  pair: bool = False) -> np.ndarray:
     """Flat shared indices of a copy's destination bytes ``offs``: shared::cluster addresses
     (``mapa``, rank bits above ``cluster.RANK_SHIFT``) may name a peer CTA's shared memory
     (PTX ISA 9.1 §9.7.9.25.4.1 cp.async.bulk: the destination is in ``.shared::cluster``), whose
-    completion mbarrier must be in the same CTA as the destination."""
+    completion mbarrier must be in the same CTA as the destination - or, with ``pair``
+    (``.cta_group::2``, PTX ISA 9.1 cp.async.bulk.tensor), in that CTA or its peer CTA of the
+    CTA pair (:func:`emulator.cta_pair.pair_peer`)."""
     from emulator import cluster as _cluster
     offs = np.asarray(offs, np.int64)
     c = int(m.cta_local[ln])
@@ -325,7 +328,16 @@ def _flat_cluster(m, ln: int, offs: np.ndarray, mbar: int, pc: int) -> np.ndarra
     if (tgt != tc).any():
         raise _Fault("fault", f"asynchronous copy destination spans two CTAs' shared memory "
                               f"({m.prog.where(pc)})")
-    if m.mbar_key(ln, mbar, pc)[0] != tc:
+    mc = m.mbar_key(ln, mbar, pc)[0]
+    if pair and mc != tc:
+        from emulator import cta_pair as _cta_pair
+        if mc != _cta_pair.pair_peer(m, tc, pc):
+            raise _Fault("fault", f"'.cta_group::2' copy into the shared memory of CTA "
+                                  f"{int(m.batch_ids[tc])} completes on an mbarrier of CTA "
+                                  f"{int(m.batch_ids[mc])}, which is neither that CTA nor its "
+                                  f"peer CTA (PTX ISA 9.1 cp.async.bulk.tensor .cta_group) "
+                                  f"({m.prog.where(pc)})")
+    elif mc != tc:
         raise _Fault("fault", f"asynchronous copy into the shared memory of CTA "
                               f"{int(m.batch_ids[tc])} completes on an mbarrier of another CTA "
                               f"(the mbarrier must be in the destination's CTA, PTX ISA 9.1 "
@@ -346,14 +358,14 @@ def _copy_unit(m, ln: int, mbar: int, pc: int) -> int:
 
 
 def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
-                       mbar: int) -> int:
+                       mbar: int, pair: bool = False) -> int:
     """Write ``data`` (uint8, one per byte) to the shared addresses ``offs`` of lane ``ln``'s
     CTA as the async proxy on behalf of issuer ``ln``, a copy completing on the mbarrier at
     ``mbar``: checked with the issuer's clock against earlier accesses, recorded under a fresh
     epoch of the copy unit of that mbarrier (``registry.copy_unit``); returns the epoch (to be
     released by the mbarrier's ``complete_tx``)."""
     c = int(m.cta_local[ln])
-    flat = _flat_cluster(m, ln, offs, mbar, pc)
+    flat = _flat_cluster(m, ln, offs, mbar, pc, pair=pair)
     unit = _copy_unit(m, ln, mbar, pc)
     epoch = _epoch(m, c, unit)
     if m.ntr and ln < m.ntr:
@@ -627,8 +639,12 @@ def bulk(m, ins, pc, exe, active):
         from emulator import cluster as _cluster  # TMA multicast into the cluster's CTAs
         _cluster.tma_multicast(m, ins, pc, exe)
         return None
-    if "multicast::cluster" in mods or "cta_group::2" in mods or any(
-            x.startswith("im2col") for x in mods):
+    # .cta_group::2 (PTX ISA 9.1 cp.async.bulk.tensor): the completion mbarrier may be in the
+    # peer CTA of the destination's CTA pair (emulator.cta_pair); modelled for the tile loads
+    pair = "cta_group::2" in mods
+    if "multicast::cluster" in mods or any(x.startswith("im2col") for x in mods) or (
+            pair and not ("tensor" in mods and mods[0] != "reduce" and
+                          "mbarrier::complete_tx::bytes" in mods)):
         raise m.prog.unsupported(pc)
     spaces = [x for x in mods if x in ("global", "shared::cluster", "shared::cta", "shared")]
     if len(spaces) < 2:
@@ -656,7 +672,7 @@ def bulk(m, ins, pc, exe, active):
             data = _load_box(m, tm, coords, pc)
             offs = _swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
             mbar = int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF
-            epoch = async_write_shared(m, ln, offs, data, pc, mbar)
+            epoch = async_write_shared(m, ln, offs, data, pc, mbar, pair=pair)
             _complete_tx(m, ln, mbar, data.size, epoch, pc)
         elif tensor:  # shared -> global tile store / reduction
             if "bulk_group" not in mods:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from emulator import GlobalMemory, Launch, run_launch
+from emulator.async_copy import encode_tensor_map
 
 N = 64          # columns of D (rows of B^T), split N/2 per CTA for B
 RB = 64         # bytes of K per operand row: 2 MMAs of 32 bytes (f16 K = 32, tf32 K = 16)
@@ -43,7 +44,7 @@ def _desc(start: int) -> int:
 
 def _ptx(M: int, kind: str, *, mask: int = 3, odd_fence: bool = True, odd_waits: bool = True,
          odd_exits_early: bool = False, odd_dealloc_early: bool = False,
-         nobody_waits: bool = False) -> str:
+         nobody_waits: bool = False, tma: bool = False, no_load_wait: bool = False) -> str:
     Mh, Nh = M // 2, N // 2
     img = (Mh + Nh) * RB
     a_bytes = Mh * RB
@@ -67,37 +68,7 @@ def _ptx(M: int, kind: str, *, mask: int = 3, odd_fence: bool = True, odd_waits:
     dealloc_early = "@!%p3 bra $L_dealloc;" if odd_dealloc_early else ""
     if nobody_waits:  # both CTAs skip the commit wait and the epilogue
         dealloc_early = "bra.uni $L_handoff;"
-    return f""".version 8.7
-.target sm_100a
-.address_size 64
-.visible .entry k(.param .u64 img, .param .u64 out)
-.reqntid 128, 1, 1
-.reqnctapercluster 2, 1, 1
-{{
-.reg .pred %p<8>;
-.reg .b16 %rs<2>;
-.reg .b32 %r<120>;
-.reg .b64 %rd<24>;
-.shared .align 1024 .b8 smem[{img}];
-.shared .align 8 .b64 bar;
-.shared .align 4 .b32 tslot;
-ld.param.u64 %rd1, [img];
-ld.param.u64 %rd2, [out];
-mov.u32 %r1, %tid.x;
-shr.u32 %r2, %r1, 5;
-mov.u32 %r3, %cluster_ctarank;
-setp.lt.u32 %p1, %r1, 32;
-setp.eq.u32 %p2, %r1, 0;
-setp.eq.u32 %p3, %r3, 0;
-and.pred %p4, %p2, %p3;
-mov.u32 %r4, tslot;
-@%p1 tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r4], {ALLOC};
-@%p1 tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;
-mov.u32 %r5, bar;
-@%p2 mbarrier.init.shared::cta.b64 [%r5], 1;
-@%p2 fence.mbarrier_init.release.cluster;
-mov.u32 %r6, smem;
-mul.wide.u32 %rd3, %r3, {img};
+    copy = f"""mul.wide.u32 %rd3, %r3, {img};
 add.s64 %rd4, %rd1, %rd3;
 mov.u32 %r7, 0;
 $L_copy:
@@ -113,16 +84,66 @@ st.shared.v4.u32 [%r14], {{%r10, %r11, %r12, %r13}};
 add.u32 %r7, %r7, 1;
 bra.uni $L_copy;
 $L_copied:
-{fence}
+{fence}"""
+    load, load_wait = "", ""
+    if tma:  # each CTA's thread 0 loads its half by TMA; both complete on the even CTA's lbar
+        copy = ""
+        load = f"""mapa.shared::cluster.u32 %r16, %r15, 0;
+@%p4 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r15], {2 * img};
+mov.b64 %rd9, tmap;
+cvta.param.u64 %rd10, %rd9;
+mul.lo.u32 %r17, %r3, {Mh + Nh};
+mov.u32 %r18, 0;
+@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2 [%r6], [%rd10, {{%r18, %r17}}], [%r16];"""
+        if not no_load_wait:
+            load_wait = """$L_lwait:
+mbarrier.try_wait.parity.shared::cta.b64 %p5, [%r15], 0;
+@!%p5 bra $L_lwait;"""
+    return f""".version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 img, .param .u64 out, .param .align 64 .b8 tmap[128])
+.reqntid 128, 1, 1
+.reqnctapercluster 2, 1, 1
+{{
+.reg .pred %p<8>;
+.reg .b16 %rs<2>;
+.reg .b32 %r<120>;
+.reg .b64 %rd<24>;
+.shared .align 1024 .b8 smem[{img}];
+.shared .align 8 .b64 bar;
+.shared .align 8 .b64 lbar;
+.shared .align 4 .b32 tslot;
+ld.param.u64 %rd1, [img];
+ld.param.u64 %rd2, [out];
+mov.u32 %r1, %tid.x;
+shr.u32 %r2, %r1, 5;
+mov.u32 %r3, %cluster_ctarank;
+setp.lt.u32 %p1, %r1, 32;
+setp.eq.u32 %p2, %r1, 0;
+setp.eq.u32 %p3, %r3, 0;
+and.pred %p4, %p2, %p3;
+mov.u32 %r4, tslot;
+@%p1 tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%r4], {ALLOC};
+@%p1 tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;
+mov.u32 %r5, bar;
+@%p2 mbarrier.init.shared::cta.b64 [%r5], 1;
+mov.u32 %r15, lbar;
+@%p2 mbarrier.init.shared::cta.b64 [%r15], 1;
+@%p2 fence.mbarrier_init.release.cluster;
+mov.u32 %r6, smem;
+{copy}
 tcgen05.fence::before_thread_sync;
 barrier.cluster.arrive.release.aligned;
 barrier.cluster.wait.acquire.aligned;
 tcgen05.fence::after_thread_sync;
 ld.shared.b32 %r20, [%r4];
+{load}
 {exit_early}
 @!%p4 bra $L_issued;
 shr.u32 %r21, %r6, 4;
 cvt.u64.u32 %rd20, %r21;
+{load_wait}
 mov.b32 %r27, {idesc};
 {chr(10).join(mmas)}
 mov.b16 %rs1, {mask};
@@ -185,9 +206,11 @@ def _run(M: int = 256, kind: str = "f16", seed: int = 0, **bug):
     gmem = GlobalMemory()
     a_img = gmem.add("img", img)
     a_out = gmem.add("out", np.full(M * N, np.nan, np.float32))
+    # the image as u32 rows of RB bytes; a box is one CTA's (Mh + Nh) rows
+    tmap = encode_tensor_map(a_img, 2, (RB // 4, 2 * (Mh + Nh)), (RB,), (RB // 4, Mh + Nh))
     launch = Launch(grid=(2, 1, 1), threads=128, arch="sm_100a", cluster=(2, 1, 1),
                     params={"img": a_img.to_bytes(8, "little"),
-                            "out": a_out.to_bytes(8, "little")})
+                            "out": a_out.to_bytes(8, "little"), "tmap": tmap})
     res = run_launch(_ptx(M, kind, **bug), launch, gmem, filename="pair.ptx")
     got = gmem.buffer("out").view(np.float32).reshape(M, N)
     return res, got, A.astype(np.float64) @ B.astype(np.float64).T
@@ -199,7 +222,8 @@ def _errors(res):
 
 VARIANTS = {"ok": {}, "mask_issuer_only": {"mask": 1}, "odd_no_fence": {"odd_fence": False},
             "odd_no_wait": {"odd_waits": False}, "odd_exits_early": {"odd_exits_early": True},
-            "odd_dealloc_early": {"odd_dealloc_early": True}, "nobody_waits": {"nobody_waits": True}}
+            "odd_dealloc_early": {"odd_dealloc_early": True}, "nobody_waits": {"nobody_waits": True},
+            "tma": {"tma": True}, "tma_no_load_wait": {"tma": True, "no_load_wait": True}}
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -223,6 +247,22 @@ def test_cta_pair_gemm_matches_numpy(M, kind):
     assert res.status == "ok", res.message
     assert _errors(res) == []
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("M", [256, 128])
+def test_cta_pair_gemm_with_cta_group_2_tma_loads(M):
+    # the odd CTA's TMA completes on the even CTA's mbarrier (.cta_group::2): the issuer's wait
+    # on it orders the MMA after both CTAs' operand bytes
+    res, got, want = _run(M, tma=True)
+    assert res.status == "ok", res.message
+    assert _errors(res) == []
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_pair_mma_before_the_tma_completes_is_a_race():
+    res, _, _ = _run(tma=True, no_load_wait=True)
+    hb1 = [m for r, m in _errors(res) if r == "HB1" and "shared" in m]
+    assert hb1 and "tcgen05.mma" in hb1[0], _errors(res)
 
 
 def test_commit_mask_naming_only_the_issuer_deadlocks_the_odd_cta():
