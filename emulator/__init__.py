@@ -87,11 +87,16 @@ generic window for ``cvta.param``), ``brx.idx`` through ``.branchtargets``; TMA
 (:mod:`emulator.cluster`); block-scaled ``tcgen05.mma`` (``kind::mxf8f6f4`` E4M3/E5M2,
 ``kind::mxf4``, ``kind::mxf4nvf4``; UE8M0/UE4M3 scales from TMEM), ``tcgen05.cp`` (no
 decompression), ``tcgen05.shift``, multicast ``tcgen05.commit`` (:mod:`emulator.tcgen05_ext`);
+the CTA pair (``.cta_group::2``): collective ``alloc``/``dealloc``/``relinquish_alloc_permit``,
+``tcgen05.mma`` with smem A and B at M = 128 / 256 (issued by the even CTA), ``commit`` and TMA
+tile loads completing on the peer's mbarrier (:mod:`emulator.cta_pair`);
 ``setmaxnreg`` count rules, ``griddepcontrol``, ``clusterlaunchcontrol`` (a cancel that never
 succeeds) (:mod:`emulator.misc_ext`); ``call`` of a ``.func`` with ``.param``
 arguments, inlined per call site (recursion refused) (:mod:`emulator.program`). Not yet
-modelled (reported as unsupported): TMA im2col, ``cta_group::2``, ``.b128`` registers, the
-sub-byte operand types of ``kind::mxf8f6f4``, an MN-major (transposed) smem A of wgmma.
+modelled (reported as unsupported): TMA im2col, ``tcgen05.cp``/``shift``/block-scaled,
+``.ws`` or sparse MMAs with ``cta_group::2``, a pair MMA issued by the odd CTA, ``.b128``
+registers, the sub-byte operand types of ``kind::mxf8f6f4``, an MN-major (transposed) smem A
+of wgmma.
 Asynchronous tensor-core operations compute their results at issue.
 
 Limits of the race analysis: every emulated CTA is checked; CTAs run in batches whose vector

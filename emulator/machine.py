@@ -1486,10 +1486,10 @@ class Machine:
                 what = "barrier.cluster.wait: not every thread of the cluster arrived"
             elif kind == _cta_pair.BLOCK_KIND:
                 peer = _cta_pair.pair_peer(self, c, p)
+                state = "it exited" if self.clb.exited[peer] else "it is blocked elsewhere"
                 what = (f"'{ins.opcode}' waits for a warp of the peer CTA "
                         f"{int(self.batch_ids[peer])} to perform the same collective operation"
-                        f" ({'it exited' if self.clb.exited[peer] else 'it is blocked elsewhere'}; PTX "
-                        f"ISA 9.1 §9.7.16.5)")
+                        f" ({state}; PTX ISA 9.1 §9.7.16.5)")
             elif kind == 4:
                 what = (f"bar.warp.sync membermask 0x{int(self.block_id[ls[0]]):08x}: a lane of "
                         f"the mask never arrives")

@@ -1,6 +1,7 @@
 """tcgen05 extensions (sm_100a): block-scaled MMA kinds, ``tcgen05.cp`` (shared memory -> TMEM),
-``tcgen05.shift`` and the cluster-multicast ``tcgen05.commit``; every other tcgen05 form goes to
-the handler of :mod:`emulator.ops`.
+``tcgen05.shift`` and the cluster-multicast ``tcgen05.commit``; the ``.cta_group::2`` (CTA pair)
+forms go to :mod:`emulator.cta_pair`, every other tcgen05 form to the handler of
+:mod:`emulator.ops`.
 
 Block scaling (PTX ISA 9.1 §9.7.16.10.7; instruction descriptor §9.7.16.4.2, the tables for
 ``.kind::mxf8f6f4`` and ``.kind::mxf4``/``.kind::mxf4nvf4``):

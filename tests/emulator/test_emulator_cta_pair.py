@@ -13,16 +13,18 @@ import shutil
 import subprocess
 import tempfile
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from emulator import GlobalMemory, Launch, run_launch
+from emulator import EmulationUnsupported, GlobalMemory, Launch, run_launch
 from emulator.async_copy import encode_tensor_map
 
 N = 64          # columns of D (rows of B^T), split N/2 per CTA for B
 RB = 64         # bytes of K per operand row: 2 MMAs of 32 bytes (f16 K = 32, tf32 K = 16)
 ALLOC = 64      # TMEM columns allocated (jointly) by the pair
-KINDS = {"f16": (np.float16, 0), "tf32": (np.float32, 2)}
+KINDS = {"f16": (np.float16, 0), "tf32": (np.float32, 2),
+         "f8f6f4": (ml_dtypes.float8_e4m3fn, 0)}  # kind -> (element type, idesc A/B type)
 
 
 def _image(rows: int, raw: np.ndarray) -> np.ndarray:
@@ -94,7 +96,8 @@ mov.b64 %rd9, tmap;
 cvta.param.u64 %rd10, %rd9;
 mul.lo.u32 %r17, %r3, {Mh + Nh};
 mov.u32 %r18, 0;
-@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2 [%r6], [%rd10, {{%r18, %r17}}], [%r16];"""
+@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2
+  [%r6], [%rd10, {{%r18, %r17}}], [%r16];"""
         if not no_load_wait:
             load_wait = """$L_lwait:
 mbarrier.try_wait.parity.shared::cta.b64 %p5, [%r15], 0;
@@ -147,7 +150,8 @@ cvt.u64.u32 %rd20, %r21;
 mov.b32 %r27, {idesc};
 {chr(10).join(mmas)}
 mov.b16 %rs1, {mask};
-tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%r5], %rs1;
+tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64
+  [%r5], %rs1;
 $L_issued:
 {dealloc_early}
 {skip_wait}
@@ -190,13 +194,17 @@ def _ptxas() -> str | None:
     return p if os.path.exists(p) else shutil.which("ptxas")
 
 
-def _run(M: int = 256, kind: str = "f16", seed: int = 0, **bug):
+def _run_ptx(ptx: str):
+    return _run(ptx=ptx)
+
+
+def _run(M: int = 256, kind: str = "f16", seed: int = 0, ptx: str | None = None, **bug):
     """Launch the pair GEMM (one cluster of 2 CTAs); returns (result, D got, D want)."""
     Mh, Nh = M // 2, N // 2
     dt = KINDS[kind][0]
     kel = RB // np.dtype(dt).itemsize
     rng = np.random.default_rng(seed)
-    # small multiples of 1/4: exact in f16 and tf32, exact products, sums exact in f32
+    # small multiples of 1/4: exact in f16, tf32 and E4M3, exact products, sums exact in f32
     A = (rng.integers(-8, 9, (M, kel)) / 4).astype(dt)
     B = (rng.integers(-8, 9, (N, kel)) / 4).astype(dt)
     raw = lambda x: np.ascontiguousarray(x).view(np.uint8)  # noqa: E731
@@ -211,7 +219,8 @@ def _run(M: int = 256, kind: str = "f16", seed: int = 0, **bug):
     launch = Launch(grid=(2, 1, 1), threads=128, arch="sm_100a", cluster=(2, 1, 1),
                     params={"img": a_img.to_bytes(8, "little"),
                             "out": a_out.to_bytes(8, "little"), "tmap": tmap})
-    res = run_launch(_ptx(M, kind, **bug), launch, gmem, filename="pair.ptx")
+    res = run_launch(ptx if ptx is not None else _ptx(M, kind, **bug), launch, gmem,
+                     filename="pair.ptx")
     got = gmem.buffer("out").view(np.float32).reshape(M, N)
     return res, got, A.astype(np.float64) @ B.astype(np.float64).T
 
@@ -222,7 +231,8 @@ def _errors(res):
 
 VARIANTS = {"ok": {}, "mask_issuer_only": {"mask": 1}, "odd_no_fence": {"odd_fence": False},
             "odd_no_wait": {"odd_waits": False}, "odd_exits_early": {"odd_exits_early": True},
-            "odd_dealloc_early": {"odd_dealloc_early": True}, "nobody_waits": {"nobody_waits": True},
+            "odd_dealloc_early": {"odd_dealloc_early": True},
+            "nobody_waits": {"nobody_waits": True},
             "tma": {"tma": True}, "tma_no_load_wait": {"tma": True, "no_load_wait": True}}
 
 
@@ -241,7 +251,8 @@ def test_every_kernel_is_legal_ptx(name, M):
         assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("M,kind", [(256, "f16"), (256, "tf32"), (128, "f16"), (128, "tf32")])
+@pytest.mark.parametrize("M,kind", [(256, "f16"), (256, "tf32"), (256, "f8f6f4"), (128, "f16"),
+                                    (128, "tf32"), (128, "f8f6f4")])
 def test_cta_pair_gemm_matches_numpy(M, kind):
     res, got, want = _run(M, kind)
     assert res.status == "ok", res.message
@@ -327,3 +338,17 @@ def test_cta_group_2_without_a_peer_is_a_fault():
                                          "out": a_out.to_bytes(8, "little")}),
                      gmem, filename="pair.ptx")
     assert res.status == "fault" and "no peer" in res.message, res.message
+
+
+def test_pair_mma_issued_by_the_odd_cta_is_unsupported():
+    ptx = _ptx(256, "f16").replace("setp.eq.u32 %p3, %r3, 0;", "setp.eq.u32 %p3, %r3, 1;")
+    with pytest.raises(EmulationUnsupported, match="issued by the odd CTA of the pair"):
+        _run_ptx(ptx)
+
+
+@pytest.mark.parametrize("op", ["tcgen05.cp.cta_group::2.128x256b [%r20], %rd13;",
+                                "tcgen05.shift.cta_group::2.down [%r20];"])
+def test_pair_cp_and_shift_are_unsupported(op):
+    ptx = _ptx(256, "f16").replace("mov.b16 %rs1, 3;", op + "\nmov.b16 %rs1, 3;")
+    with pytest.raises(EmulationUnsupported, match=r"\(2-CTA\)"):
+        _run_ptx(ptx)
