@@ -23,9 +23,10 @@ Issue granularity (§9.7.16.5, the issue-granularity table):
   single thread of the pair issues it; the emulator models the even CTA as the issuer (CUTLASS's
   ``umma_arrive_multicast_2x1SM`` / 2SM MMA atoms issue from the even, "leader" CTA) and reports
   an issue from the odd CTA as unsupported. "When the current CTA issues the operation, the peer
-  CTA should be active and should not have exited" (§9.7.16.5): an issue after the peer CTA
-  exited is a ``fault``. Operands: the shared-memory descriptors are offsets in the current
-  CTA's shared memory (§9.7.16.4.1) and name the same offsets in both CTAs, each CTA holding
+  CTA should be active and should not have exited" (§9.7.16.5, for ``mma`` and ``commit``): an
+  issue after the peer CTA exited is a ``fault``. Operands: the shared-memory descriptors are
+  offsets in the current CTA's shared memory (§9.7.16.4.1) and name the same offsets in both
+  CTAs, each CTA holding
   half of each operand: with ``M`` the instruction's M (128 or 256, idesc bits 24-28) and ``N``
   (bits 17-22, a multiple of 16), A (M x K) is rows ``0 .. M/2-1`` from the even CTA and
   ``M/2 .. M-1`` from the odd CTA, each half the (M/2) x K matrix its descriptor describes; B
@@ -78,7 +79,7 @@ from emulator import ops as _ops
 from emulator.registry import _Fault
 from verifier.findings import Finding, Note
 
-__all__ = ["dispatch", "exit_check", "pair_peer", "BLOCK_KIND"]
+__all__ = ["dispatch", "exit_check", "live_peer", "pair_peer", "BLOCK_KIND"]
 
 #: ``Machine.block_kind`` of a warp waiting for its peer CTA's warp in a collective
 #: alloc / dealloc / relinquish_alloc_permit (``block_id``: the pc it waits at)
@@ -119,6 +120,24 @@ def pair_peer(m, c: int, pc: int) -> int:
                               f"ISA 9.1 §9.7.16.5.1: the peer has rank {rk ^ 1}) "
                               f"({m.prog.where(pc)})")
     return int(m.clb.peer[c, rk ^ 1])
+
+
+def live_peer(m, c: int, pc: int) -> int:
+    """:func:`pair_peer` for an operation issued by a single thread of the pair (``mma``,
+    ``commit``): "the peer CTA should be active and should not have exited" (PTX ISA 9.1
+    §9.7.16.5).
+
+    Raises:
+        _Fault: ``fault`` without a peer, or when the peer CTA has exited.
+    """
+    p = pair_peer(m, c, pc)
+    if m.clb.exited[p]:
+        ins = m.prog.insts[pc]
+        raise _Fault("fault", f"'{ins.opcode}' issued by CTA {int(m.batch_ids[c])} after its "
+                              f"peer CTA {int(m.batch_ids[p])} exited (PTX ISA 9.1 §9.7.16.5: "
+                              f"the peer CTA should be active and should not have exited) "
+                              f"({m.prog.where(pc)})")
+    return p
 
 
 def dispatch(m, ins, pc, exe, active, mods):
@@ -292,15 +311,10 @@ def _mma(m, ins, pc, exe, mods) -> None:
         ln = int(ln)
         c = int(m.cta_local[ln])
         rk = int(m.rk_of[m.batch_ids[c]])
-        p = pair_peer(m, c, pc)
+        p = live_peer(m, c, pc)
         if rk & 1:
             raise m.prog.unsupported(pc, f"'{ins.opcode}' issued by the odd CTA of the pair "
                                          f"(rank {rk}); the even CTA's issue is modelled")
-        if m.clb.exited[p]:
-            raise _Fault("fault", f"'{ins.opcode}' issued by CTA {int(m.batch_ids[c])} after its "
-                                  f"peer CTA {int(m.batch_ids[p])} exited (PTX ISA 9.1 "
-                                  f"§9.7.16.5: the peer CTA should be active and should not "
-                                  f"have exited) ({m.prog.where(pc)})")
         idesc = int(idv[ln])
         Mv, Nv = ((idesc >> 24) & 0x1F) << 4, ((idesc >> 17) & 0x3F) << 3
         at, bt = (idesc >> 7) & 7, (idesc >> 10) & 7
@@ -387,7 +401,7 @@ def _commit(m, ins, pc, exe) -> None:
     addr = _ops._addr_u(m, ins.operands[0], pc)
     for ln in np.flatnonzero(exe):
         c = int(m.cta_local[ln])
-        pair_peer(m, c, pc)
+        live_peer(m, c, pc)
         epoch = m.async_complete_epoch(c)
         a = int(addr[ln]) & 0xFFFFFFFF
         st = m.mbar_get(int(ln), a, pc)

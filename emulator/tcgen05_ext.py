@@ -321,7 +321,7 @@ def _tcgen05(m, ins, pc, exe, active):
     if "cta_group::2" in mods:  # CTA-pair granularity (emulator.cta_pair)
         if op == "commit" and "multicast::cluster" in mods:
             for c in np.unique(m.cta_local[exe]).tolist():
-                _cta_pair.pair_peer(m, int(c), pc)  # a fault without a CTA pair
+                _cta_pair.live_peer(m, int(c), pc)  # a fault without a (running) peer
             return _tc_commit_multicast(m, ins, pc, exe, mods)
         return _cta_pair.dispatch(m, ins, pc, exe, active, mods)
     if op == "mma":
@@ -367,7 +367,7 @@ class _TmemShadow:
         self.w_clk = np.zeros((ncta, 128, 512), np.int32)
         self.pending = np.zeros((ncta, 128, 512), np.bool_)
         self.a_clk = np.zeros((ncta, 128, 512), np.int32)
-        self.a_cta = np.broadcast_to(np.arange(ncta, dtype=np.int16)[:, None, None],
+        self.a_cta = np.broadcast_to(np.arange(ncta, dtype=np.int32)[:, None, None],
                                      (ncta, 128, 512)).copy()
         # which tcgen05.wait::st completed a cell (pc, -1: none) and which of its writer's
         # waits that was (1-based); per writer, its clock at each of its waits: a read depends
