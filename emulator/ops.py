@@ -1776,6 +1776,17 @@ def tmem_fragment(mods, t: np.ndarray, half: int = 0):
     return rows[:, :, None], cols[:, :, None], n, False
 
 
+def tmem_allocated(m, c: int, col0: int, ncols: int, pc: int, what: str) -> None:
+    """Fault unless TMEM columns ``col0 .. col0 + ncols - 1`` of batch CTA ``c`` are allocated
+    (``tcgen05.alloc``): an MMA / copy / load / store outside the allocation is an illegal
+    access (PTX ISA 9.1 §9.7.16.7.1). ``what`` names the operand in the message."""
+    used = m.tmem_used[c, col0:col0 + ncols]
+    if used.size < ncols or not used.all():
+        bad = col0 + (int(np.flatnonzero(~used)[0]) if used.size and not used.all() else used.size)
+        raise _Fault("fault", f"'{m.prog.insts[pc].opcode}' {what} reaches TMEM column {bad}, "
+                              f"which is not allocated (tcgen05.alloc) ({m.prog.where(pc)})")
+
+
 def _warp_leaders(m, exe) -> list[int]:
     """The first executing lane of each (CTA, warp) with one (a CTA has at most 32 warps;
     lane ids, and so the warp ids, ascend)."""
@@ -1972,6 +1983,7 @@ def _tc_mma(m, ins, pc, exe, mods):
             ncol = K * ea.itemsize // 4
             if al + (Mv if Mv == 128 else 112) > 128 or ac + ncol > 512:
                 raise _Fault("fault", f"tcgen05.mma A outside TMEM ({m.prog.where(pc)})")
+            tmem_allocated(m, c, ac, ncol, pc, "A operand")
             r = np.arange(Mv)
             arows = al + (r if Mv == 128 else 32 * (r // 16) + r % 16)
             A = np.ascontiguousarray(tm[c, arows, ac:ac + ncol]).view(ea).astype(
@@ -1993,6 +2005,7 @@ def _tc_mma(m, ins, pc, exe, mods):
         rows = lane0 + (r if Mv == 128 else 32 * (r // 16) + r % 16)
         if rows.max() > 127:
             raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        tmem_allocated(m, c, col0, Nv, pc, "accumulator")
         cur = tm[c, rows, col0:col0 + Nv]
         if en is None or en[ln]:
             D = D + cur.view(acc).astype(np.float64)

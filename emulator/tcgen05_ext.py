@@ -94,6 +94,7 @@ def _scale_block(m, c: int, taddr: int, rows: int, sf_id: int, nblk: int, pc: in
     if col0 + ncols > 512 or sf_id + nblk > 4:
         raise _Fault("fault", f"tcgen05.mma {what} scale factors outside TMEM "
                               f"({m.prog.where(pc)})")
+    _ops.tmem_allocated(m, c, col0, ncols, pc, f"{what} scale factors")
     r = np.arange(rows)
     words = np.stack([tm[c, 32 * p + r % 32, col0 + r // 32] for p in range(4)])  # (4, rows)
     raw = np.stack([(words >> np.uint32(8 * (sf_id + j))) & np.uint32(0xFF)
@@ -203,6 +204,7 @@ def _mx_mma(m, ins, pc, exe, mods):
         lane0, col0 = (taddr >> 16) & 0xFFFF, taddr & 0xFFFF
         if col0 + Nv > 512 or lane0 != 0:
             raise _Fault("fault", f"tcgen05.mma accumulator outside TMEM ({m.prog.where(pc)})")
+        _ops.tmem_allocated(m, c, col0, Nv, pc, "accumulator")
         cur = tm[c, :, col0:col0 + Nv]
         if en[ln]:
             D = D + cur.view(np.float32).astype(np.float64)
@@ -265,6 +267,7 @@ def _tc_cp(m, ins, pc, exe, mods):
             if tl.max() > 127 or col0 + rb // 4 > 512:
                 raise _Fault("fault", f"tcgen05.cp destination outside TMEM "
                                       f"({m.prog.where(pc)})")
+            _ops.tmem_allocated(m, c, col0, rb // 4, pc, "destination")
             tm[c, tl, col0:col0 + rb // 4] = words
             _tmem_cp_writes(m, c, int(ln), tl, col0, rb // 4, pc)
     return None
@@ -337,6 +340,8 @@ def _tcgen05(m, ins, pc, exe, active):
         return _tc_commit_multicast(m, ins, pc, exe, mods)
     if op == "ld" and m.ntr:
         _tmem_track(m, ins, pc, exe, mods, "ld")  # check before the values are read
+    if op == "dealloc" and m.ntr:
+        _dealloc_check(m, ins, pc, exe)
     out = _ops._tcgen05(m, ins, pc, exe, active)
     if op in ("st", "wait::st") and m.ntr:
         _tmem_track(m, ins, pc, exe, mods, op)
@@ -554,6 +559,50 @@ def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         notes=[Note(message="missing synchronisation: 'tcgen05.commit' of the MMA to an "
                             "mbarrier, a wait on that phase by the reader (or a thread ordered "
                             "before it), then tcgen05.fence::after_thread_sync")])
+
+
+def _dealloc_check(m, ins, pc, exe) -> None:
+    """HB1: a ``tcgen05.dealloc.cta_group::1`` frees columns an asynchronous ``tcgen05.mma`` /
+    ``tcgen05.cp`` wrote (``_TmemShadow.a_clk``) while the deallocating warp has not acquired
+    that operation's completion (the commit's mbarrier phase, or ordering after a thread that
+    waited on it): the tensor core may still write freed memory (PTX ISA 9.1 §9.7.16.7.1, the
+    dealloc requires the columns' accesses to be complete; 'tcgen05.commit'). The warp's lanes
+    together: the dealloc is warp-collective."""
+    from verifier.findings import Finding, Note
+    sh = _tsh(m)
+    if sh is None:
+        return
+    ops = ins.operands
+    taddr = np.broadcast_to(m.read(ops[0], "u32", pc), (m.N,)) if ops[0].kind != "imm" else \
+        np.full(m.N, int(ops[0].value or 0), np.int64)
+    ncol = np.broadcast_to(m.read(ops[1], "u32", pc), (m.N,))
+    for ln in _ops._warp_leaders(m, exe):
+        if ln >= m.ntr:
+            continue
+        c = int(m.cta_local[ln])
+        c0, n = int(taddr[ln]) & 0xFFFF, int(ncol[ln])
+        if c0 + n > 512:
+            continue  # the dealloc faults in ops
+        warp = np.flatnonzero(exe & (m.cta_local == c) & (m.tid // 32 == m.tid[ln] // 32))
+        warp = warp[warp < m.ntr]
+        known = m.vc[warp].max(axis=0)
+        need = sh.a_clk[c, :, c0:c0 + n]
+        src = sh.a_cta[c, :, c0:c0 + n]
+        late = need > known[m.acol[src]]
+        if not late.any():
+            continue
+        key = ("HB1", "tmem-dealloc", pc)
+        if key in m.findings:
+            return
+        m.findings[key] = Finding(
+            rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+            message=(f"'{ins.opcode}' by {m._who(int(m.glane[ln]))} frees TMEM columns "
+                     f"{c0}-{c0 + n - 1} that an asynchronous 'tcgen05.mma'/'tcgen05.cp' "
+                     f"writes, before that operation is known to be complete"),
+            notes=[Note(message="missing synchronisation: a wait on the phase of the mbarrier "
+                                "the MMA's 'tcgen05.commit' arrives on (or ordering after a "
+                                "thread that waited) before the dealloc")])
+        return
 
 
 def _scale_read_check(m, ln: int, c: int, taddr: int, rows: int, pc: int) -> None:
