@@ -35,6 +35,7 @@ __all__ = [
     "is_tc",
     "mbar_operand",
     "note_finding",
+    "wait_parity_operand",
     "witness_notes",
 ]
 
@@ -344,6 +345,15 @@ def is_smem_write(ins: Instruction) -> bool:
     if p[0] in ("st", "atom", "red") and len(p) > 1 and p[1].startswith("shared"):
         return True
     return p[0] == "stmatrix"
+
+
+def wait_parity_operand(ins: Instruction):
+    """The phase-parity operand of ``mbarrier.test_wait/try_wait.parity waitComplete, [addr],
+    phaseParity{, suspendTimeHint}``: the operand after the address (the optional time hint
+    comes last, PTX ISA 9.1 §9.7.13.15.16), or None."""
+    ops = ins.operands
+    k = next((j for j, o in enumerate(ops) if o.kind == "address"), None)
+    return ops[k + 1] if k is not None and k + 1 < len(ops) else None
 
 
 def mbar_operand(ins: Instruction):

@@ -803,7 +803,9 @@ def tensor_copy_cta_rules(ctx: Context) -> list[Finding]:
                 out.append(ctx.finding("AP8", ins.line, ins.col,
                                        f"'.cta_group::2' bulk copy in a cluster of {csize} CTA"))
             if mc and csize is not None and ins.operands:
-                m = fa.values.const(ins.operands[-1], i)
+                # the ctaMask is last, or before the cache policy of .L2::cache_hint
+                k = -2 if "L2::cache_hint" in ins.parts and len(ins.operands) > 1 else -1
+                m = fa.values.const(ins.operands[k], i)
                 if m is None:
                     continue
                 if m & ~((1 << csize) - 1) & 0xFFFF:

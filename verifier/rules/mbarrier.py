@@ -29,6 +29,7 @@ from verifier.rules._flow import (
     is_smem_read,
     is_tc,
     mbar_operand,
+    wait_parity_operand,
     note_finding,
 )
 
@@ -463,11 +464,12 @@ class MbarParity(Property):
             return frozenset((k, -1, -1) for k in st)
         if "parity" not in ins.parts:
             return fact
-        par = self.values.const(ins.operands[-1], i) if ins.operands else None
-        if par is None and ins.operands and ins.operands[-1].kind == "reg":
+        po = wait_parity_operand(ins)
+        par = self.values.const(po, i) if po is not None else None
+        if par is None and po is not None and po.kind == "reg":
             # parity computed by single-definition register arithmetic (xor / sub / setp +
             # selp / not of constants): evaluated, so a flip in any written form is seen
-            x = eval_concrete(self.fa, ins.operands[-1], i, {}, {})
+            x = eval_concrete(self.fa, po, i, {}, {})
             par = None if x is None else x & 1
         n, last = st.get(b, (-1, -1))
         retry = last == i          # re-executed through its retry loop: same logical wait
@@ -613,8 +615,8 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
         b = cfg.block_of[i]
         if b not in cfg.in_cycle:
             continue
-        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
-        if par_o.kind != "reg" or bar_o is None:
+        par_o, bar_o = wait_parity_operand(ins), mbar_operand(ins)
+        if par_o is None or par_o.kind != "reg" or bar_o is None:
             continue
         deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
         if not deps or len(deps) > 6:
@@ -674,15 +676,10 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
             for k, js in update.items():
                 if first and not before[k]:
                     continue
-                if len(js) == 1 and cfg.instrs[js[0]].predicate is None:
-                    x = eval_instr(fa, js[0], env, syms, local=True)
-                    if x is None:
-                        return None
-                    nxt[k] = x
-                    continue
                 blocks.setdefault(cfg.block_of[js[0]], []).extend((j, k) for j in js)
-            for seq_ in blocks.values():
-                got = _run_updates(fa, sorted(seq_), env, syms)
+            # the update blocks in program order, each from the values the earlier ones left
+            for seq_ in sorted(blocks.values(), key=min):
+                got = _run_updates(fa, sorted(seq_), nxt, syms)
                 if got is None:
                     return None
                 nxt.update(got)
@@ -745,44 +742,48 @@ def _update_block(fa, js: list[int]) -> bool:
 
 
 def _run_updates(fa, seq: list[tuple[int, str]], env: dict, syms: dict) -> dict | None:
-    """Execute the definitions ``seq`` ((instruction, register), in program order, one block:
-    :func:`_update_block`) of loop-carried registers from the values ``env`` holds at the
-    block's entry, each reading the values the earlier ones wrote (sequential, as hand-written
-    code is: ``add %s, %s, 1; setp.eq %p, %s, 4; @%p mov %s, 0; @%p xor %ph, %ph, 1``); a
-    guarded one applies when its guard (a compare earlier in the block) holds. Returns the
-    registers' values after the block, or None when a value cannot be evaluated."""
+    """Execute the block of the definitions ``seq`` ((instruction, register) of loop-carried
+    registers, one block: :func:`_update_block`) from the values ``env`` holds at the block's
+    entry: every instruction from the block's start through the last of them, in program
+    order, each reading the values of its own moment - the loop-carried ones the earlier
+    updates wrote and the temporaries (compares, selects) the block computed before
+    (``setp.eq %p, %s, 2; selp %t, 1, 0, %p; xor %ph, %ph, %t; add %s, %s, 1; selp %s, 0, %s,
+    %p``: the compare reads the slot before its increment). A guarded instruction applies when
+    its guard holds. Returns the registers' values after the block, or None when one of them
+    cannot be evaluated."""
     cfg = fa.cfg
+    v = fa.values
     local = dict(env)
     regs = {k for _, k in seq}
-    # the guards' compares run where they stand: a guard reads the values of its own moment
-    # (``@%p mov %s, 0`` must not change what ``@%p xor %ph, %ph, 1`` sees)
-    guards = {}
-    for j, _k in seq:
-        g = cfg.instrs[j].predicate
-        if g is not None:
-            gk = cfg.reg_key(g, j)
-            guards[gk] = local_def(fa, gk, j)
-    order = sorted(seq + [(gj, gk) for gk, gj in guards.items()])
-    for j, key in order:
+    b = cfg.block_of[seq[0][0]]
+    last = max(j for j, _ in seq)
+    for j in range(cfg.blocks[b].start, last + 1):
+        keys = v.defs[j]
+        if not keys:
+            continue
         ins = cfg.instrs[j]
-        if key in guards and guards[key] == j and key not in regs:
-            x = eval_instr(fa, j, local, syms, local=True)
-            if x is None:
-                return None
-            local[key] = x
+        if len(keys) != 1:
+            for k in keys:
+                local[k] = None   # several results (elect.sync %r|%p, a vector): not modelled
             continue
         if ins.predicate is not None:
-            g = local.get(cfg.reg_key(ins.predicate, j))
+            gk = cfg.reg_key(ins.predicate, j)
+            if gk in local:
+                g = local[gk]
+            else:
+                d = local_def(fa, gk, j)
+                g = None if d is None else eval_instr(fa, d, local, syms, local=True)
             if g is None:
-                return None
+                local[keys[0]] = None
+                continue
             if bool(g) == bool(ins.negated):
                 continue
             x = eval_instr(fa, j, local, syms, guarded=True, local=True)
         else:
             x = eval_instr(fa, j, local, syms, local=True)
-        if x is None:
-            return None
-        local[key] = x
+        local[keys[0]] = x
+    if any(local.get(k) is None for k in regs):
+        return None
     return {k: local[k] for k in regs}
 
 
@@ -899,8 +900,8 @@ def _loop_parity(ctx: Context, fa) -> list[Finding]:
             continue
         if cfg.block_of[i] not in cfg.in_cycle:
             continue
-        par_o, bar_o = ins.operands[-1], mbar_operand(ins)
-        if par_o.kind != "reg" or bar_o is None:
+        par_o, bar_o = wait_parity_operand(ins), mbar_operand(ins)
+        if par_o is None or par_o.kind != "reg" or bar_o is None:
             continue
         deps = _counters(fa, par_o, i) | _counters(fa, bar_o, i)
         if len(deps) != 1:
