@@ -439,6 +439,8 @@ def _fence(m, ins, pc, exe, active):
     if "mbarrier_init" in parts:
         release_fence(m, exe, init_only=True)
         return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
+    if any(s in parts for s in ("acquire", "acq_rel", "sc")) and "proxy" not in parts:
+        m.acquire_fence(exe)
     if ("acq_rel" in parts or "sc" in parts) and any(
             s in parts for s in ("cluster", "gpu", "sys")):
         release_fence(m, exe, init_only=False)
@@ -449,6 +451,7 @@ def _fence(m, ins, pc, exe, active):
 def _membar(m, ins, pc, exe, active):
     """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 ``membar/fence``);
     ``membar.cta`` orders nothing across CTAs."""
+    m.acquire_fence(exe)  # membar is fence.sc (PTX ISA 9.1 membar/fence)
     if any(s in ins.parts[1:] for s in ("gl", "sys")):
         release_fence(m, exe, init_only=False)
     return None

@@ -394,6 +394,9 @@ class Machine:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
             self.vc[np.arange(self.ntr), self.vcol[:self.ntr]] = 1
+            # what a lane's .relaxed mbarrier waits observed, acquired by its next acquire
+            # fence (mbar_wait, acquire_fence); None until a relaxed wait succeeds
+            self.relaxed_vc = None
             self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
@@ -1428,10 +1431,23 @@ class Machine:
         self.blocked[rel] = False  # they re-execute the wait, which now succeeds
         self.block_kind[rel] = 0
 
-    def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray
-                  ) -> np.ndarray:
+    def acquire_fence(self, exe: np.ndarray) -> None:
+        """An acquire fence (``fence.acquire`` / ``.acq_rel`` / ``.sc``, ``membar``) by the
+        lanes ``exe``: what their earlier ``.relaxed`` mbarrier waits observed is acquired now
+        (PTX ISA 9.1 §8.8.3, fence-acquire patterns: a relaxed read of a release, then an
+        acquire fence)."""
+        if not self.ntr or self.relaxed_vc is None:
+            return
+        tl = np.flatnonzero(exe[:self.ntr])
+        if tl.size:
+            self.vc[tl] = np.maximum(self.vc[tl], self.relaxed_vc[tl])
+
+    def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray,
+                  acquire: bool = True) -> np.ndarray:
         """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
-        other lanes block until the mbarrier's phase changes (a spin loop is equivalent)."""
+        other lanes block until the mbarrier's phase changes (a spin loop is equivalent). A
+        successful wait acquires the phase's releases unless ``acquire`` is False (a
+        ``.relaxed`` wait: ordering needs a ``fence.acquire`` after it)."""
         ok = np.zeros(self.N, np.bool_)
         lanes = np.flatnonzero(exe)
         if not lanes.size:
@@ -1453,8 +1469,12 @@ class Machine:
             ok[okl] = True
             if self.ntr:
                 tl = okl[okl < self.ntr]
-                if tl.size:
+                if tl.size and acquire:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
+                elif tl.size:
+                    if self.relaxed_vc is None:
+                        self.relaxed_vc = np.zeros_like(self.vc)
+                    self.relaxed_vc[tl] = np.maximum(self.relaxed_vc[tl], st["phase_vc"])
             if blk.size:
                 self.blocked[blk] = True
                 self.block_kind[blk] = 2

@@ -1690,12 +1690,18 @@ def _mbarrier(m, ins, pc, exe, active):
             m.write(ops[0], states << np.uint64(63), exe, pc)
         return None
     if kind in ("try_wait", "test_wait"):
-        if "parity" not in mods:
-            raise m.prog.unsupported(pc, f"'{ins.opcode}' with a state operand (use .parity)")
         addr = _addr_u(m, ops[1], pc)
-        par = _lanes(m.read(ops[2], "u32", pc), m.N)
+        if "parity" in mods:
+            par = _lanes(m.read(ops[2], "u32", pc), m.N)
+        else:
+            # the state an mbarrier.arrive returned (opaque in PTX, PTX ISA 9.1
+            # §9.7.13.15.16): here the parity of its phase in bit 63; that phase is complete
+            # once the current phase's parity differs, as for a parity wait
+            par = (_lanes(m.read(ops[2], "b64", pc), m.N).astype(np.uint64) >> np.uint64(63)
+                   ).astype(np.int64)
         _async_copy.mbar_access(m, exe, addr, pc, write=False)
-        ok = m.mbar_wait(pc, exe, addr, par)
+        # .relaxed: no acquire (PTX ISA 9.1 §9.7.13.15.16 .sem; the default is .acquire)
+        ok = m.mbar_wait(pc, exe, addr, par, acquire="relaxed" not in mods)
         m.write(ops[0], ok, exe & ~m.blocked, pc)
         m.pc[active & ~m.blocked] = pc + 1
         return True

@@ -148,3 +148,82 @@ def test_stage_reuse_without_async_completion_is_a_race(arch, pattern):
     assert ("async proxy (tensor core)" if arch == "sm_100a" else
             "async proxy (wgmma of warpgroup 0)") in races[0].message
     assert "cp.async" in races[0].message
+
+
+# ---- .relaxed waits and state-token waits (red team round 8, 2026-12-04) ----------------
+
+RELAXED_WAIT = """{{
+.reg .pred done;
+$L_wait:
+mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 done, [%r9], 0;
+@!done bra.uni $L_wait;
+{fence}
+}}"""
+
+
+def test_a_relaxed_wait_does_not_acquire():
+    # PTX ISA 9.1 §9.7.13.15.16 .sem: .relaxed has no acquire; the consumer's read of the
+    # producer's shared writes is unordered (it was taken as an acquire: no finding)
+    res, _ = _run(wait=RELAXED_WAIT.format(fence=""))
+    assert [f.rule for f in res.findings] == ["HB1"], (res.message, res.findings)
+
+
+@pytest.mark.parametrize("fence", ["fence.acquire.cta;", "fence.acq_rel.cta;", "membar.cta;"])
+def test_a_relaxed_wait_then_an_acquire_fence_is_ordered(fence):
+    res, out = _run(wait=RELAXED_WAIT.format(fence=fence))
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert out.tolist() == list(range(32))
+
+
+def test_a_wait_on_the_state_token_of_an_arrive():
+    # mbarrier.arrive's state operand, then try_wait on it (cuda::barrier::arrive_and_wait):
+    # was "unsupported"; every thread reads its neighbour's write after the phase completes
+    ptx = """.version 8.4
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<4>;
+.reg .b32 %r<20>;
+.reg .b64 %rd<8>, %state;
+.shared .align 8 .b64 bar;
+.shared .align 4 .b32 buf[128];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, bar;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r2], 128;
+bar.sync 0;
+mov.u32 %r3, buf;
+shl.b32 %r4, %r1, 2;
+add.u32 %r5, %r3, %r4;
+st.shared.u32 [%r5], %r1;
+mbarrier.arrive.shared::cta.b64 %state, [%r2];
+$L_wait:
+mbarrier.try_wait.shared::cta.b64 %p2, [%r2], %state;
+@!%p2 bra $L_wait;
+add.u32 %r6, %r1, 1;
+and.b32 %r6, %r6, 127;
+shl.b32 %r7, %r6, 2;
+add.u32 %r8, %r3, %r7;
+ld.shared.u32 %r9, [%r8];
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r9;
+ret;
+}
+"""
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(128, np.uint32))
+    res = run_launch(ptx, Launch(grid=(1, 1, 1), threads=128,
+                                 params={"out": out.to_bytes(8, "little")}), gmem,
+                     filename="state.ptx")
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert gmem.buffer("out").view(np.uint32).tolist() == [(t + 1) % 128 for t in range(128)]
+    # without the wait, the neighbour's write is unordered
+    res2 = run_launch(ptx.replace("@!%p2 bra $L_wait;", "").replace(
+        "mbarrier.try_wait.shared::cta.b64 %p2, [%r2], %state;", ""),
+        Launch(grid=(1, 1, 1), threads=128, params={"out": out.to_bytes(8, "little")}), gmem,
+        filename="state.ptx")
+    assert "HB1" in [f.rule for f in res2.findings]
