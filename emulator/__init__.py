@@ -75,7 +75,8 @@ Execution model and numerics: :mod:`emulator.machine`. Instruction coverage: :mo
 (integer, float with PTX rounding, conversions incl. bf16/fp8 via ml_dtypes, ld/st of every state
 space, shuffles, votes, redux, elect, atomics, barriers, ``ldmatrix``/``stmatrix``, ``mma.sync``
 m16n8k16/k8 f16/bf16 and m16n8k32 s8, ``cp.async`` with per-thread groups, ``wgmma.mma_async``
-with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles) or register A, mbarrier
+with sm_90 smem descriptors (K-major A/B, MN-major B, all swizzles; f16, bf16, tf32, E4M3/E5M2
+and s8/u8 mixed freely) or register A (f16 / bf16), mbarrier
 (init/arrive/expect_tx/complete_tx/try_wait.parity), ``tcgen05`` alloc/dealloc/ld/st
 (32x32b, 16x64b, 16x128b, 16x256b, 16x32bx2; pack::16b)/mma (kind::f16, f8f6f4, tf32, i8;
 A from smem or TMEM; M=64/128)/commit).

@@ -1420,6 +1420,11 @@ def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
     return (a[:, :, None] + np.arange(es)).reshape(mn, k * es)
 
 
+_TF32 = np.dtype(np.float32)  # marker: .tf32 operands are f32 bit patterns, truncated
+_WG_EL = {"f16": np.dtype(np.float16), "bf16": BF16, "tf32": _TF32, "e4m3": NP["e4m3"],
+          "e5m2": NP["e5m2"], "s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
+
+
 @handler("wgmma")
 def _wgmma(m, ins, pc, exe, active):
     mods, types = m._types[pc]
@@ -1508,11 +1513,19 @@ def _wgmma(m, ins, pc, exe, active):
         raise m.prog.unsupported(pc, f"'{ins.opcode}' with a .{dt_} accumulator of "
                                      f"{len(ops[0].elems)} registers (only .f32 / .s32 "
                                      f"accumulators, N/2 registers, are modelled)")
-    el = {"f16": np.float16, "bf16": BF16, "e4m3": NP["e4m3"], "e5m2": NP["e5m2"],
-          "s8": np.int8, "u8": np.uint8}.get(at)
-    if el is None or bt != at:
+    # operand types (PTX ISA 9.1 §9.7.15.5.1): f16 / bf16 / tf32 with their own kind, E4M3 /
+    # E5M2 mixed freely, s8 / u8 mixed freely; K * element size is 32 bytes
+    el_a, el_b = _WG_EL.get(at), _WG_EL.get(bt)
+    if el_a is None or el_b is None or (at != bt and not (
+            {at, bt} <= {"e4m3", "e5m2"} or {at, bt} <= {"s8", "u8"})):
         raise m.prog.unsupported(pc)
+    el = el_a
     es = np.dtype(el).itemsize
+    if K * es != 32:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}': K = {K} for .{at} operands")
+    if a_reg and es != 2:
+        raise m.prog.unsupported(pc, f"'{ins.opcode}' with a .{at} A operand in registers "
+                                     f"(register A is modelled for .f16 / .bf16)")
     S = m.shared.shape[1]
     sh = m.shared.reshape(-1)
     scale_d = _lanes(m.read(rest[0], "pred", pc), m.N)
@@ -1540,7 +1553,7 @@ def _wgmma(m, ins, pc, exe, active):
             cache[key] = idx
         return idx
 
-    def gather(descs: np.ndarray, rows: int, trans: bool, what: str) -> np.ndarray:
+    def gather(descs: np.ndarray, rows: int, trans: bool, what: str, el) -> np.ndarray:
         """(G, rows, K) float64 operand values of every warpgroup, async reads recorded."""
         flat = np.empty((bases.size, rows, K * es), np.int64)
         for i in range(bases.size):
@@ -1550,9 +1563,12 @@ def _wgmma(m, ins, pc, exe, active):
                                       f"({m.prog.where(pc)})")
             flat[i] = ctas[i] * S + idx
         _async_read(m, bases, flat.reshape(bases.size, -1), pc, wgmma=True)
+        if el is _TF32:  # f32 bits, the low 13 mantissa bits not used (PTX ISA 9.1 .tf32)
+            return (sh[flat].view(np.uint32) & np.uint32(0xFFFFE000)).view(
+                np.float32).astype(np.float64)
         return sh[flat].view(el).astype(np.float64)
 
-    Bv = gather(bdesc_all, N, bool(trans_b), "B")  # (G, N, K)
+    Bv = gather(bdesc_all, N, bool(trans_b), "B", el_b)  # (G, N, K)
     if a_reg:
         Av = np.zeros((bases.size, 64, K))
         rows_ = [16 * w + g, 16 * w + g + 8, 16 * w + g, 16 * w + g + 8]
@@ -1565,7 +1581,7 @@ def _wgmma(m, ins, pc, exe, active):
             Av[:, rows_[i], cols_[i]] = h[:, :, 0]
             Av[:, rows_[i], cols_[i] + 1] = h[:, :, 1]
     else:
-        Av = gather(adesc_all, 64, False, "A")  # (G, 64, K)
+        Av = gather(adesc_all, 64, False, "A", el_a)  # (G, 64, K)
     D = np.matmul(Av, Bv.transpose(0, 2, 1))  # (G, 64, N), exact products, f64 sums
     lanes = (bases[:, None] + L[None, :]).reshape(-1)
     e2 = np.zeros(m.N, np.bool_)
