@@ -202,6 +202,25 @@ def _st(m, ins, pc, exe, active):
     data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
     addr = m.address(a, pc)
     m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc))
+    if "async" in m._types[pc][0] and len(ins.operands) > 2:
+        _async_complete_tx(m, ins.operands[2], pc, exe, es * vec)
+
+
+def _async_complete_tx(m, mop, pc, exe, nbytes: int) -> None:
+    """``st.async`` / ``red.async ... .mbarrier::complete_tx::bytes [a], b, [mbar]``: the write
+    (done above, into the destination CTA's shared memory) completes ``nbytes`` of
+    transactions on ``mbar`` (in the destination CTA), which makes it visible to the threads
+    that observe the phase (PTX ISA 9.1 ``st.async``, ``red.async``): the writer's own clock
+    joins the phase, the write's own ordering (a weak write releases nothing else)."""
+    maddr = _addr_u(m, mop, pc)
+    _async_copy.mbar_access(m, exe, maddr, pc, write=False)
+    for ln in np.flatnonzero(exe):
+        a = int(maddr[ln])
+        if m.ntr and ln < m.ntr:
+            st = m.mbar_get(int(ln), a, pc)
+            col = int(m.vcol[ln])
+            st["vc"][col] = max(int(st["vc"][col]), int(m.vc[ln, col]))
+        m.mbar_complete_tx(int(ln), a, nbytes, pc)
 
 
 def _strength(m, pc) -> str:
@@ -1135,6 +1154,8 @@ def _atom(m, ins, pc, exe, active):
                      kind=akind)
     if ret:
         m.write(ops[0], olds, exe, pc)
+    if ins.base == "red" and "async" in mods and len(ops) > 2:
+        _async_complete_tx(m, ops[2], pc, exe, es)
 
 
 def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec: int,

@@ -507,3 +507,81 @@ def test_bulk_copy_into_a_peers_shared_memory_completes_on_its_mbarrier(copy):
     # the mbarrier in another CTA than the destination: PTX requires them in one CTA
     res, _ = _peer_copy(copy, mrank=0)
     assert res.status == "fault" and "another CTA" in res.message
+
+
+# ---- st.async / red.async into the peer, completing on its mbarrier (red team round 8) -----
+# each CTA arms its own mbarrier for 4 bytes, then stores its rank into the peer's buf[0]
+# ({op}) completing on the peer's mbarrier; after its wait it reads buf[0] and writes out[rank]
+ST_ASYNC = """.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 pOut)
+.reqntid 64, 1, 1
+.reqnctapercluster 2, 1, 1
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<40>;
+.reg .b64 %rd<20>;
+.shared .align 16 .b8 buf[64];
+.shared .align 8 .b64 bar;
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, bar;
+mov.u32 %r3, buf;
+mov.u32 %r4, %cluster_ctarank;
+xor.b32 %r5, %r4, 1;
+ld.param.u64 %rd2, [pOut];
+mul.wide.u32 %rd9, %r4, 4;
+add.s64 %rd2, %rd2, %rd9;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 st.shared.u32 [%r3], 100;
+@%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+fence.mbarrier_init.release.cluster;
+barrier.cluster.arrive.release.aligned;
+barrier.cluster.wait.acquire.aligned;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 4;
+mapa.shared::cluster.u32 %r7, %r3, %r5;
+mapa.shared::cluster.u32 %r8, %r2, %r5;
+@%p1 {op}
+$L_w:
+{wait}
+@%p1 ld.shared.u32 %r9, [%r3];
+@%p1 st.global.u32 [%rd2], %r9;
+barrier.cluster.arrive.release.aligned;
+barrier.cluster.wait.acquire.aligned;
+ret;
+}}
+"""
+_ST = "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r7], %r4, [%r8];"
+_RED = ("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 "
+        "[%r7], %r4, [%r8];")
+_W = ("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r2], 0;\n"
+      "@!%p2 bra $L_w;")
+
+
+@pytest.mark.parametrize("op,want", [(_ST, [1, 0]), (_RED, [101, 100])])
+def test_st_async_and_red_async_complete_on_the_peers_mbarrier(op, want):
+    # was HB2 (the store's complete_tx never happened: both CTAs waited forever)
+    from emulator import GlobalMemory, Launch, run_launch
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(2, np.uint32))
+    res = run_launch(ST_ASYNC.format(op=op, wait=_W), Launch(
+        grid=(2, 1, 1), threads=64, params={"pOut": out.to_bytes(8, "little")}, arch="sm_90a"),
+        gmem, filename="st_async.ptx")
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert gmem.buffer("out").view(np.uint32).tolist() == want
+
+
+def test_reading_the_st_async_data_without_the_wait_is_a_race():
+    from emulator import GlobalMemory, Launch, run_launch
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(2, np.uint32))
+    res = run_launch(ST_ASYNC.format(op=_ST, wait=""), Launch(
+        grid=(2, 1, 1), threads=64, params={"pOut": out.to_bytes(8, "little")}, arch="sm_90a"),
+        gmem, filename="st_async.ptx")
+    assert "HB1" in [f.rule for f in res.findings], (res.message, res.findings)
+
+
+def test_st_async_bytes_count_for_mb8_only_as_a_note():
+    from verifier import verify
+    rep = verify(ST_ASYNC.format(op=_ST, wait=_W), arch="sm_90a", select={"MB8"})
+    assert [f.severity for f in rep.findings] in ([], ["note"]), rep.render()

@@ -373,6 +373,10 @@ def mbar_operand(ins: Instruction):
     if p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p):
         addrs = [o for o in ops if o.kind == "address"]
         return addrs[2] if len(addrs) >= 3 else None
+    if p[0] in ("st", "red") and "async" in p and any(
+            x.startswith("mbarrier::complete_tx") for x in p):
+        addrs = [o for o in ops if o.kind == "address"]  # st.async [a], b, [mbar]
+        return addrs[1] if len(addrs) >= 2 else None
     return None
 
 

@@ -1119,6 +1119,8 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
                                                           and p[1] == "expect_tx"):
                 c = v.const(ins.operands[-1], i)
                 exp.setdefault(b, []).append((i, c))
+            elif p[0] in ("st", "red") and _is_tx_copy(ins):
+                got.setdefault(b, []).append((i, _async_store_bytes(ins)))
             elif p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p):
                 if "tensor" in p:
                     undecided[b] = i
@@ -1161,7 +1163,19 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
 
 
 def _is_tx_copy(ins) -> bool:
-    return ins.parts[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in ins.parts)
+    """A bulk / tensor copy, or an ``st.async`` / ``red.async`` (PTX ISA 9.1), completing
+    transaction bytes on an mbarrier."""
+    return ins.parts[0] in ("cp", "st", "red") and any(
+        x.startswith("mbarrier::complete_tx") for x in ins.parts) and (
+        ins.parts[0] == "cp" or "async" in ins.parts)
+
+
+def _async_store_bytes(ins) -> int | None:
+    """Bytes an ``st.async`` / ``red.async`` delivers: its type size times its vector width."""
+    from verifier.ptx.ast import TYPE_SIZES
+    n = next((int(x[1:]) for x in ins.parts if x in ("v2", "v4", "v8")), 1)
+    sz = next((TYPE_SIZES[x] for x in reversed(ins.parts) if x in TYPE_SIZES), None)
+    return None if sz is None else sz * n
 
 
 class TxPhase(Property):
