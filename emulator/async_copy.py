@@ -409,6 +409,12 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     stale = np.zeros(loc.shape, np.bool_)
     stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
     m.note_fence_use(idx)  # (stale bytes credit no fence)
+    late = False
+    if not stale.any():
+        # each writer fenced since its write: is that fence ordered before the issue?
+        stale = m.fence_unordered(m.vc[ln], wl[real], sh.w_pf[idx[real]],
+                                  int(m.cta_local[ln]))
+        late = bool(stale.any())
     if not stale.any():
         return
     j = int(np.flatnonzero(stale)[0])
@@ -420,9 +426,11 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     m.findings[key] = Finding(
         rule="HB4", severity="error", file=m.prog.filename, line=i2.line, col=i2.col,
         message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
-                 f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) without "
-                 f"a 'fence.proxy.async' after the write: the bytes the copy reads are undefined "
-                 f"({int(stale.sum())} bytes)"),
+                 f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                 + ("with its 'fence.proxy.async' not ordered before this copy (the fence must "
+                    "precede the hand-off to the issuing thread)" if late else
+                    "without a 'fence.proxy.async' after the write")
+                 + f": the bytes the copy reads are undefined ({int(stale.sum())} bytes)"),
         notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by the "
                             "writing threads after the writes, before the barrier that orders "

@@ -415,6 +415,8 @@ class Machine:
         # WGMMA_UNIT + warpgroup, registry.WGMMA_UNIT)
         self.wg_clk = np.zeros((ncta, WGMMA_UNITS), dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
+        # per tracked lane, its own clock at each of its fence.proxy.async (proxy_fence)
+        self.pf_clk: list[list[int]] = [[] for _ in range(self.ntr)]
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
         # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
@@ -997,6 +999,49 @@ class Machine:
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
                        rec_lane=rec_lane, rec_clk=rec_clk)
 
+    def proxy_fence(self, exe: np.ndarray) -> None:
+        """A ``fence.proxy.async`` by the lanes ``exe``: counted (``pfence``) and, for tracked
+        lanes, timestamped with the lane's own clock after a tick, so that only readers ordered
+        after the fence itself (not merely after an earlier release of the writer) see it
+        (:meth:`fence_unordered`)."""
+        self.pfence[exe] += 1
+        lanes = np.flatnonzero(exe[:self.ntr]) if self.ntr else np.zeros(0, np.int64)
+        if lanes.size:
+            self._tick(lanes)
+            clk = self.vc[lanes, self.vcol[lanes]]
+            for ln, c in zip(lanes.tolist(), clk.tolist()):
+                self.pf_clk[ln].append(int(c))
+
+    def fence_unordered(self, known: np.ndarray, wl: np.ndarray, w_pf: np.ndarray,
+                        reader_cta: int) -> np.ndarray:
+        """For generic writes by global lanes ``wl`` (threads of CTAs of this batch) made when
+        their writer had executed ``w_pf`` proxy fences, and that writer has fenced since:
+        True where the writer's first ``fence.proxy.async`` after the write is not ordered
+        before a reader whose clocks are ``known`` (W,) in batch CTA ``reader_cta`` - a fence
+        after the hand-off barrier, or in another thread's order only (PTX ISA 9.1 §8.6: the
+        proxy fence must order the write before the async-proxy access; red team round 8)."""
+        out = np.zeros(wl.shape, np.bool_)
+        if not self.ntr or not wl.size:
+            return out
+        T = self.T
+        wc, wt = np.divmod(wl, T)
+        lc = self._batch_pos[wc]
+        rc = int(self.batch_ids[reader_cta])
+        for (c, t, l, k) in set(zip(wc.tolist(), wt.tolist(), lc.tolist(), w_pf.tolist())):
+            if l < 0:
+                continue
+            ln = l * T + t
+            if ln >= self.ntr or k >= len(self.pf_clk[ln]):
+                continue  # not tracked, or no fence since the write (the count test's case)
+            f = self.pf_clk[ln][k]
+            if self.cl_of[c] != self.cl_of[rc]:
+                bad = True  # no clocks across clusters: not ordered
+            else:
+                bad = int(known[int(self.rk_of[c]) * (T + ASYNC_UNITS) + t]) < f
+            if bad:
+                out |= (wc == c) & (wt == t) & (w_pf == k)
+        return out
+
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
         read by the async proxy while their writer has executed no ``fence.proxy.async`` since
@@ -1010,11 +1055,25 @@ class Machine:
         j = int(self._hk.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
                                     self.pfence))
         self.note_fence_use(idx)  # (stale bytes credit no fence)
+        late = False
+        if j < 0 and lane < self.ntr:
+            # every writer fenced since its write: is that fence ordered before this read?
+            # (the readers of a wgmma: its warpgroup's lanes, whichever knows most)
+            c = int(self.cta_local[lane])
+            grp = np.flatnonzero((self.cta_local[:self.ntr] == c) &
+                                 (self.tid[:self.ntr] // 128 == self.tid[lane] // 128))
+            known = self.vc[grp].max(axis=0)
+            wl = sh.w_lane[idx]
+            real = (wl >= 0) & (wl < NT)
+            bad = np.zeros(idx.shape, np.bool_)
+            bad[real] = self.fence_unordered(known, wl[real], sh.w_pf[idx][real], c)
+            if bad.any():
+                j, late = int(np.flatnonzero(bad)[0]), True
         if j < 0:
             return False
         if not report:
             return True
-        if self.prog.insts[int(sh.w_pc[idx[j]])].base == "cp":
+        if self.prog.insts[int(sh.w_pc[idx[j]])].base == "cp" and not late:
             # the first stale byte is cp.async-written (a warning): a stale byte a generic
             # store wrote (an error) must not hide behind it
             j = self._stale_store(idx, j)
@@ -1032,7 +1091,9 @@ class Machine:
             file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
                      f"{self._who(wl_j)} wrote with '{i1.opcode}' (generic proxy) "
-                     f"without a 'fence.proxy.async' after the write"),
+                     + ("with its 'fence.proxy.async' not ordered before this read (the fence "
+                        "must precede the hand-off to the issuing thread)" if late else
+                        "without a 'fence.proxy.async' after the write")),
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
                    Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
                                 "the writing threads after the write, before the hand-off")])

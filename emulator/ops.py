@@ -1665,7 +1665,7 @@ def counts_as_proxy_fence(ins) -> bool:
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
     if counts_as_proxy_fence(ins):
-        m.pfence[exe] += 1
+        m.proxy_fence(exe)
     return None
 
 

@@ -552,3 +552,26 @@ def test_bulk_reduction_into_shared_memory_reduces(op, t, want):
         filename="red.ptx")
     assert res.status == "ok" and res.findings == [], (res.message, res.findings)
     assert gmem.buffer("out").view(np.uint32).tolist() == want(a).tolist()
+
+
+def test_writers_fencing_after_the_hand_off_barrier_is_an_hb4_error():
+    # red team round 8: st.shared; bar.sync; fence.proxy.async (every writer); the issuer's TMA
+    # store. Each writer's fence runs after the barrier, concurrently with the store: it does
+    # not order the writes before the async proxy's read (the count test saw "fenced since")
+    gmem = GlobalMemory()
+    dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=64,
+                    params={"tmap": _tmap(dst), "out": (0).to_bytes(8, "little")})
+    text = STORE.replace("{fence}\nbar.sync 0;", "bar.sync 0;\nfence.proxy.async.shared::cta;")
+    assert text != STORE
+    res = run_launch(text.format(wait="@%p1 cp.async.bulk.wait_group.read 0;"), launch, gmem,
+                     filename="st.ptx")
+    hb4 = [f for f in res.findings if f.rule == "HB4"]
+    assert hb4 and hb4[0].severity == "error" and "not ordered before" in hb4[0].message, \
+        res.findings
+
+
+def test_a_fence_after_one_barrier_and_before_another_is_ordered():
+    # the same fences followed by a second barrier before the issue: ordered
+    res, _ = _store(fence="bar.sync 0;\nfence.proxy.async.shared::cta;")
+    assert res.status == "ok" and res.findings == [], res.findings

@@ -150,3 +150,42 @@ def test_an_8_bit_register_a_is_unsupported_not_wrong():
             grid=(1, 1, 1), threads=128, params={"img": src.to_bytes(8, "little"),
                                                  "out": out.to_bytes(8, "little")},
             arch="sm_90a"), gmem, filename="wg.ptx")
+
+
+def _two_warpgroups(order: str) -> str:
+    """The f16 kernel with 256 threads: warpgroup 1 copies the operands into shared memory,
+    ``order`` (its fence and the hand-off barrier), warpgroup 0 runs the wgmma."""
+    ptx = _ptx("f16", "f16").replace(".reqntid 128, 1, 1", ".reqntid 256, 1, 1")
+    ptx = ptx.replace("mov.u32 %r1, %tid.x;", "mov.u32 %r1, %tid.x;\nand.b32 %r1, %r1, 127;\n"
+                      "mov.u32 %r15, %tid.x;\nsetp.ge.u32 %p3, %r15, 128;")
+    ptx = ptx.replace("st.shared.v4.u32 [%r8], ", "@%p3 st.shared.v4.u32 [%r8], ")
+    ptx = ptx.replace("@%p1 st.shared.v4.u32 [%r8+2048]",
+                      "and.pred %p2, %p1, %p3;\n@%p2 st.shared.v4.u32 [%r8+2048]")
+    ptx = ptx.replace("fence.proxy.async.shared::cta;\nbar.sync 0;", order)
+    return ptx.replace("wgmma.fence.sync.aligned;", "@%p3 bra.uni $L_end;\n"
+                       "wgmma.fence.sync.aligned;").replace("ret;", "$L_end:\nret;")
+
+
+@pytest.mark.parametrize("order,bad", [
+    ("fence.proxy.async.shared::cta;\nbar.sync 0;", False),  # writers fence, then hand off
+    ("bar.sync 0;\nfence.proxy.async.shared::cta;", True),   # the fence after the hand-off
+])
+def test_operand_writers_must_fence_before_the_hand_off(order, bad):
+    # the writers' fence after the barrier runs concurrently with the other warpgroup's wgmma:
+    # it does not order their writes before the async-proxy read (red team round 8). (When the
+    # writers are the wgmma's own warpgroup, each thread's fence precedes its part in the
+    # collective wgmma, which is ordered.)
+    rng = np.random.default_rng(0)
+    A, B = _values("f16", (64, 16), rng), _values("f16", (N, 16), rng)
+    gmem = GlobalMemory()
+    src = gmem.add("img", np.concatenate([_image(64, A), _image(N, B)]))
+    out = gmem.add("out", np.zeros(256 * (N // 2), np.uint32))
+    res = run_launch(_two_warpgroups(order), Launch(grid=(1, 1, 1), threads=256, params={
+        "img": src.to_bytes(8, "little"), "out": out.to_bytes(8, "little")}, arch="sm_90a"),
+        gmem, filename="wg.ptx")
+    hb4 = [f for f in res.findings if f.rule == "HB4"]
+    if bad:
+        assert hb4 and hb4[0].severity == "error" and "not ordered before" in hb4[0].message, \
+            res.findings
+    else:
+        assert res.status == "ok" and res.findings == [], (res.message, res.findings)
