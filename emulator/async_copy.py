@@ -438,6 +438,56 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
 
 
 # ----------------------------------------------------------------------------- global memory
+def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
+    """A bulk / tensor copy issued by ``ln`` reads global rows ``addrs`` (k,) of ``nb`` bytes
+    through the async proxy: HB1 for a write not ordered before the issue (as a read by the
+    issuer), HB4 (an error) for bytes a thread wrote through the generic proxy with no
+    ``fence.proxy.async`` (the ``.global`` or full form) of its ordered before the issue (PTX
+    ISA 9.1 §8.6 proxies; ptx_rules AP4). Before 2026-12-04 the copies' global sources were
+    not checked at all (red team round 8)."""
+    if not (m.ntr and ln < m.ntr and m._gshadow is not None and addrs.size and nb):
+        return
+    a = addrs.astype(np.uint64)
+    reg, off = m.gmem.translate(a, nb)
+    gidx = (m._gstarts[reg] + off)[:, None] + np.arange(nb)
+    sh = m._gshadow
+    idx = sh.slots(gidx.reshape(-1))
+    wl = sh.w_lane[idx]
+    NT = m.n_ctas * m.T
+    real = (wl >= 0) & (wl < NT)
+    if real.any():
+        wc, wt = np.divmod(wl[real], m.T)
+        lc = m._batch_pos[wc]
+        loc = np.where(lc >= 0, lc * m.T + wt, -1)
+        okl = loc >= 0
+        stale = np.zeros(loc.shape, np.bool_)
+        stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
+        if not stale.any():
+            stale = m.fence_unordered(m.vc[ln], wl[real], sh.w_pf[idx[real]],
+                                      int(m.cta_local[ln]))
+        if stale.any():
+            j = int(np.flatnonzero(stale)[0])
+            wpc = int(sh.w_pc[idx[real]][j])
+            key = ("HB4", wpc, pc)
+            if key not in m.findings:
+                i1, i2 = m.prog.insts[wpc], m.prog.insts[pc]
+                m.findings[key] = Finding(
+                    rule="HB4", severity="error", file=m.prog.filename, line=i2.line,
+                    col=i2.col,
+                    message=(f"'{i2.opcode}' reads global memory through the async proxy that "
+                             f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic "
+                             f"proxy) without a 'fence.proxy.async.global' after the write "
+                             f"ordered before the copy: the bytes it reads are undefined "
+                             f"({int(stale.sum())} bytes)"),
+                    notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line,
+                                col=i1.col),
+                           Note(message="missing synchronisation: 'fence.proxy.async.global' "
+                                        "(or 'fence.proxy.async') by the writing threads after "
+                                        "the writes, before the barrier that orders them with "
+                                        "the issuing thread")])
+    m._hb_check(sh, "global", np.full(a.size, ln), gidx, pc, None, "plain")
+
+
 def _global_write(m, ln: int, addrs: np.ndarray, data: np.ndarray, pc: int,
                   atomic: bool = False) -> None:
     """Rows ``data`` (k, nbytes) to global ``addrs`` (k,) on behalf of issuer ``ln``."""
@@ -506,14 +556,19 @@ def _check_tile(m, tm: TensorMap, pc: int, what: str) -> None:
                                      f"(only rows of the swizzle span are modelled)")
 
 
-def _load_box(m, tm: TensorMap, coords: list[int], pc: int) -> np.ndarray:
-    """The box's bytes in shared-memory order (dense, dim 0 fastest), OOB elements filled."""
+def _load_box(m, tm: TensorMap, coords: list[int], pc: int, ln: int | None = None
+              ) -> np.ndarray:
+    """The box's bytes in shared-memory order (dense, dim 0 fastest), OOB elements filled;
+    with the issuer ``ln``, its global rows are checked (:func:`global_async_read`)."""
     row_addr, valid, lo, hi, n0 = _tile(tm, coords)
     es = tm.esize
     fill = np.frombuffer(_fill_bytes(tm), np.uint8)
     out = np.tile(fill, row_addr.size * n0).reshape(row_addr.size, n0 * es)
     if hi > lo and valid.any():
-        got = m.gmem.read((row_addr[valid] + lo * es).astype(np.uint64), (hi - lo) * es)
+        rows = (row_addr[valid] + lo * es).astype(np.uint64)
+        if ln is not None:
+            global_async_read(m, ln, rows, (hi - lo) * es, pc)
+        got = m.gmem.read(rows, (hi - lo) * es)
         out[np.flatnonzero(valid), lo * es:hi * es] = got
     return out.reshape(-1)
 
@@ -677,7 +732,7 @@ def bulk(m, ins, pc, exe, active):
             if dst % 128:
                 raise _Fault("fault", f"TMA destination 0x{dst:x} is not 128-byte aligned "
                                       f"({m.prog.where(pc)})")
-            data = _load_box(m, tm, coords, pc)
+            data = _load_box(m, tm, coords, pc, ln)
             offs = _swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
             mbar = int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF
             epoch = async_write_shared(m, ln, offs, data, pc, mbar, pair=pair)
@@ -717,6 +772,7 @@ def bulk(m, ins, pc, exe, active):
                                       f"aligned ({m.prog.where(pc)})")
             c = int(m.cta_local[ln])
             if src_sp == "global":
+                global_async_read(m, ln, np.array([src], np.uint64), size, pc)
                 data = m.gmem.read(np.array([src], np.uint64), size).reshape(-1)
             else:
                 epoch = _epoch(m, c, 2)

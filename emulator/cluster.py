@@ -546,7 +546,7 @@ def tma_multicast(m, ins, pc, exe) -> None:
         if int(mask[ln]) >> m.C:
             raise _Fault("fault", f"ctaMask 0x{int(mask[ln]):x} names CTAs beyond the "
                                   f"{m.C}-CTA cluster ({m.prog.where(pc)})")
-        data = _ac._load_box(m, tm, coords, pc)
+        data = _ac._load_box(m, tm, coords, pc, ln)
         offs = _ac._swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
         if offs.size and (int(offs.min()) < 0 or int(offs.max()) >= m.smem_bytes):
             raise _Fault("fault", f"TMA multicast box outside the {m.smem_bytes} B of shared "

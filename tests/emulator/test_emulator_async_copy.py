@@ -575,3 +575,78 @@ def test_a_fence_after_one_barrier_and_before_another_is_ordered():
     # the same fences followed by a second barrier before the issue: ordered
     res, _ = _store(fence="bar.sync 0;\nfence.proxy.async.shared::cta;")
     assert res.status == "ok" and res.findings == [], res.findings
+
+
+# ---- a bulk copy's global source written through the generic proxy (red team round 8) ----
+ROUNDTRIP = """.version 8.7
+.target sm_90a
+.address_size 64
+.shared .align 128 .b8 rbuf[512];
+.shared .align 8 .b64 rbar;
+.visible .entry k(.param .u64 px, .param .u64 pout)
+.reqntid 128
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<8>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [px];
+ld.param.u64 %rd4, [pout];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, rbar;
+mov.u32 %r3, rbuf;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r1;
+{fence}
+bar.sync 0;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r2], 512;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1], 512, [%r2];
+$L_w:
+mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2], 0;
+@!%p2 bra.uni $L_w;
+shl.b32 %r4, %r1, 2;
+add.u32 %r5, %r3, %r4;
+ld.shared.u32 %r6, [%r5];
+add.s64 %rd5, %rd4, %rd2;
+st.global.u32 [%rd5], %r6;
+ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("fence,bad", [("", True), ("fence.proxy.async.global;", False),
+                                       ("fence.proxy.async;", False)])
+def test_generic_global_writes_read_back_by_a_bulk_copy(fence, bad):
+    gmem = GlobalMemory()
+    x = gmem.add("x", np.zeros(128, np.uint32))
+    out = gmem.add("out", np.zeros(128, np.uint32))
+    res = run_launch(ROUNDTRIP.format(fence=fence), Launch(
+        grid=(1, 1, 1), threads=128, params={"px": x.to_bytes(8, "little"),
+                                             "pout": out.to_bytes(8, "little")}),
+        gmem, filename="rt.ptx")
+    hb4 = [f for f in res.findings if f.rule == "HB4"]
+    if bad:
+        assert hb4 and hb4[0].severity == "error" and "global memory" in hb4[0].message, \
+            res.findings
+    else:
+        assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+        assert gmem.buffer("out").view(np.uint32).tolist() == list(range(128))
+
+
+def test_a_bulk_copy_of_global_bytes_another_cta_writes_unordered_is_a_race():
+    # CTA 1 copies what CTA 0's threads write, with no ordering between the CTAs at all
+    text = ROUNDTRIP.format(fence="fence.proxy.async.global;").replace(
+        "st.global.u32 [%rd3], %r1;",
+        "mov.u32 %r7, %ctaid.x;\nsetp.eq.u32 %p3, %r7, 0;\n@%p3 st.global.u32 [%rd3], %r1;")
+    gmem = GlobalMemory()
+    x = gmem.add("x", np.zeros(128, np.uint32))
+    out = gmem.add("out", np.zeros(256, np.uint32))
+    res = run_launch(text.replace("add.s64 %rd5, %rd4, %rd2;",
+                                  "add.s64 %rd5, %rd4, %rd2;\nmul.wide.u32 %rd6, %r7, 512;\n"
+                                  "add.s64 %rd5, %rd5, %rd6;"),
+                     Launch(grid=(2, 1, 1), threads=128, params={
+                         "px": x.to_bytes(8, "little"), "pout": out.to_bytes(8, "little")}),
+                     gmem, filename="rt.ptx")
+    assert "HB1" in [f.rule for f in res.findings], (res.message, res.findings)

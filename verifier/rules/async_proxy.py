@@ -527,10 +527,13 @@ class Proxy(Property):
                     report("AP4", "bulk copy reads global memory written through the generic "
                                   "proxy without 'fence.proxy.async.global'", severity="warning")
                 else:
+                    why = ("a tensor copy's source is in its tensor map" if "tensor" in p else
+                           "the written addresses and the copy's source are not one "
+                           "parameter's pointer plus constants")
                     report("AP4", "bulk copy after generic global writes with no "
                                   "'fence.proxy.async.global' in between; the static rule cannot "
-                                  "tell whether they overlap (a tensor copy's source is in its "
-                                  "tensor map)", severity="note")
+                                  f"tell whether they overlap ({why}): emulation decides",
+                           severity="note")
             if dst is not None and len(pend) < 8:
                 pend = pend | {(dst, size)}
             return (gw, gr, gg, pend, cpa, ww)
