@@ -391,6 +391,12 @@ def async_read_shared(m, ln: int, offs: np.ndarray, pc: int, epoch: int) -> np.n
     return m.shared.reshape(-1)[flat].copy()
 
 
+_HB4_FIX = ("missing synchronisation: 'fence.proxy.async.shared::cta' by the writing threads "
+            "after the writes and before the barrier that hands them to the issuing thread, or "
+            "by the issuing thread after that barrier (PTX ISA 9.1 §8.9: a proxy fence on the "
+            "causality path from the write to the async-proxy access)")
+
+
 def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     """HB4 as an error: a TMA/bulk store reads shared bytes whose generic-proxy writer executed
     no ``fence.proxy.async`` after writing them (PTX ISA 9.1 §8.6: without the proxy fence the
@@ -402,22 +408,13 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     real = (wl >= 0) & (wl < NT)
     if not real.any():
         return
-    wc, wt = np.divmod(wl[real], m.T)
-    lc = m._batch_pos[wc]
-    loc = np.where(lc >= 0, lc * m.T + wt, -1)
-    okl = loc >= 0
-    stale = np.zeros(loc.shape, np.bool_)
-    stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
-    m.note_fence_use(idx)  # (stale bytes credit no fence)
-    late = False
-    if not stale.any():
-        # each writer fenced since its write: is that fence ordered before the issue?
-        stale = m.fence_unordered(m.vc[ln], wl[real], sh.w_pf[idx[real]],
-                                  int(m.cta_local[ln]))
-        late = bool(stale.any())
+    m.note_fence_use(idx)
+    stale, late_b = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
+                                     sh.w_clk[idx[real]])
     if not stale.any():
         return
     j = int(np.flatnonzero(stale)[0])
+    late = bool(late_b[j])
     wpc = int(sh.w_pc[idx[real]][j])
     key = ("HB4", wpc, pc)
     if key in m.findings:
@@ -427,14 +424,12 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
         rule="HB4", severity="error", file=m.prog.filename, line=i2.line, col=i2.col,
         message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
                  f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
-                 + ("with its 'fence.proxy.async' not ordered before this copy (the fence must "
-                    "precede the hand-off to the issuing thread)" if late else
-                    "without a 'fence.proxy.async' after the write")
+                 + ("and fenced, but neither that fence nor one of the issuing thread lies "
+                    "between the write and this copy" if late else
+                    "with no 'fence.proxy.async' between the write and this copy")
                  + f": the bytes the copy reads are undefined ({int(stale.sum())} bytes)"),
         notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
-               Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by the "
-                            "writing threads after the writes, before the barrier that orders "
-                            "them with the issuing thread")])
+               Note(message=_HB4_FIX)])
 
 
 # ----------------------------------------------------------------------------- global memory
@@ -456,15 +451,8 @@ def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
     NT = m.n_ctas * m.T
     real = (wl >= 0) & (wl < NT)
     if real.any():
-        wc, wt = np.divmod(wl[real], m.T)
-        lc = m._batch_pos[wc]
-        loc = np.where(lc >= 0, lc * m.T + wt, -1)
-        okl = loc >= 0
-        stale = np.zeros(loc.shape, np.bool_)
-        stale[okl] = m.pfence[loc[okl]] <= sh.w_pf[idx[real]][okl]
-        if not stale.any():
-            stale = m.fence_unordered(m.vc[ln], wl[real], sh.w_pf[idx[real]],
-                                      int(m.cta_local[ln]))
+        stale, _ = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
+                                    sh.w_clk[idx[real]])
         if stale.any():
             j = int(np.flatnonzero(stale)[0])
             wpc = int(sh.w_pc[idx[real]][j])

@@ -415,8 +415,10 @@ class Machine:
         # WGMMA_UNIT + warpgroup, registry.WGMMA_UNIT)
         self.wg_clk = np.zeros((ncta, WGMMA_UNITS), dtype=np.int32)
         self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
-        # per tracked lane, its own clock at each of its fence.proxy.async (proxy_fence)
+        # per tracked lane, its own clock at each of its fence.proxy.async, and its clocks at
+        # the latest one (proxy_fence, proxy_unfenced)
         self.pf_clk: list[list[int]] = [[] for _ in range(self.ntr)]
+        self.pf_vc: np.ndarray | None = None
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
         # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
@@ -1003,7 +1005,7 @@ class Machine:
         """A ``fence.proxy.async`` by the lanes ``exe``: counted (``pfence``) and, for tracked
         lanes, timestamped with the lane's own clock after a tick, so that only readers ordered
         after the fence itself (not merely after an earlier release of the writer) see it
-        (:meth:`fence_unordered`)."""
+        (:meth:`proxy_unfenced`)."""
         self.pfence[exe] += 1
         lanes = np.flatnonzero(exe[:self.ntr]) if self.ntr else np.zeros(0, np.int64)
         if lanes.size:
@@ -1011,36 +1013,57 @@ class Machine:
             clk = self.vc[lanes, self.vcol[lanes]]
             for ln, c in zip(lanes.tolist(), clk.tolist()):
                 self.pf_clk[ln].append(int(c))
+            if self.pf_vc is None:
+                self.pf_vc = np.zeros_like(self.vc)
+            self.pf_vc[lanes] = self.vc[lanes]  # what each knew at its latest proxy fence
 
-    def fence_unordered(self, known: np.ndarray, wl: np.ndarray, w_pf: np.ndarray,
-                        reader_cta: int) -> np.ndarray:
-        """For generic writes by global lanes ``wl`` (threads of CTAs of this batch) made when
-        their writer had executed ``w_pf`` proxy fences, and that writer has fenced since:
-        True where the writer's first ``fence.proxy.async`` after the write is not ordered
-        before a reader whose clocks are ``known`` (W,) in batch CTA ``reader_cta`` - a fence
-        after the hand-off barrier, or in another thread's order only (PTX ISA 9.1 §8.6: the
-        proxy fence must order the write before the async-proxy access; red team round 8)."""
-        out = np.zeros(wl.shape, np.bool_)
-        if not self.ntr or not wl.size:
-            return out
+    def proxy_unfenced(self, readers: np.ndarray, wl: np.ndarray, w_pf: np.ndarray,
+                       w_clk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """HB4's test for bytes written through the generic proxy by global lanes ``wl`` (k,)
+        (threads, not async units) when their writer's own clock was ``w_clk`` and it had
+        executed ``w_pf`` proxy fences, read through the async proxy on behalf of the tracked
+        lanes ``readers`` (the issuing thread; a wgmma's warpgroup).
+
+        The PTX memory model needs a ``fence.proxy.async`` on the causality path from the
+        generic write to the async-proxy access (PTX ISA 9.1 §8.9, proxy-preserved base
+        causality order), in any thread. Two such fences are recognised: the writer's first
+        fence after the write, when the readers are ordered after it; a fence of a reader
+        that already knew of the write (the issuer fencing after the hand-off barrier, as
+        ThunderKittens and Triton 3.6's sm_100a code do). Returns ``(unfenced, late)`` (k,):
+        no recognised fence, and of those the ones whose writer did fence since the write
+        (the fence not ordered before the read). Writers of CTAs outside this batch: not
+        judged."""
         T = self.T
+        k = wl.size
+        bad = np.zeros(k, np.bool_)
+        late = np.zeros(k, np.bool_)
+        if not self.ntr or not k or not readers.size:
+            return bad, late
         wc, wt = np.divmod(wl, T)
         lc = self._batch_pos[wc]
-        rc = int(self.batch_ids[reader_cta])
-        for (c, t, l, k) in set(zip(wc.tolist(), wt.tolist(), lc.tolist(), w_pf.tolist())):
-            if l < 0:
-                continue
-            ln = l * T + t
-            if ln >= self.ntr or k >= len(self.pf_clk[ln]):
-                continue  # not tracked, or no fence since the write (the count test's case)
-            f = self.pf_clk[ln][k]
-            if self.cl_of[c] != self.cl_of[rc]:
-                bad = True  # no clocks across clusters: not ordered
-            else:
-                bad = int(known[int(self.rk_of[c]) * (T + ASYNC_UNITS) + t]) < f
-            if bad:
-                out |= (wc == c) & (wt == t) & (w_pf == k)
-        return out
+        inb = lc >= 0
+        loc = np.where(inb, lc * T + wt, 0)
+        rc = int(self.batch_ids[int(self.cta_local[int(readers[0])])])
+        same = self.cl_of[wc] == self.cl_of[rc]
+        col = np.where(same, self.rk_of[wc] * (T + ASYNC_UNITS) + wt, 0)
+        known = self.vc[readers].max(axis=0)
+        ok = np.zeros(k, np.bool_)
+        if self.pf_vc is not None:  # (b) a reader's fence that knew of the write
+            fk = self.pf_vc[readers].max(axis=0)
+            ok = same & (fk[col] >= w_clk)
+        fenced = inb & (self.pfence[loc] > w_pf)
+        todo = np.flatnonzero(~ok & fenced & same)
+        if todo.size:  # (a) the writer's first fence since the write, ordered before the read
+            pairs = {}
+            for e in todo.tolist():
+                pairs.setdefault((int(loc[e]), int(w_pf[e]), int(col[e])), []).append(e)
+            for (ln, kk, cc), es in pairs.items():
+                if ln < self.ntr and kk < len(self.pf_clk[ln]) and \
+                        int(known[cc]) >= self.pf_clk[ln][kk]:
+                    ok[es] = True
+        bad = inb & ~ok
+        late = bad & fenced
+        return bad, late
 
     def _proxy_check(self, lane: int, idx: np.ndarray, pc: int, report: bool = True) -> bool:
         """HB4 (warning): shared bytes written through the generic proxy (st.shared, cp.async)
@@ -1050,33 +1073,38 @@ class Machine:
         sh = self.sshadow
         idx = np.ascontiguousarray(sh.slots(idx).reshape(-1))
         NT = self.n_ctas * self.T
-        # compiled: the first byte whose writer (a thread of a CTA of this batch) has no
-        # fence.proxy.async after its write
-        j = int(self._hk.proxy_stale(idx, sh.w_lane, sh.w_pf, NT, self.T, self._batch_pos,
-                                    self.pfence))
-        self.note_fence_use(idx)  # (stale bytes credit no fence)
-        late = False
-        if j < 0 and lane < self.ntr:
-            # every writer fenced since its write: is that fence ordered before this read?
-            # (the readers of a wgmma: its warpgroup's lanes, whichever knows most)
-            c = int(self.cta_local[lane])
-            grp = np.flatnonzero((self.cta_local[:self.ntr] == c) &
-                                 (self.tid[:self.ntr] // 128 == self.tid[lane] // 128))
-            known = self.vc[grp].max(axis=0)
-            wl = sh.w_lane[idx]
-            real = (wl >= 0) & (wl < NT)
-            bad = np.zeros(idx.shape, np.bool_)
-            bad[real] = self.fence_unordered(known, wl[real], sh.w_pf[idx][real], c)
-            if bad.any():
-                j, late = int(np.flatnonzero(bad)[0]), True
-        if j < 0:
+        self.note_fence_use(idx)
+        wl = sh.w_lane[idx]
+        real = (wl >= 0) & (wl < NT)
+        if not real.any() or lane >= self.ntr:
             return False
+        # the readers: the issuing lane, or for a wgmma its warpgroup (the collective issue
+        # follows each of its threads' own fences)
+        c = int(self.cta_local[lane])
+        grp = np.flatnonzero((self.cta_local[:self.ntr] == c) &
+                             (self.tid[:self.ntr] // 128 == self.tid[lane] // 128)) \
+            if self.prog.insts[pc].base == "wgmma" else np.array([lane])
+        ri = np.flatnonzero(real)
+        bad_r, late_r = self.proxy_unfenced(grp, wl[ri], sh.w_pf[idx[ri]], sh.w_clk[idx[ri]])
+        if not bad_r.any():
+            return False
+        bad = np.zeros(idx.shape, np.bool_)
+        bad[ri] = bad_r
+        j = int(np.flatnonzero(bad)[0])
+        late = bool(late_r[np.flatnonzero(bad_r)[0]])
         if not report:
             return True
-        if self.prog.insts[int(sh.w_pc[idx[j]])].base == "cp" and not late:
+        if self.prog.insts[int(sh.w_pc[idx[j]])].base == "cp":
             # the first stale byte is cp.async-written (a warning): a stale byte a generic
             # store wrote (an error) must not hide behind it
-            j = self._stale_store(idx, j)
+            is_cp = self.__dict__.get("_is_cp")
+            if is_cp is None:
+                is_cp = self._is_cp = np.array([x.base == "cp" for x in self.prog.insts])
+            wpcs = sh.w_pc[idx]
+            gen = np.flatnonzero(bad & (wpcs >= 0) & ~is_cp[np.maximum(wpcs, 0)])
+            if gen.size:
+                j = int(gen[0])
+                late = bool(late_r[np.searchsorted(ri, j)])
         wl_j = int(sh.w_lane[idx[j]])
         wpc = int(sh.w_pc[idx[j]])
         key = ("HB4", wpc)
@@ -1091,27 +1119,12 @@ class Machine:
             file=self.prog.filename, line=i2.line, col=i2.col,
             message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
                      f"{self._who(wl_j)} wrote with '{i1.opcode}' (generic proxy) "
-                     + ("with its 'fence.proxy.async' not ordered before this read (the fence "
-                        "must precede the hand-off to the issuing thread)" if late else
-                        "without a 'fence.proxy.async' after the write")),
+                     + ("and fenced, but neither that fence nor one of the issuing threads "
+                        "lies between the write and this read" if late else
+                        "with no 'fence.proxy.async' between the write and this read")),
             notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
-                   Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by "
-                                "the writing threads after the write, before the hand-off")])
+                   Note(message=_async_copy._HB4_FIX)])
         return True
-
-    def _stale_store(self, slots: np.ndarray, j: int) -> int:
-        """The first position of ``slots`` that HB4's test finds stale among those a generic
-        store (not ``cp.async``) wrote, else ``j``."""
-        sh = self.sshadow
-        wpc = sh.w_pc[slots]
-        gen = np.flatnonzero([self.prog.insts[int(p)].base != "cp" if p >= 0 else False
-                              for p in wpc.tolist()])
-        if not gen.size:
-            return j
-        k = int(self._hk.proxy_stale(np.ascontiguousarray(slots[gen]), sh.w_lane, sh.w_pf,
-                                     self.n_ctas * self.T, self.T, self._batch_pos,
-                                     self.pfence))
-        return int(gen[k]) if k >= 0 else j
 
     def note_fence_use(self, slots: np.ndarray) -> None:
         """With coverage (``pfence_log`` set by ``emulator.api``): the shared-shadow ``slots``
