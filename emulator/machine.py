@@ -1027,8 +1027,8 @@ class Machine:
         The PTX memory model needs a ``fence.proxy.async`` on the causality path from the
         generic write to the async-proxy access (PTX ISA 9.1 §8.9, proxy-preserved base
         causality order), in any thread. Two such fences are recognised: the writer's first
-        fence after the write, when the readers are ordered after it; a fence of a reader
-        that already knew of the write (the issuer fencing after the hand-off barrier, as
+        fence after the write, when the readers are ordered after it; a fence of a reader that
+        already knew of the write (the issuer fencing after the hand-off barrier, as
         ThunderKittens and Triton 3.6's sm_100a code do). Returns ``(unfenced, late)`` (k,):
         no recognised fence, and of those the ones whose writer did fence since the write
         (the fence not ordered before the read). Writers of CTAs outside this batch: not
@@ -1052,6 +1052,10 @@ class Machine:
             fk = self.pf_vc[readers].max(axis=0)
             ok = same & (fk[col] >= w_clk)
         fenced = inb & (self.pfence[loc] > w_pf)
+        # (a) also across the CTAs of a cluster (a CTA pair's odd CTA fences its operand
+        # writes before the cluster barrier; Lustig et al., "Mixed-proxy extensions for the
+        # NVIDIA PTX memory consistency model", ISCA 2022, §5.4, put the fence in the CTA of
+        # the async-proxy access for cross-CTA synchronisation: not enforced, no false alarm)
         todo = np.flatnonzero(~ok & fenced & same)
         if todo.size:  # (a) the writer's first fence since the write, ordered before the read
             pairs = {}
