@@ -1441,6 +1441,33 @@ def _mnmajor_bytes(desc: int, mn: int, k: int, es: int) -> np.ndarray:
     return (a[:, :, None] + np.arange(es)).reshape(mn, k * es)
 
 
+def _wg_whole(m, ins, pc, bases: np.ndarray, ex: np.ndarray) -> None:
+    """HB3: a ``wgmma.mma_async.sync.aligned`` that some warps of its warpgroup do not execute
+    with the others (they skipped it, wait elsewhere or exited): "all threads in the
+    warpgroup must execute the same wgmma.mma_async" (PTX ISA 9.1 §9.7.15.5; min-PC
+    scheduling runs a lagging warp up to the instruction first, so a warp missing here is
+    not merely late). ``ex`` (G, 128): the executing lanes of each issuing warpgroup."""
+    warps = ex.reshape(ex.shape[0], 4, 32).any(axis=2)  # (G, 4)
+    if warps.all():
+        return
+    g = int(np.flatnonzero(~warps.all(axis=1))[0])
+    key = ("HB3", pc)
+    if key in m.findings:
+        return
+    from verifier.findings import Finding, Note
+    base = int(bases[g])
+    w0 = int(m.tid[base]) // 32
+    missing = [w0 + k for k in range(4) if not warps[g, k]]
+    m.findings[key] = Finding(
+        rule="HB3", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        message=(f"'{ins.opcode.split(' ')[0]}' is executed by warpgroup {w0 // 4} "
+                 f"({m._who(int(m.glane[base])).split(' of ')[-1]}) without its warp(s) "
+                 f"{', '.join(map(str, missing))}: every thread of the warpgroup must execute "
+                 f"the same wgmma"),
+        notes=[Note(message="the warps of a warpgroup must reach each wgmma together (no "
+                            "warp-dependent branch around it)")])
+
+
 _TF32 = np.dtype(np.float32)  # marker: .tf32 operands are f32 bit patterns, truncated
 _WG_EL = {"f16": np.dtype(np.float16), "bf16": BF16, "tf32": _TF32, "e4m3": NP["e4m3"],
           "e5m2": NP["e5m2"], "s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
@@ -1522,6 +1549,7 @@ def _wgmma(m, ins, pc, exe, active):
                                      f"{m.T - 1} of a {m.T}-thread CTA")
     L = np.arange(128)
     ex = exe[bases[:, None] + L[None, :]]  # (G, 128)
+    _wg_whole(m, ins, pc, bases, ex)
     # HB10: no wgmma.fence yet, or operand registers accessed since the thread's last one
     # (a register named without '%' parses as a symbol)
     acc_ = [d for d in ops[0].elems if d.kind in ("reg", "symbol")]

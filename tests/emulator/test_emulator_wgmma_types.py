@@ -190,3 +190,23 @@ def test_operand_writers_must_fence_before_the_hand_off(order, bad):
             res.findings
     else:
         assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+
+
+def test_a_wgmma_without_one_warp_of_its_warpgroup_is_hb3():
+    # red team round 8: warp 3 branches around the wgmma (PTX ISA 9.1 §9.7.15.5: every thread
+    # of the warpgroup executes the same wgmma.mma_async); before, no finding
+    ptx = _ptx("f16", "f16").replace(
+        "wgmma.fence.sync.aligned;",
+        "shr.u32 %r12, %r1, 5;\nsetp.eq.u32 %p2, %r12, 3;\n@%p2 bra.uni $L_skip;\n"
+        "wgmma.fence.sync.aligned;").replace(
+        "wgmma.wait_group.sync.aligned 0;", "wgmma.wait_group.sync.aligned 0;\n$L_skip:")
+    rng = np.random.default_rng(0)
+    A, B = _values("f16", (64, 16), rng), _values("f16", (N, 16), rng)
+    gmem = GlobalMemory()
+    src = gmem.add("img", np.concatenate([_image(64, A), _image(N, B)]))
+    out = gmem.add("out", np.zeros(128 * (N // 2), np.uint32))
+    res = run_launch(ptx, Launch(grid=(1, 1, 1), threads=128, params={
+        "img": src.to_bytes(8, "little"), "out": out.to_bytes(8, "little")}, arch="sm_90a"),
+        gmem, filename="wg.ptx")
+    hb3 = [f for f in res.findings if f.rule == "HB3"]
+    assert hb3 and hb3[0].severity == "error" and "warp(s) 3" in hb3[0].message, res.findings
