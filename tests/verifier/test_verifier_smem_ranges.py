@@ -159,3 +159,67 @@ def test_an_mn_major_b_reaches_its_lbo_and_sbo_steps():
     for off, want in ((52224, []), (49152, ["warning"])):
         rep = verify(ptx.format(off=off), arch="sm_100a", threads=128, select={"TM8"})
         assert [f.severity for f in rep.findings if f.rule == "TM8"] == want, (off, rep.render())
+
+
+# --- soundness of the byte ranges (a red-team round on ranges.py, 2026-12-04): each of these
+# was silent before although the scratch write does reach a tile the wgmma reads
+
+def test_an_unsigned_compare_with_a_negative_immediate_bounds_nothing():
+    # u32 compare against -1 (0xffffffff): never greater, so the stage is never reset
+    stage = "add.s32 %r12, %r10, 1;\n  setp.gt.u32 %p1, %r12, -1;\n  selp.b32 %r10, 0, %r12, %p1;"
+    assert _w5(65536, stage=stage) == ["warning"]
+
+
+def test_the_second_predicate_of_a_pair_is_the_negation():
+    # %p3 is true when %r12 <= 1: the selp keeps %r12 above 1, unbounded
+    stage = ("add.s32 %r12, %r10, 1;\n  setp.gt.s32 %p1|%p3, %r12, 1;\n"
+             "  selp.b32 %r10, 0, %r12, %p3;")
+    assert _w5(65536, stage=stage) == ["warning"]
+
+
+def test_a_descriptor_start_past_2p18_wraps_onto_the_write():
+    # smem + 2^18 + stage * 16384 has the 14-bit start field of smem + stage * 16384
+    ptx = _WGMMA.replace("add.s32 %r14, %r2, %r13;",
+                         "add.s32 %r14, %r2, %r13;\n  add.s32 %r14, %r14, 262144;")
+    ptx = ptx.format(stage=_WRAP, write=_SCRATCH.format(off=20480), sync="bar.sync 0;", acc=_ACC)
+    rep = verify(ptx, arch="sm_90a", threads=128, select={"W5"})
+    assert [f.severity for f in rep.findings if f.rule == "W5"] == ["warning"], rep.render()
+
+
+def test_a_32_bit_address_that_wraps_onto_a_tile():
+    # smem + tid * 4 + (2^32 - 4096) + 24576 is smem + 20480 + tid * 4 in a 32-bit register
+    ptx = _WGMMA.replace("add.s32 %r5, %r2, %r4;",
+                         "add.s32 %r5, %r2, %r4;\n  add.u32 %r5, %r5, 4294963200;")
+    ptx = ptx.format(stage=_WRAP, write=_SCRATCH.format(off=24576), sync="bar.sync 0;", acc=_ACC)
+    rep = verify(ptx, arch="sm_90a", threads=128, select={"W5"})
+    assert [f.severity for f in rep.findings if f.rule == "W5"] == ["warning"], rep.render()
+
+
+def test_two_extern_shared_arrays_alias():
+    # ptxas places every .extern .shared array at the start of dynamic shared memory: the
+    # scratch array is smem, and its first bytes are the stage-0 A tile
+    ptx = _WGMMA.replace("  .shared .align 1024 .b8 smem[131072];\n", "")
+    ptx = ptx.replace(".visible .entry", ".extern .shared .align 1024 .b8 smem[];\n"
+                      ".extern .shared .align 16 .b8 scratch[];\n.visible .entry")
+    ptx = ptx.replace("add.s32 %r5, %r2, %r4;", "mov.u32 %r6, scratch;\n  add.s32 %r5, %r6, %r4;")
+    ptx = ptx.format(stage=_WRAP, write=_SCRATCH.format(off=0), sync="bar.sync 0;", acc=_ACC)
+    rep = verify(ptx, arch="sm_90a", threads=128, select={"W5"})
+    assert [f.severity for f in rep.findings if f.rule == "W5"] == ["warning"], rep.render()
+
+
+def test_a_predicate_scale_d_keeps_the_transposes_in_place():
+    # scale-d as a predicate: the transposes are still the last two operands. A's descriptor
+    # has LBO 32768: K-major it reaches [0, 24576), MN-major (imm-trans-a 1) its 64 rows
+    # span an LBO step, to 50176; a write at 28672 is beside B and beside a K-major A only
+    def w5(trans_a: int) -> list[str]:
+        src = _WGMMA.replace("or.b64 %rd3, %rd1, 4611686293305294848;",
+                             "or.b64 %rd3, %rd1, 4611686293439512576;")
+        src = src.replace("%rd3, %rd4, 1, 1, 1, 0, 0;", f"%rd3, %rd4, %p5, 1, 1, {trans_a}, 0;")
+        src = src.replace("wgmma.fence.sync.aligned;",
+                          "setp.ne.s32 %p5, %r11, 0;\n  wgmma.fence.sync.aligned;")
+        src = src.format(stage=_WRAP, write=_SCRATCH.format(off=28672), sync="bar.sync 0;",
+                         acc=_ACC)
+        rep = verify(src, arch="sm_90a", threads=128, select={"W5"})
+        return [f.severity for f in rep.findings if f.rule == "W5"]
+    assert w5(0) == []
+    assert w5(1) == ["warning"]

@@ -107,9 +107,25 @@ def _add(a, b):
         return _iv(a[1] + b[1], a[2] + b[2])
     _, sym, shift, lo, hi, c = a
     if b[1] == b[2] and abs(b[1]) > _M14 and shift == 4:
-        k = b[1]  # a constant that also adds to the descriptor's other fields
-        return ("a", sym, shift, lo + (k & _M14), hi + (k & _M14), c + (k & ~_M14))
-    return ("a", sym, shift, lo + b[1], hi + b[2], c)
+        # a constant that also adds to the descriptor's other fields: exact only when the
+        # start field does not borrow or carry over the whole interval
+        k = b[1]
+        nlo, nhi, nc = lo + (k & _M14), hi + (k & _M14), c + (k & ~_M14)
+        if nlo > _M14:
+            nlo, nhi, nc = nlo - (1 << 14), nhi - (1 << 14), nc + (1 << 14)
+        return _sane(("a", sym, shift, nlo, nhi, nc))
+    return _sane(("a", sym, shift, lo + b[1], hi + b[2], c))
+
+
+def _sane(a):
+    """A rooted value only while its offsets stay inside the field they live in (a shared
+    address below 2^18, a start field below 2^14): beyond, it may have wrapped - unknown."""
+    if a is None or a[0] != "a":
+        return a
+    lim = 1 << (18 - a[2])
+    if a[3] < 0 or a[4] >= lim:
+        return None
+    return a
 
 
 def _mul_const(a, k: int):
@@ -205,7 +221,7 @@ class Ranges:
         if o.kind == "imm":
             return _iv(o.value, o.value) if isinstance(o.value, int) else None
         if o.kind == "symbol":
-            return ("a", o.name, 0, o.value or 0, o.value or 0, 0)
+            return _sane(("a", o.name, 0, o.value or 0, o.value or 0, 0))
         if o.kind == "reg":
             if is_special_register(o.name or ""):
                 return self._special(o.name)
@@ -215,7 +231,7 @@ class Ranges:
     def address(self, o, i: int):
         """``(sym, lo, hi)``: the shared address operand ``o`` of instruction ``i`` is
         ``sym + t`` for some ``lo <= t <= hi``; None when unknown."""
-        v = self.operand(o, i)
+        v = _sane(self.operand(o, i))
         if v is None or v[0] != "a" or v[2] != 0 or v[3] <= -INF or v[4] >= INF:
             return None
         return v[1], v[3], v[4]
@@ -224,7 +240,7 @@ class Ranges:
         """The decoded 64-bit matrix descriptor operand ``o`` of instruction ``i`` (sm_90
         wgmma layout: swizzle in bits 62-63; sm_100 tcgen05 layout with ``sm100``: bits
         61-63), or None when its start address is not a known range of one shared symbol."""
-        v = self.operand(o, i)
+        v = _sane(self.operand(o, i))
         if v is None or v[0] != "a" or v[2] != 4 or v[3] <= -INF or v[4] >= INF:
             return None
         c = v[5]
@@ -331,7 +347,7 @@ class Ranges:
         if val is None:
             return None
         if val[0] == "s":
-            return ("a", val[1], 0, val[2], val[2], 0)
+            return _sane(("a", val[1], 0, val[2], val[2], 0))
         mask, bits = val[1], val[2]
         unknown = ~mask & ((1 << 64) - 1)
         if unknown >> 32:
@@ -486,7 +502,12 @@ class Ranges:
                     val = a if side == 1 else b
                     # an unsigned compare bounds the value as this domain does only when it
                     # is known to be non-negative
-                    if val not in (_BOT, None) and val[0] == "i" and (signed or val[1] >= 0):
+                    sg, wd = signed
+                    dom = (-(1 << (wd - 1)), (1 << (wd - 1)) - 1) if sg else (0, (1 << wd) - 1)
+                    # refined only when the value lies in the compare's domain (a value
+                    # above 2^31 compared as s32 reads negative)
+                    if val not in (_BOT, None) and val[0] == "i" and dom[0] <= val[1] \
+                            and val[2] <= dom[1]:
                         nlo, nhi = max(val[1], rng[0]), min(val[2], rng[1])
                         val = _iv(nlo, nhi) if nlo <= nhi else _BOT
                     if side == 1:
@@ -508,8 +529,10 @@ class Ranges:
         if d.predicate is not None or cfg.block_of[s] != cfg.block_of[j] or s >= j:
             return None
         if d.parts[0] != "setp" or len(d.parts) < 3 or len(d.operands) != 3 \
+                or d.operands[0].kind != "reg" or not d.operands[0].name \
+                or cfg.reg_key(d.operands[0].name, s) != pk \
                 or d.operands[1].kind != "reg" or d.operands[2].kind != "imm":
-            return None
+            return None  # (a predicate pair %p|%q: the second one is the negation)
         cmp = d.parts[1]
         if cmp not in _CMP or not isinstance(d.operands[2].value, int) or not any(
                 t in d.parts for t in ("s32", "s64", "u32", "u64")):
@@ -519,6 +542,9 @@ class Ranges:
         for t in range(s + 1, j):
             if xkey in self.v.defs[t] or pk in self.v.defs[t]:
                 return None
-        c = d.operands[2].value
+        w = 64 if ("s64" in d.parts or "u64" in d.parts) else 32
+        c = d.operands[2].value & ((1 << w) - 1)  # the immediate as the compare reads it
+        if signed and c >> (w - 1):
+            c -= 1 << w
         neg = _NEG[cmp]
-        return xkey, signed, *_CMP[cmp](c), *(_CMP[neg](c) if neg in _CMP else (-INF, INF))
+        return xkey, (signed, w), *_CMP[cmp](c), *(_CMP[neg](c) if neg in _CMP else (-INF, INF))

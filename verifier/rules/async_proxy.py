@@ -331,11 +331,16 @@ def _mma_reads(fa, ins, i: int) -> list[tuple] | None:
         types = [x for x in p if x in _ELEM_BYTES]
         e = _ELEM_BYTES[types[-1]] if types else None
         reg_a = ops[1].kind == "vector"
-        imm = [o.value for o in ops[3:] if o.kind == "imm"]
-        # d, a, b, scale-d, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b (16-bit types)
-        trans = imm[3:] if e == 2 else []
-        ta = trans[0] if len(trans) == 2 else 0
-        tb = trans[-1] if trans else 0
+
+        def _imm(o):
+            return o.value if o.kind == "imm" else None  # (not an immediate: either major)
+        # d, a, b, scale-d, imm-scale-a, imm-scale-b{, imm-trans-a}, imm-trans-b for 16-bit
+        # types: the transposes are the last operands (scale-d may be a predicate)
+        if e == 2 and len(ops) >= (7 if reg_a else 8):
+            ta = 0 if reg_a else _imm(ops[-2])
+            tb = _imm(ops[-1])
+        else:
+            ta = tb = 0
         out = []
         for o, rows, t in ((None if reg_a else ops[1], 64, ta), (ops[2], n, tb)):
             if o is None:
@@ -388,7 +393,9 @@ def _apart(ww: frozenset, reads: list[tuple] | None) -> bool:
     """Are all the unfenced generic writes ``ww`` provably outside every byte ``reads``?"""
     if not ww or reads is None or _UNKNOWN in ww:
         return False
-    return all(w[0] != r[0] or w[2] <= r[1] or r[2] <= w[1] for w in ww for r in reads)
+    # the same symbol only: two .extern .shared arrays share one address (ptxas), so
+    # different names prove nothing
+    return all(w[0] == r[0] and (w[2] <= r[1] or r[2] <= w[1]) for w in ww for r in reads)
 
 
 _SYNCED = "@synced"
