@@ -21,10 +21,13 @@ not list them; the verifier never imports the emulator):
   barriers ``bar.sync``/``barrier.sync``/``bar.arrive`` with optional thread counts, named
   barriers, ``bar.warp.sync``, mbarrier arrive (release) -> phase completion -> try_wait
   (acquire), ``cp.async.wait_group``/``wait_all`` for the issuing thread's copies); stores of the
-  same value by the same instruction (Triton's replicated stores) are not races. Accesses by
-  different CTAs always conflict (no grid synchronisation is modelled). Atomics are not checked
-  against each other, and release/acquire flag protocols through memory (``st.release`` /
-  ``ld.acquire`` / fences) are not modelled yet: data they protect is reported as racy.
+  same value by the same instruction (Triton's replicated stores) are not races. Atomics and
+  strong accesses are not checked against each other. Release / acquire through memory orders
+  threads too (:mod:`emulator.flags`: ``st.release``/``red``/``atom`` release patterns or a
+  release fence + ``.relaxed`` write, observed by ``ld.acquire``/``atom`` acquires or a
+  ``.relaxed`` read + acquire fence, at a scope that includes both threads). Accesses by CTAs of
+  different clusters always conflict (no grid-wide synchronisation is modelled: a split-K or
+  stream-K semaphore between clusters is reported).
 * ``HB2`` deadlock: every live thread is blocked (a barrier whose count is never reached, an
   mbarrier phase that never completes); the finding lists the blocked threads and the state.
 * ``HB3`` a lane named in a warp collective's ``membermask`` does not execute it.

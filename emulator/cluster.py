@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emulator import flags as _flags
 from emulator import cta_pair as _cta_pair
 from emulator import ops as _ops
 from emulator.memory import SHARED_WINDOW
@@ -387,6 +388,13 @@ def _exit_check(m, c: int) -> None:
         pi = np.flatnonzero(peer)
         col = m.rk_of[wcta[pi]] * (T + ASYNC_UNITS) + wl[pi] % T
         late = clk_f[idx[pi]] > cb.exit_vc[c, col]
+        if what == "write" and late.any() and m.flag_obs:
+            # a peer's strong write that a thread of this CTA read (it observed it, so it
+            # was performed before the exit: emulator.flags.observe)
+            for q in np.flatnonzero(late):
+                b = c * S + int(pi[q])
+                if m.flag_obs.get(b) == (int(wl[pi[q]]), int(clk_f[idx[pi[q]]]), me):
+                    late[q] = False
         if not late.any():
             continue
         j = int(pi[np.flatnonzero(late)[0]])
@@ -441,6 +449,9 @@ def _fence(m, ins, pc, exe, active):
         return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
     if any(s in parts for s in ("acquire", "acq_rel", "sc")) and "proxy" not in parts:
         m.acquire_fence(exe)
+    lvl = _flags.fence_level(parts)
+    if lvl is not None:  # a release fence: what a later relaxed flag write publishes
+        _flags.release_fence(m, exe, lvl)
     if ("acq_rel" in parts or "sc" in parts) and any(
             s in parts for s in ("cluster", "gpu", "sys")):
         release_fence(m, exe, init_only=False)
@@ -452,6 +463,9 @@ def _membar(m, ins, pc, exe, active):
     """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 ``membar/fence``);
     ``membar.cta`` orders nothing across CTAs."""
     m.acquire_fence(exe)  # membar is fence.sc (PTX ISA 9.1 membar/fence)
+    lvl = _flags.fence_level(ins.parts[1:])
+    if lvl is not None:
+        _flags.release_fence(m, exe, lvl)
     if any(s in ins.parts[1:] for s in ("gl", "sys")):
         release_fence(m, exe, init_only=False)
     return None

@@ -36,6 +36,7 @@ import numpy as np
 from emulator import _hbkern
 from emulator import async_copy as _async_copy  # noqa: F401  (TMA / bulk-copy handlers)
 from emulator import cluster as _cluster  # registers the cluster handlers (after ops)
+from emulator import flags as _flags  # release / acquire through memory
 from emulator import cta_pair as _cta_pair  # tcgen05 .cta_group::2 (deadlock notes)
 from emulator import ops as _ops  # noqa: F401  (registers the instruction handlers)
 from emulator import misc_ext as _misc_ext  # noqa: F401  (setmaxnreg, clusterlaunchcontrol)
@@ -390,6 +391,10 @@ class Machine:
         # race tracking: every lane of the batch (the batch size is bounded by the budget)
         tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
+        # per tracked lane, its clocks at its last release fence and that fence's scope level
+        # (emulator.flags); None until a lane executes one
+        self.frel_vc: np.ndarray | None = None
+        self.frel_lvl: np.ndarray | None = None
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -404,6 +409,11 @@ class Machine:
         # alone (shfl source lanes): key (pc, N, ...) -> value
         self.op_cache: dict[tuple, object] = {}
         self.mbar: dict[tuple[int, int], dict] = {}
+        # (space, flat shadow byte) -> {(writer CTA, wide scope): clock}: emulator.flags
+        self.flag_vc: dict[tuple[str, int], dict] = {}
+        # flat shared byte -> (writer, its clock, reading CTA) of a strong write a strong read
+        # of another CTA observed (emulator.flags.observe; HB9 at the reader's exit)
+        self.flag_obs: dict[int, tuple[int, int, int]] = {}
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
         # TMEM columns allocated per batch CTA (tcgen05.alloc / dealloc, PTX ISA 9.1
@@ -848,9 +858,12 @@ class Machine:
 
     # ------------------------------------------------------------------ memory access
     def mem_access(self, space: str, addr: np.ndarray, nbytes: int, exe: np.ndarray, pc: int,
-                   data: np.ndarray | None = None, kind: str = "plain") -> np.ndarray | None:
+                   data: np.ndarray | None = None, kind: str = "plain",
+                   sync: tuple[str, int] | None = None, rmw: bool = False) -> np.ndarray | None:
         """Load (``data`` None) or store ``nbytes`` per executing lane; returns (k, nbytes) uint8
-        for loads, in the order of ``np.flatnonzero(exe)``."""
+        for loads, in the order of ``np.flatnonzero(exe)``. ``sync`` (``emulator.flags.sync_of``:
+        semantics and scope of a strong access) and ``rmw`` (the write half of an atomic) drive
+        release / acquire through memory (:mod:`emulator.flags`)."""
         lanes = np.flatnonzero(exe)
         a = addr[lanes]
         if space == "generic":
@@ -864,7 +877,7 @@ class Machine:
                     if sp == "shared::cluster":
                         ad[lanes[m]] -= SHARED_WINDOW
                     r = self.mem_access(sp, ad, nbytes, e2, pc,
-                                        None if data is None else data[m], kind)
+                                        None if data is None else data[m], kind, sync, rmw)
                     if r is not None:
                         out[m] = r
                 return out if data is None else None
@@ -882,6 +895,9 @@ class Machine:
             view = self.shared.reshape(-1)
             if self.ntr:
                 self._hb_check(self.sshadow, "shared", lanes, idx, pc, data, kind)
+                if sync is not None or (data is not None and self.flag_vc):
+                    _flags.on_access(self, "shared", lanes, idx[:, 0], nbytes,
+                                     data is not None, sync, rmw)
             if data is None:
                 return view[idx]
             view[idx] = data
@@ -903,6 +919,9 @@ class Machine:
             if self.ntr and self._gshadow is not None:
                 gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
                 self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
+                if self.ntr and (sync is not None or (data is not None and self.flag_vc)):
+                    _flags.on_access(self, "global", lanes, gidx[:, 0], nbytes,
+                                     data is not None, sync, rmw)
             if kind.startswith("atomic") and self.gmem.written is not None:
                 self.gmem.mark_at(reg, off, nbytes, atomic=True)
             if data is None:
@@ -1298,11 +1317,12 @@ class Machine:
         i1, i2 = self.prog.insts[pc1], self.prog.insts[pc2]
         c1 = int(self._split(np.array([lane1]))[0][0])
         c2 = int(self._split(np.array([lane2]))[0][0])
-        missing = ("a CTA barrier (bar.sync/barrier.sync) or an mbarrier release/acquire between "
-                   "them" if c1 == c2 else
+        missing = ("a CTA barrier (bar.sync/barrier.sync), an mbarrier release/acquire or a "
+                   "release/acquire flag (st.release -> ld.acquire) between them" if c1 == c2 else
                    "cluster-scope synchronisation between them (barrier.cluster.arrive.release "
-                   "-> barrier.cluster.wait.acquire, or a remote mbarrier arrive -> wait; a "
-                   ".relaxed arrive publishes only what a prior fence.acq_rel.cluster covers)"
+                   "-> barrier.cluster.wait.acquire, a remote mbarrier arrive -> wait, or a "
+                   "cluster-scope release/acquire flag; a .relaxed arrive publishes only what a "
+                   "prior fence.acq_rel.cluster covers)"
                    if self.cl_of[c1] == self.cl_of[c2] else
                    "none exists between CTAs of different clusters: the accesses must not "
                    "overlap")

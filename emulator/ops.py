@@ -14,6 +14,7 @@ import numpy as np
 
 from emulator.registry import WGMMA_UNIT, _Fault, _adapt, _lanes, handler
 from emulator import async_copy as _async_copy
+from emulator import flags as _flags
 from emulator.numerics import NP, UINT, ftz32, round_f64_to, sat01
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -170,7 +171,8 @@ def _ld(m, ins, pc, exe, active):
         vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
     else:
         addr = m.address(a, pc)
-        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc))
+        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc),
+                           sync=_flags.sync_of(m._types[pc][0], atomic=False))
         lanes = np.flatnonzero(exe)
         words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
         vals = []
@@ -201,7 +203,8 @@ def _st(m, ins, pc, exe, active):
             for e in srcs]
     data = np.ascontiguousarray(np.stack(cols, axis=1)).view(np.uint8).reshape(lanes.size, -1)
     addr = m.address(a, pc)
-    m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc))
+    m.mem_access(space, addr, es * vec, exe, pc, data=data, kind=_strength(m, pc),
+                 sync=_flags.sync_of(m._types[pc][0], atomic=False))
     if "async" in m._types[pc][0] and len(ins.operands) > 2:
         _async_complete_tx(m, ins.operands[2], pc, exe, es * vec)
 
@@ -1122,10 +1125,11 @@ def _atom(m, ins, pc, exe, active):
     es = NP[t].itemsize
     lanes = np.flatnonzero(exe)
     olds = np.zeros(m.N, dtype=NP[t])
+    syn = _flags.sync_of(mods, atomic=True)
     for ln in lanes:  # atomics are serialised in lane order
         one = np.zeros(m.N, np.bool_)
         one[ln] = True
-        raw = m.mem_access(space, addr, es, one, pc, kind=akind)
+        raw = m.mem_access(space, addr, es, one, pc, kind=akind, sync=syn)
         old = raw.view(NP[t])[0, 0] if raw.ndim == 2 else raw.view(NP[t])[0]
         bv = b[ln]
         if op == "add":
@@ -1151,7 +1155,7 @@ def _atom(m, ins, pc, exe, active):
         olds[ln] = old
         m.mem_access(space, addr, es, one, pc,
                      data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
-                     kind=akind)
+                     kind=akind, sync=syn, rmw=True)
     if ret:
         m.write(ops[0], olds, exe, pc)
     if ins.base == "red" and "async" in mods and len(ops) > 2:

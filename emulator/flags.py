@@ -1,0 +1,180 @@
+"""Release / acquire through memory: flag protocols ordered by morally strong accesses.
+
+Source: PTX ISA 9.1 §8.8 (release and acquire patterns), §8.9.1 (synchronizes-with: a release
+pattern synchronizes with an acquire pattern that observes a write of its release sequence),
+§8.7 (morally strong operations: both ``.relaxed``/``.acquire``/``.release``/``.volatile`` or
+atomic, and each one's scope includes the other thread), ``ld``/``st``/``atom``/``red`` (an
+``atom``/``red`` without ``.sem`` is ``.relaxed``, without scope ``.gpu``; ``.volatile`` is
+``.relaxed.sys``), ``fence``/``membar`` (``membar.{cta,gl,sys}`` is ``fence.sc.{cta,gpu,sys}``).
+
+What the emulator models, per shared or global byte (``Machine.flag_sync``):
+
+* a **release pattern** writes the byte: ``st.release`` / ``atom``/``red`` ``.release`` or
+  ``.acq_rel`` (the writer's clock at the write), or a ``.relaxed`` strong write after the
+  thread's last release fence (``fence.acq_rel``/``fence.sc``/``fence.release``/``membar``: its
+  clock at that fence). The byte then carries that clock and the pattern's scope (the narrower
+  of the fence's and the access's). A strong read-modify-write continues the release sequence
+  (it adds its own release, if any, to what the byte carries); any other write ends it.
+* an **acquire pattern** reads the byte: ``ld.acquire`` / ``atom`` ``.acquire``/``.acq_rel``
+  join what the byte carries into the reader's clock at once; a ``.relaxed`` strong read keeps
+  it for the reader's next acquire fence (``Machine.acquire_fence``, the fence-acquire pattern).
+* the two synchronize only when both scopes include both threads: a ``.cta`` pattern orders
+  nothing across CTAs; threads of different clusters are never ordered (the vector clocks span
+  one cluster; the race check reports their conflicting accesses whatever they synchronise).
+
+The emulator runs one interleaving, so the read observes the latest write of the byte: the
+acquire synchronizes exactly when that write belongs to a release sequence. Weak (plain)
+reads and writes never synchronize; a weak write of a flag byte ends its release sequence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: scope levels (PTX ISA 9.1 §8.5 scope): a pattern orders threads of different CTAs of one
+#: cluster only at ``.cluster`` or wider
+SCOPES = {"cta": 1, "cluster": 2, "gpu": 3, "sys": 4}
+
+
+def sync_of(mods, atomic: bool) -> tuple[str, int] | None:
+    """``(sem, scope level)`` of a ``ld``/``st``/``atom``/``red`` from its modifiers, or None
+    for a weak access. ``sem`` is ``relaxed``, ``acquire``, ``release`` or ``acq_rel``."""
+    sem = next((s for s in ("acq_rel", "acquire", "release", "relaxed") if s in mods), None)
+    if sem is None and "volatile" in mods:
+        return "relaxed", SCOPES["sys"]
+    if sem is None and not atomic:
+        return None
+    scope = next((SCOPES[s] for s in ("cta", "cluster", "gpu", "sys") if s in mods),
+                 SCOPES["gpu"])
+    return sem or "relaxed", scope
+
+
+def fence_level(parts) -> int | None:
+    """Scope level of a release fence (``fence.acq_rel``/``.sc``/``.release``, ``membar``),
+    or None when ``parts`` (without the opcode) is not one."""
+    if "proxy" in parts or "mbarrier_init" in parts:
+        return None
+    if parts and parts[0] in ("cta", "gl", "sys"):  # membar.{cta,gl,sys}
+        return {"cta": 1, "gl": 3, "sys": 4}[parts[0]]
+    if not any(s in parts for s in ("acq_rel", "sc", "release")):
+        return None
+    return next((SCOPES[s] for s in ("cta", "cluster", "gpu", "sys") if s in parts),
+                SCOPES["gpu"])
+
+
+def release_fence(m, exe: np.ndarray, level: int) -> None:
+    """Lanes ``exe`` execute a release fence at scope ``level``: their clocks now are what a
+    later ``.relaxed`` strong write of theirs releases; their own clocks advance."""
+    if not m.ntr:
+        return
+    tl = np.flatnonzero(exe[:m.ntr])
+    if not tl.size:
+        return
+    if m.frel_vc is None:
+        m.frel_vc = np.zeros_like(m.vc)
+        m.frel_lvl = np.zeros(m.ntr, np.int8)
+    m.frel_vc[tl] = m.vc[tl]
+    m.frel_lvl[tl] = level
+    m._tick(tl)
+
+
+def _cta(m, ln: int) -> int:
+    return int(m.batch_ids[m.cta_local[ln]])
+
+
+def _reaches(m, wcta: int, wide: bool, rl: int, rlvl: int) -> bool:
+    """Does a release pattern of a thread of CTA ``wcta`` (``wide``: at ``.cluster`` scope or
+    wider) order tracked lane ``rl``'s acquire pattern at ``rlvl`` (morally strong: each
+    scope includes the other thread)?"""
+    rc = _cta(m, rl)
+    if wcta == rc:
+        return True
+    if m.cl_of[wcta] != m.cl_of[rc]:
+        return False
+    return wide and rlvl >= SCOPES["cluster"]
+
+
+def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, write: bool,
+              sync: tuple | None, rmw: bool) -> None:
+    """Flag bookkeeping of one access (after its race check): ``lanes`` (k,) batch lanes,
+    ``first`` (k,) the flat shadow index of each lane's first byte in ``space`` (``shared`` /
+    ``global``), ``sync`` from :func:`sync_of` (None: weak), ``rmw`` for the write half of an
+    ``atom``/``red``. Lanes are taken in order (atomics are serialised in lane order)."""
+    flags = m.flag_vc
+    if sync is None:
+        if write and flags:
+            for a in np.unique(first):
+                for b in range(int(a), int(a) + nbytes):
+                    flags.pop((space, b), None)
+        return
+    sem, lvl = sync
+    for j, ln in enumerate(lanes):
+        ln = int(ln)
+        tracked = ln < m.ntr
+        a = int(first[j])
+        if write:
+            rel = None
+            if sem in ("release", "acq_rel") and tracked:
+                rel = {(_cta(m, ln), lvl >= SCOPES["cluster"]): m.vc[ln].copy()}
+            elif tracked and m.frel_vc is not None and m.frel_lvl[ln]:
+                wide = min(lvl, int(m.frel_lvl[ln])) >= SCOPES["cluster"]
+                rel = {(_cta(m, ln), wide): m.frel_vc[ln].copy()}
+            for b in range(a, a + nbytes):
+                old = flags.get((space, b))
+                if rmw and old is not None:
+                    # the release sequence goes on; a release of this RMW joins it
+                    new = old if rel is None else _merge(old, rel)
+                else:
+                    new = rel
+                if new is None:
+                    flags.pop((space, b), None)
+                else:
+                    flags[(space, b)] = new
+            if rel is not None and sem in ("release", "acq_rel"):
+                m._tick(np.array([ln]))
+            continue
+        if not tracked:
+            continue
+        if space == "shared":
+            observe(m, ln, a, nbytes)
+        got = None
+        for b in range(a, a + nbytes):
+            e = flags.get((space, b))
+            if e is None:
+                continue
+            for (wcta, wide), vc in e.items():
+                if _reaches(m, wcta, wide, ln, lvl):
+                    got = vc if got is None else np.maximum(got, vc)
+        if got is None:
+            continue
+        if sem in ("acquire", "acq_rel"):
+            m.vc[ln] = np.maximum(m.vc[ln], got)
+        else:  # a relaxed read: acquired by the reader's next acquire fence
+            if m.relaxed_vc is None:
+                m.relaxed_vc = np.zeros_like(m.vc)
+            m.relaxed_vc[ln] = np.maximum(m.relaxed_vc[ln], got)
+
+
+def observe(m, ln: int, a: int, nbytes: int) -> None:
+    """A strong read by tracked lane ``ln`` of shared bytes ``[a, a + nbytes)`` (flat shadow
+    indices): the strong writes of other CTAs' threads it reads from were performed before it
+    (a cluster peer's flag write into this CTA's shared memory is then not one that may still
+    land after this CTA exits: ``emulator.cluster._exit_check``, HB9)."""
+    sh = m.sshadow
+    idx = np.arange(a, a + nbytes, dtype=np.int64)
+    slots = sh.slots(idx)
+    me = _cta(m, ln)
+    NT = m.n_ctas * m.T
+    for b, s in zip(idx, slots):
+        wl = int(sh.w_lane[s])
+        if 0 <= wl < NT and wl // m.T != me and sh.w_atomic[s] > 0:
+            m.flag_obs[int(b)] = (wl, int(sh.w_clk[s]), me)
+
+
+def _merge(old: dict, rel: dict) -> dict:
+    """A release sequence's releases, one clock per (writer CTA, scope at least .cluster):
+    the most a sequence carries is two per CTA of the cluster."""
+    out = dict(old)
+    for k, vc in rel.items():
+        out[k] = vc if k not in out else np.maximum(out[k], vc)
+    return out
