@@ -447,8 +447,9 @@ def _fence(m, ins, pc, exe, active):
     if "mbarrier_init" in parts:
         release_fence(m, exe, init_only=True)
         return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
-    if any(s in parts for s in ("acquire", "acq_rel", "sc")) and "proxy" not in parts:
-        m.acquire_fence(exe)
+    alvl = _flags.acquire_level(parts)
+    if alvl is not None:
+        m.acquire_fence(exe, alvl)
     lvl = _flags.fence_level(parts)
     if lvl is not None:  # a release fence: what a later relaxed flag write publishes
         _flags.release_fence(m, exe, lvl)
@@ -462,8 +463,9 @@ def _fence(m, ins, pc, exe, active):
 def _membar(m, ins, pc, exe, active):
     """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 ``membar/fence``);
     ``membar.cta`` orders nothing across CTAs."""
-    m.acquire_fence(exe)  # membar is fence.sc (PTX ISA 9.1 membar/fence)
     lvl = _flags.fence_level(ins.parts[1:])
+    if lvl is not None:  # membar is fence.sc (PTX ISA 9.1 membar/fence)
+        m.acquire_fence(exe, lvl)
     if lvl is not None:
         _flags.release_fence(m, exe, lvl)
     if any(s in ins.parts[1:] for s in ("gl", "sys")):

@@ -17,7 +17,9 @@ What the emulator models, per shared or global byte (``Machine.flag_sync``):
   (it adds its own release, if any, to what the byte carries); any other write ends it.
 * an **acquire pattern** reads the byte: ``ld.acquire`` / ``atom`` ``.acquire``/``.acq_rel``
   join what the byte carries into the reader's clock at once; a ``.relaxed`` strong read keeps
-  it for the reader's next acquire fence (``Machine.acquire_fence``, the fence-acquire pattern).
+  it for the reader's next acquire fence (``Machine.acquire_fence``, the fence-acquire pattern;
+  another CTA's release only for a fence at ``.cluster`` scope or wider: ``fence.acq_rel.cta``
+  or ``membar.cta`` after a ``.relaxed.gpu`` read orders nothing across CTAs).
 * the two synchronize only when both scopes include both threads: a ``.cta`` pattern orders
   nothing across CTAs; threads of different clusters are never ordered (the vector clocks span
   one cluster; the race check reports their conflicting accesses whatever they synchronise).
@@ -25,6 +27,9 @@ What the emulator models, per shared or global byte (``Machine.flag_sync``):
 The emulator runs one interleaving, so the read observes the latest write of the byte: the
 acquire synchronizes exactly when that write belongs to a release sequence. Weak (plain)
 reads and writes never synchronize; a weak write of a flag byte ends its release sequence.
+A lane spinning on a flag (the same strong load again with no write since) is parked until
+the next write (``Machine.spin_check``), so that a consumer placed before its producer in
+program order lets the producer run.
 """
 
 from __future__ import annotations
@@ -49,22 +54,48 @@ def sync_of(mods, atomic: bool) -> tuple[str, int] | None:
     return sem or "relaxed", scope
 
 
+def _scope_level(parts) -> int:
+    """Scope level of a fence from its modifiers (``membar.{cta,gl,sys}`` included)."""
+    if parts and parts[0] in ("cta", "gl", "sys"):  # membar.{cta,gl,sys}
+        return {"cta": 1, "gl": 3, "sys": 4}[parts[0]]
+    return next((SCOPES[s] for s in ("cta", "cluster", "gpu", "sys") if s in parts),
+                SCOPES["gpu"])
+
+
 def fence_level(parts) -> int | None:
     """Scope level of a release fence (``fence.acq_rel``/``.sc``/``.release``, ``membar``),
     or None when ``parts`` (without the opcode) is not one."""
     if "proxy" in parts or "mbarrier_init" in parts:
         return None
-    if parts and parts[0] in ("cta", "gl", "sys"):  # membar.{cta,gl,sys}
-        return {"cta": 1, "gl": 3, "sys": 4}[parts[0]]
+    if parts and parts[0] in ("cta", "gl", "sys"):
+        return _scope_level(parts)
     if not any(s in parts for s in ("acq_rel", "sc", "release")):
         return None
-    return next((SCOPES[s] for s in ("cta", "cluster", "gpu", "sys") if s in parts),
-                SCOPES["gpu"])
+    return _scope_level(parts)
+
+
+def acquire_level(parts) -> int | None:
+    """Scope level of an acquire fence (``fence.acquire``/``.acq_rel``/``.sc``, ``membar``),
+    or None when ``parts`` (without the opcode) is not one. A fence-acquire pattern orders the
+    reader after a release of another CTA's thread only at ``.cluster`` scope or wider (PTX
+    ISA 9.1 §8.9.1: the pattern's last operation, the fence, must be morally strong with the
+    release's first: each one's scope includes the other thread)."""
+    if "proxy" in parts or "mbarrier_init" in parts:
+        return None
+    if parts and parts[0] in ("cta", "gl", "sys"):
+        return _scope_level(parts)
+    if not any(s in parts for s in ("acq_rel", "sc", "acquire")):
+        return None
+    return _scope_level(parts)
 
 
 def release_fence(m, exe: np.ndarray, level: int) -> None:
     """Lanes ``exe`` execute a release fence at scope ``level``: their clocks now are what a
-    later ``.relaxed`` strong write of theirs releases; their own clocks advance."""
+    later ``.relaxed`` strong write of theirs releases to their own CTA, and, for a fence at
+    ``.cluster`` scope or wider, to the other CTAs of the cluster (an earlier wide fence keeps
+    publishing to them when a narrower one follows it: ``fence.acq_rel.gpu;
+    fence.acq_rel.cta; st.relaxed.gpu`` is a release pattern at ``.gpu`` of what came before
+    the first fence); their own clocks advance."""
     if not m.ntr:
         return
     tl = np.flatnonzero(exe[:m.ntr])
@@ -73,8 +104,13 @@ def release_fence(m, exe: np.ndarray, level: int) -> None:
     if m.frel_vc is None:
         m.frel_vc = np.zeros_like(m.vc)
         m.frel_lvl = np.zeros(m.ntr, np.int8)
+        m.frel_wide_vc = np.zeros_like(m.vc)
+        m.frel_wide_lvl = np.zeros(m.ntr, np.int8)
     m.frel_vc[tl] = m.vc[tl]
     m.frel_lvl[tl] = level
+    if level >= SCOPES["cluster"]:
+        m.frel_wide_vc[tl] = m.vc[tl]
+        m.frel_wide_lvl[tl] = level
     m._tick(tl)
 
 
@@ -117,8 +153,11 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
             if sem in ("release", "acq_rel") and tracked:
                 rel = {(_cta(m, ln), lvl >= SCOPES["cluster"]): m.vc[ln].copy()}
             elif tracked and m.frel_vc is not None and m.frel_lvl[ln]:
-                wide = min(lvl, int(m.frel_lvl[ln])) >= SCOPES["cluster"]
-                rel = {(_cta(m, ln), wide): m.frel_vc[ln].copy()}
+                # the last fence releases to the CTA; the last wide one (if any) to the
+                # cluster, when the write's own scope reaches it
+                rel = {(_cta(m, ln), False): m.frel_vc[ln].copy()}
+                if m.frel_wide_lvl[ln] and lvl >= SCOPES["cluster"]:
+                    rel[(_cta(m, ln), True)] = m.frel_wide_vc[ln].copy()
             for b in range(a, a + nbytes):
                 old = flags.get((space, b))
                 if rmw and old is not None:
@@ -137,22 +176,33 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
             continue
         if space == "shared":
             observe(m, ln, a, nbytes)
-        got = None
+        got = [None, None]  # releases of the reader's own CTA, of other CTAs
+        me = _cta(m, ln)
         for b in range(a, a + nbytes):
             e = flags.get((space, b))
             if e is None:
                 continue
             for (wcta, wide), vc in e.items():
                 if _reaches(m, wcta, wide, ln, lvl):
-                    got = vc if got is None else np.maximum(got, vc)
-        if got is None:
+                    k = int(wcta != me)
+                    got[k] = vc if got[k] is None else np.maximum(got[k], vc)
+        if got[0] is None and got[1] is None:
             continue
         if sem in ("acquire", "acq_rel"):
-            m.vc[ln] = np.maximum(m.vc[ln], got)
-        else:  # a relaxed read: acquired by the reader's next acquire fence
+            for g in got:
+                if g is not None:
+                    m.vc[ln] = np.maximum(m.vc[ln], g)
+            continue
+        # a relaxed read: acquired by the reader's next acquire fence, another CTA's
+        # release only by a fence at .cluster scope or wider (Machine.acquire_fence)
+        if got[0] is not None:
             if m.relaxed_vc is None:
                 m.relaxed_vc = np.zeros_like(m.vc)
-            m.relaxed_vc[ln] = np.maximum(m.relaxed_vc[ln], got)
+            m.relaxed_vc[ln] = np.maximum(m.relaxed_vc[ln], got[0])
+        if got[1] is not None:
+            if m.relaxed_wide_vc is None:
+                m.relaxed_wide_vc = np.zeros_like(m.vc)
+            m.relaxed_wide_vc[ln] = np.maximum(m.relaxed_wide_vc[ln], got[1])
 
 
 def observe(m, ln: int, a: int, nbytes: int) -> None:

@@ -12,6 +12,8 @@ Execution model (PTX ISA 9.1 §3, §9.7.13):
 * ``bar.sync``/``barrier.sync``/``bar.arrive`` (ids 0-15, optional thread count) block lanes until
   the CTA's arrival count is reached; exited threads no longer count toward a barrier without a
   thread count. When no lane is runnable but some are blocked the launch is deadlocked (HB2).
+  A lane that repeats a strong load of the same address with no write performed since spins
+  on a flag: it is parked until the next write (``Machine.spin_check``).
 * Warp collectives (``shfl.sync``, ``vote.sync``, ``redux.sync``, ``elect.sync``,
   ``bar.warp.sync``) read the values of the lanes executing them in the same step; a member lane
   of ``membermask`` that is not there is reported (HB3).
@@ -65,6 +67,12 @@ _REG_NAME = re.compile(r"%[A-Za-z_$][\w$]*")
 _ROUND = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"}
 _SPACES = {"global", "shared", "local", "param", "const", "shared::cta", "shared::cluster"}
 
+
+#: ``Machine.block_kind`` of a lane blocked in a spin loop on memory (``Machine.spin_check``)
+SPIN_KIND = 6
+#: rounds a spin on memory is run again while every other lane is blocked or exited, with no
+#: write performed, before the launch is a deadlock (HB2)
+SPIN_LIMIT = 4096
 
 @dataclass
 class Launch:
@@ -379,7 +387,8 @@ class Machine:
         self.pc = np.zeros(n, dtype=np.int64)
         self.done = np.zeros(n, dtype=np.bool_)
         self.blocked = np.zeros(n, dtype=np.bool_)
-        self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier, 3 cluster, 4 warp
+        self.block_kind = np.zeros(n, dtype=np.int8)  # 1 barrier, 2 mbarrier, 3 cluster, 4 warp,
+        # 5 CTA-pair collective (emulator.cta_pair), SPIN_KIND a spin on memory (spin_check)
         self.block_id = np.zeros(n, dtype=np.int64)
         ncta = ids.size
         # shared and local memory start undefined on a GPU: fill them with a garbage pattern so
@@ -395,6 +404,12 @@ class Machine:
         # (emulator.flags); None until a lane executes one
         self.frel_vc: np.ndarray | None = None
         self.frel_lvl: np.ndarray | None = None
+        # ... and at its last release fence of .cluster scope or wider
+        self.frel_wide_vc: np.ndarray | None = None
+        self.frel_wide_lvl: np.ndarray | None = None
+        # what a lane's .relaxed flag reads observed of other CTAs' releases: acquired by its
+        # next acquire fence of .cluster scope or wider only (emulator.flags.on_access)
+        self.relaxed_wide_vc: np.ndarray | None = None
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -414,6 +429,15 @@ class Machine:
         # flat shared byte -> (writer, its clock, reading CTA) of a strong write a strong read
         # of another CTA observed (emulator.flags.observe; HB9 at the reader's exit)
         self.flag_obs: dict[int, tuple[int, int, int]] = {}
+        # spin loops on memory (spin_check): writes to shared / global memory so far, and per
+        # lane the (pc, address, write count) of its last strong load
+        self.writes = 0
+        self.spin_pc = np.full(n, -1, dtype=np.int64)
+        self.spin_addr = np.zeros(n, dtype=np.int64)
+        self.spin_writes = np.full(n, -1, dtype=np.int64)
+        self.n_spinning = 0
+        self.spin_forced = 0
+        self.spin_forced_writes = -1
         self.mbar_ids: dict[tuple[int, int], int] = {}
         self.tmem: np.ndarray | None = None
         # TMEM columns allocated per batch CTA (tcgen05.alloc / dealloc, PTX ISA 9.1
@@ -462,6 +486,8 @@ class Machine:
         while True:
             if not fast:
                 live = ~self.done & ~self.blocked
+                if not live.any() and self.n_spinning:
+                    live = self._spin_release()
                 if not live.any():
                     if self.blocked.any():
                         self._deadlock()
@@ -901,6 +927,7 @@ class Machine:
             if data is None:
                 return view[idx]
             view[idx] = data
+            self.wrote()
             return None
         if space == "local":
             if self.local is None or ((a < 0) | (a + nbytes > self.local.shape[1])).any():
@@ -927,6 +954,7 @@ class Machine:
             if data is None:
                 return self.gmem.read_at(reg, off, nbytes)
             self.gmem.write_at(reg, off, data)
+            self.wrote()
             if self.gmem.written is not None:
                 self.gmem.mark_at(reg, off, nbytes, atomic=False)
             return None
@@ -1529,16 +1557,78 @@ class Machine:
         self.blocked[rel] = False  # they re-execute the wait, which now succeeds
         self.block_kind[rel] = 0
 
-    def acquire_fence(self, exe: np.ndarray) -> None:
-        """An acquire fence (``fence.acquire`` / ``.acq_rel`` / ``.sc``, ``membar``) by the
-        lanes ``exe``: what their earlier ``.relaxed`` mbarrier waits observed is acquired now
-        (PTX ISA 9.1 §8.8.3, fence-acquire patterns: a relaxed read of a release, then an
-        acquire fence)."""
-        if not self.ntr or self.relaxed_vc is None:
+    def wrote(self) -> None:
+        """A write to shared or global memory was performed: lanes blocked in a spin on memory
+        (:meth:`spin_check`) run their load again."""
+        self.writes += 1
+        if self.n_spinning:
+            rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
+            self.blocked[rel] = False
+            self.block_kind[rel] = 0
+            self.n_spinning = 0
+
+    def spin_check(self, pc: int, exe: np.ndarray, addr: np.ndarray) -> np.ndarray:
+        """Lanes ``exe`` executed a strong load (``ld.acquire``/``.relaxed``/``.volatile``) of
+        ``addr`` at ``pc``: the lanes whose previous strong load was this one, of the same
+        address, with no write to shared or global memory performed since, are in a spin loop
+        that reads the same value again (a flag another thread has still to write). They
+        block at ``pc`` until the next write (a scheduling choice: under min-PC scheduling a
+        consumer spinning in code before its producer's would otherwise never let the
+        producer run). Returns the (N,) mask of those lanes; their program counters and block
+        state are set here, the caller sets the others'."""
+        lanes = np.flatnonzero(exe)
+        a = np.asarray(addr)[lanes].astype(np.int64)
+        spin = ((self.spin_pc[lanes] == pc) & (self.spin_addr[lanes] == a) &
+                (self.spin_writes[lanes] == self.writes))
+        self.spin_pc[lanes] = pc
+        self.spin_addr[lanes] = a
+        self.spin_writes[lanes] = self.writes
+        out = np.zeros(self.N, np.bool_)
+        if spin.any():
+            sl = lanes[spin]
+            out[sl] = True
+            self.blocked[sl] = True
+            self.block_kind[sl] = SPIN_KIND
+            self.pc[sl] = pc
+            self.n_spinning += int(sl.size)
+        return out
+
+    def _spin_release(self) -> np.ndarray:
+        """No lane is runnable but some spin on memory (:meth:`spin_check`): they run again
+        (a loop that also counts or reads a clock may leave by itself). After
+        ``SPIN_LIMIT`` such rounds with no write performed the spin never ends: the blocked
+        lanes are then a deadlock (HB2). Returns the new runnable mask."""
+        if self.spin_forced and self.spin_forced_writes == self.writes:
+            self.spin_forced += 1
+        else:
+            self.spin_forced, self.spin_forced_writes = 1, self.writes
+        if self.spin_forced > SPIN_LIMIT:
+            return ~self.done & ~self.blocked
+        rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
+        self.blocked[rel] = False
+        self.block_kind[rel] = 0
+        self.n_spinning = 0
+        self.spin_pc[rel] = -1  # its next load is one iteration, not a spin
+        return ~self.done & ~self.blocked
+
+    def acquire_fence(self, exe: np.ndarray, level: int) -> None:
+        """An acquire fence (``fence.acquire`` / ``.acq_rel`` / ``.sc``, ``membar``) at scope
+        ``level`` (``emulator.flags.SCOPES``) by the lanes ``exe``: what their earlier
+        ``.relaxed`` mbarrier waits and flag reads of their own CTA's releases observed is
+        acquired now, other CTAs' releases only at ``.cluster`` scope or wider (PTX ISA 9.1
+        §8.8.3 fence-acquire patterns; §8.9.1: the fence and the release must be morally
+        strong). mbarrier phases are acquired whatever the fence's scope, as they are by a
+        wait: Triton and CUTLASS-style code arrive on a peer's mbarrier at the default
+        ``.cta`` scope, and this emulator does not call that a race."""
+        if not self.ntr:
             return
         tl = np.flatnonzero(exe[:self.ntr])
-        if tl.size:
+        if not tl.size:
+            return
+        if self.relaxed_vc is not None:
             self.vc[tl] = np.maximum(self.vc[tl], self.relaxed_vc[tl])
+        if self.relaxed_wide_vc is not None and level >= _flags.SCOPES["cluster"]:
+            self.vc[tl] = np.maximum(self.vc[tl], self.relaxed_wide_vc[tl])
 
     def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray,
                   acquire: bool = True) -> np.ndarray:
@@ -1608,6 +1698,9 @@ class Machine:
                 what = (f"'{ins.opcode}' waits for a warp of the peer CTA "
                         f"{int(self.batch_ids[peer])} to perform the same collective operation"
                         f" ({state}; PTX ISA 9.1 §9.7.16.5)")
+            elif kind == SPIN_KIND:
+                what = (f"'{ins.opcode}' spins on memory no thread writes any more "
+                        f"({SPIN_LIMIT} rounds with every other thread blocked or exited)")
             elif kind == 4:
                 what = (f"bar.warp.sync membermask 0x{int(self.block_id[ls[0]]):08x}: a lane of "
                         f"the mask never arrives")

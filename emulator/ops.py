@@ -159,7 +159,7 @@ def _ld_shape(m, pc):
 @handler("ld", "ldu")
 def _ld(m, ins, pc, exe, active):
     space, vec, t = _ld_shape(m, pc)
-    d, a = ins.operands[0], ins.operands[1]
+    a = ins.operands[1]
     es = NP[t].itemsize if t != "b128" else 16
     if space == "param":
         name = a.base.name if a.base is not None else None
@@ -171,15 +171,35 @@ def _ld(m, ins, pc, exe, active):
         vals = [np.full(m.N, blob[i], dtype=UINT[es]) for i in range(vec)]
     else:
         addr = m.address(a, pc)
-        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc),
-                           sync=_flags.sync_of(m._types[pc][0], atomic=False))
+        sync = _flags.sync_of(m._types[pc][0], atomic=False)
+        got = m.mem_access(space, addr, es * vec, exe, pc, kind=_strength(m, pc), sync=sync)
         lanes = np.flatnonzero(exe)
-        words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
-        vals = []
-        for i in range(vec):
-            full = np.zeros(m.N, dtype=UINT[es])
-            full[lanes] = words[:, i]
-            vals.append(full)
+        if sync is not None and space != "local":
+            spin = m.spin_check(pc, exe, addr)
+            if spin.any():  # they load again after the next write (Machine.spin_check)
+                m.pc[active & ~spin] = pc + 1
+                _ld_write(m, ins, pc, exe & ~spin, t, es, lanes, got, vec)
+                return True
+        _ld_write(m, ins, pc, exe, t, es, lanes, got, vec)
+        return None
+    _ld_dests(m, ins, pc, exe, t, es, vals)
+    return None
+
+
+def _ld_write(m, ins, pc, exe, t, es, lanes, got, vec) -> None:
+    """Write the (k, es * vec) bytes ``got`` that lanes ``lanes`` loaded into the destination
+    of the ``ld`` at ``pc``, for the lanes ``exe``."""
+    words = np.ascontiguousarray(got).view(UINT[es]).reshape(-1, vec)
+    vals = []
+    for i in range(vec):
+        full = np.zeros(m.N, dtype=UINT[es])
+        full[lanes] = words[:, i]
+        vals.append(full)
+    _ld_dests(m, ins, pc, exe, t, es, vals)
+
+
+def _ld_dests(m, ins, pc, exe, t, es, vals) -> None:
+    d = ins.operands[0]
     dests = d.elems if d.kind == "vector" else (d,)
     for dst, v in zip(dests, vals):
         if t in _SIGNED:  # sign-extend into a wider register
