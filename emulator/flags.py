@@ -21,8 +21,13 @@ What the emulator models, per shared or global byte (``Machine.flag_sync``):
   another CTA's release only for a fence at ``.cluster`` scope or wider: ``fence.acq_rel.cta``
   or ``membar.cta`` after a ``.relaxed.gpu`` read orders nothing across CTAs).
 * the two synchronize only when both scopes include both threads: a ``.cta`` pattern orders
-  nothing across CTAs; threads of different clusters are never ordered (the vector clocks span
-  one cluster; the race check reports their conflicting accesses whatever they synchronise).
+  nothing across CTAs, a ``.cluster`` one nothing across clusters. The vector clocks span one
+  cluster, so what a thread acquires of another cluster (a pattern at ``.gpu`` or ``.sys``: a
+  grid-wide semaphore, the last-CTA reduction) is kept apart, per lane, as that cluster's
+  clocks (``Machine.xvc``); the race check consults it for accesses of that cluster's threads,
+  and CTA barriers pass it on to their participants (mbarriers and cluster barriers do not:
+  a thread that learned of another cluster's writes must pass them on through a CTA barrier or
+  its own accesses). Global flag bytes keep their releases from one batch of CTAs to the next.
 
 The emulator runs one interleaving, so the read observes the latest write of the byte: the
 acquire synchronizes exactly when that write belongs to a release sequence. Weak (plain)
@@ -89,28 +94,30 @@ def acquire_level(parts) -> int | None:
     return _scope_level(parts)
 
 
+def _cls(level: int) -> int:
+    """Scope class of a level: 1 ``.cta``, 2 ``.cluster``, 3 ``.gpu``/``.sys`` (what a pattern
+    of that scope orders: its CTA, its cluster, the grid)."""
+    return min(int(level), 3)
+
+
 def release_fence(m, exe: np.ndarray, level: int) -> None:
     """Lanes ``exe`` execute a release fence at scope ``level``: their clocks now are what a
-    later ``.relaxed`` strong write of theirs releases to their own CTA, and, for a fence at
-    ``.cluster`` scope or wider, to the other CTAs of the cluster (an earlier wide fence keeps
-    publishing to them when a narrower one follows it: ``fence.acq_rel.gpu;
-    fence.acq_rel.cta; st.relaxed.gpu`` is a release pattern at ``.gpu`` of what came before
-    the first fence); their own clocks advance."""
+    later ``.relaxed`` strong write of theirs releases to their CTA, for a fence at ``.cluster``
+    scope or wider to the other CTAs of the cluster, at ``.gpu`` or wider to other clusters (an
+    earlier wide fence keeps publishing to them when a narrower one follows it:
+    ``fence.acq_rel.gpu; fence.acq_rel.cta; st.relaxed.gpu`` is a release pattern at ``.gpu``
+    of what came before the first fence); their own clocks advance."""
     if not m.ntr:
         return
     tl = np.flatnonzero(exe[:m.ntr])
     if not tl.size:
         return
-    if m.frel_vc is None:
-        m.frel_vc = np.zeros_like(m.vc)
-        m.frel_lvl = np.zeros(m.ntr, np.int8)
-        m.frel_wide_vc = np.zeros_like(m.vc)
-        m.frel_wide_lvl = np.zeros(m.ntr, np.int8)
-    m.frel_vc[tl] = m.vc[tl]
-    m.frel_lvl[tl] = level
-    if level >= SCOPES["cluster"]:
-        m.frel_wide_vc[tl] = m.vc[tl]
-        m.frel_wide_lvl[tl] = level
+    for c in range(1, _cls(level) + 1):
+        if c not in m.frel_vc:
+            m.frel_vc[c] = np.zeros_like(m.vc)
+            m.frel_set[c] = np.zeros(m.ntr, np.bool_)
+        m.frel_vc[c][tl] = m.vc[tl]
+        m.frel_set[c][tl] = True
     m._tick(tl)
 
 
@@ -118,16 +125,25 @@ def _cta(m, ln: int) -> int:
     return int(m.batch_ids[m.cta_local[ln]])
 
 
-def _reaches(m, wcta: int, wide: bool, rl: int, rlvl: int) -> bool:
-    """Does a release pattern of a thread of CTA ``wcta`` (``wide``: at ``.cluster`` scope or
-    wider) order tracked lane ``rl``'s acquire pattern at ``rlvl`` (morally strong: each
-    scope includes the other thread)?"""
+def _reaches(m, wcta: int, c: int, rl: int, rlvl: int) -> bool:
+    """Does a release pattern of scope class ``c`` (:func:`_cls`) of a thread of CTA ``wcta``
+    order tracked lane ``rl``'s acquire pattern at ``rlvl`` (morally strong: each scope
+    includes the other thread)?"""
     rc = _cta(m, rl)
     if wcta == rc:
         return True
-    if m.cl_of[wcta] != m.cl_of[rc]:
-        return False
-    return wide and rlvl >= SCOPES["cluster"]
+    if m.cl_of[wcta] == m.cl_of[rc]:
+        return c >= 2 and rlvl >= SCOPES["cluster"]
+    return c >= 3 and rlvl >= SCOPES["gpu"]
+
+
+def _join_x(d: dict, add: dict) -> dict:
+    """Union of two {cluster: clock} dicts, element-wise max (new arrays: values are shared
+    between lanes and never updated in place)."""
+    out = dict(d)
+    for k, v in add.items():
+        out[k] = v if k not in out else np.maximum(out[k], v)
+    return out
 
 
 def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, write: bool,
@@ -136,7 +152,7 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
     ``first`` (k,) the flat shadow index of each lane's first byte in ``space`` (``shared`` /
     ``global``), ``sync`` from :func:`sync_of` (None: weak), ``rmw`` for the write half of an
     ``atom``/``red``. Lanes are taken in order (atomics are serialised in lane order)."""
-    flags = m.flag_vc
+    flags = m.flag_vc if space == "shared" else m.gflag_vc
     if sync is None:
         if write and flags:
             for a in np.unique(first):
@@ -151,13 +167,13 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
         if write:
             rel = None
             if sem in ("release", "acq_rel") and tracked:
-                rel = {(_cta(m, ln), lvl >= SCOPES["cluster"]): m.vc[ln].copy()}
-            elif tracked and m.frel_vc is not None and m.frel_lvl[ln]:
-                # the last fence releases to the CTA; the last wide one (if any) to the
-                # cluster, when the write's own scope reaches it
-                rel = {(_cta(m, ln), False): m.frel_vc[ln].copy()}
-                if m.frel_wide_lvl[ln] and lvl >= SCOPES["cluster"]:
-                    rel[(_cta(m, ln), True)] = m.frel_wide_vc[ln].copy()
+                rel = {(_cta(m, ln), _cls(lvl)): m.vc[ln].copy()}
+            elif tracked and m.frel_vc:
+                # each scope class's last fence releases to what that class orders, when
+                # the write's own scope reaches it
+                rel = {(_cta(m, ln), c): m.frel_vc[c][ln].copy()
+                       for c in range(1, _cls(lvl) + 1)
+                       if c in m.frel_vc and m.frel_set[c][ln]} or None
             for b in range(a, a + nbytes):
                 old = flags.get((space, b))
                 if rmw and old is not None:
@@ -176,23 +192,31 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
             continue
         if space == "shared":
             observe(m, ln, a, nbytes)
-        got = [None, None]  # releases of the reader's own CTA, of other CTAs
+        got = [None, None]  # releases of the reader's own CTA, of other CTAs of its cluster
+        gotx: dict = {}  # of other clusters: {cluster: clock over that cluster's columns}
         me = _cta(m, ln)
         for b in range(a, a + nbytes):
             e = flags.get((space, b))
             if e is None:
                 continue
-            for (wcta, wide), vc in e.items():
-                if _reaches(m, wcta, wide, ln, lvl):
+            for (wcta, c), vc in e.items():
+                if _reaches(m, wcta, c, ln, lvl):
+                    if m.cl_of[wcta] != m.cl_of[me]:
+                        gotx = _join_x(gotx, {int(m.cl_of[wcta]): vc})
+                        continue
                     k = int(wcta != me)
                     got[k] = vc if got[k] is None else np.maximum(got[k], vc)
-        if got[0] is None and got[1] is None:
+        if got[0] is None and got[1] is None and not gotx:
             continue
         if sem in ("acquire", "acq_rel"):
             for g in got:
                 if g is not None:
                     m.vc[ln] = np.maximum(m.vc[ln], g)
+            if gotx:
+                m.xvc[ln] = _join_x(m.xvc.get(ln, {}), gotx)
             continue
+        if gotx:  # acquired by the next fence at .gpu scope or wider
+            m.xrel[ln] = _join_x(m.xrel.get(ln, {}), gotx)
         # a relaxed read: acquired by the reader's next acquire fence, another CTA's
         # release only by a fence at .cluster scope or wider (Machine.acquire_fence)
         if got[0] is not None:
@@ -222,8 +246,8 @@ def observe(m, ln: int, a: int, nbytes: int) -> None:
 
 
 def _merge(old: dict, rel: dict) -> dict:
-    """A release sequence's releases, one clock per (writer CTA, scope at least .cluster):
-    the most a sequence carries is two per CTA of the cluster."""
+    """A release sequence's releases, one clock per (writer CTA, scope class): the most a
+    sequence carries is three per writing CTA."""
     out = dict(old)
     for k, vc in rel.items():
         out[k] = vc if k not in out else np.maximum(out[k], vc)

@@ -242,6 +242,9 @@ class Machine:
         self.outcome = RunOutcome(race_ctas=self.race_ctas,
                                   hb_backend=self._hk.name if race else "")
         self.memory_budget = memory_budget
+        # global flag bytes (emulator.flags): kept from one batch of CTAs to the next, so that
+        # a later batch's acquire of an earlier batch's release is ordered
+        self.gflag_vc: dict[tuple[str, int], dict] = {}
         self._gshadow = (Shadow(gmem.total, budget=memory_budget, what="global") if race
                          else None)
         self._gstarts = np.cumsum([0] + [d.size for d in gmem.data[:-1]]).astype(np.int64)
@@ -402,14 +405,20 @@ class Machine:
         self.ntr = tr_ctas * T
         # per tracked lane, its clocks at its last release fence and that fence's scope level
         # (emulator.flags); None until a lane executes one
-        self.frel_vc: np.ndarray | None = None
-        self.frel_lvl: np.ndarray | None = None
-        # ... and at its last release fence of .cluster scope or wider
-        self.frel_wide_vc: np.ndarray | None = None
-        self.frel_wide_lvl: np.ndarray | None = None
+        # (emulator.flags), per scope class 1 .cta / 2 .cluster / 3 .gpu: the clocks at the
+        # lane's last release fence of that scope or wider, and which lanes executed one
+        self.frel_vc: dict[int, np.ndarray] = {}
+        self.frel_set: dict[int, np.ndarray] = {}
         # what a lane's .relaxed flag reads observed of other CTAs' releases: acquired by its
         # next acquire fence of .cluster scope or wider only (emulator.flags.on_access)
         self.relaxed_wide_vc: np.ndarray | None = None
+        # what a tracked lane knows of other clusters' threads: {lane: {cluster: clock over
+        # that cluster's columns}} (acquired at .gpu scope: emulator.flags), what its .relaxed
+        # reads observed of them until its next .gpu acquire fence, and what CTA barriers
+        # being arrived at carry of them {(batch CTA, barrier id): {cluster: clock}}
+        self.xvc: dict[int, dict[int, np.ndarray]] = {}
+        self.xrel: dict[int, dict[int, np.ndarray]] = {}
+        self.bar_x: dict[tuple[int, int], dict[int, np.ndarray]] = {}
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -425,7 +434,7 @@ class Machine:
         self.op_cache: dict[tuple, object] = {}
         self.mbar: dict[tuple[int, int], dict] = {}
         # (space, flat shadow byte) -> {(writer CTA, wide scope): clock}: emulator.flags
-        self.flag_vc: dict[tuple[str, int], dict] = {}
+        self.flag_vc: dict[tuple[str, int], dict] = {}  # shared bytes: this batch's
         # flat shared byte -> (writer, its clock, reading CTA) of a strong write a strong read
         # of another CTA observed (emulator.flags.observe; HB9 at the reader's exit)
         self.flag_obs: dict[int, tuple[int, int, int]] = {}
@@ -946,7 +955,7 @@ class Machine:
             if self.ntr and self._gshadow is not None:
                 gidx = (self._gstarts[reg] + off)[:, None] + np.arange(nbytes)
                 self._hb_check(self._gshadow, "global", lanes, gidx, pc, data, kind)
-                if self.ntr and (sync is not None or (data is not None and self.flag_vc)):
+                if self.ntr and (sync is not None or (data is not None and self.gflag_vc)):
                     _flags.on_access(self, "global", lanes, gidx[:, 0], nbytes,
                                      data is not None, sync, rmw)
             if kind.startswith("atomic") and self.gmem.written is not None:
@@ -1275,6 +1284,10 @@ class Machine:
                       sh.w_val, sh.w_async, sh.w_atomic, sh.r_lane, sh.r_clk, sh.r_atomic,
                       vals, write, strong, level, pc, T, NT, unord_w, unord_r, my_clk,
                       self.cl_of, self.rk_of)
+        if self.xvc:  # ordered through what the accessor acquired of another cluster
+            self._x_ordered(unord_w, lanes, gl, nb, sh.w_lane[I], sh.w_clk[I], sh.w_async[I])
+            if write:
+                self._x_ordered(unord_r, lanes, gl, nb, sh.r_lane[I], sh.r_clk[I], None)
         if unord_w.any():
             G = np.repeat(gl, nb)
             wl = sh.w_lane[I]
@@ -1321,6 +1334,38 @@ class Machine:
                       if use_rec else _NO_CLK)
             hk.record_read(I, nb, rl_arr, rc_arr, my_clk, use_rec, pc, level, sh.r_lane,
                                 sh.r_clk, sh.r_pc, sh.r_atomic)
+
+    def _x_ordered(self, flagged: np.ndarray, lanes: np.ndarray, gl: np.ndarray, nb: int,
+                   other: np.ndarray, clk: np.ndarray, asy: np.ndarray | None) -> None:
+        """Clear the ``flagged`` (n,) bytes whose recorded accessor (``other`` global lane,
+        its clock ``clk``; ``asy`` True: an async write still in flight, never ordered) is a
+        thread or async unit of another cluster that the accessing lane knows of up to that
+        clock (``Machine.xvc``: a release at ``.gpu`` scope it acquired)."""
+        e = np.flatnonzero(flagged)
+        if not e.size:
+            return
+        T, AU = self.T, ASYNC_UNITS
+        NT = self.n_ctas * T
+        acc = lanes[e // nb]
+        for ln in np.unique(acc).tolist():
+            x = self.xvc.get(ln)
+            if x is None:
+                continue
+            ee = e[acc == ln]
+            wl = other[ee].astype(np.int64)
+            unit = wl >= NT
+            w_cta = np.where(unit, (wl - NT) // AU, wl // T)
+            w_col = np.where(unit, T + (wl - NT) % AU, wl % T)
+            mine = self.cl_of[int(gl[ee[0] // nb]) // T]
+            for X, known in x.items():
+                sel = (self.cl_of[w_cta] == X) & (X != mine) & (wl >= 0)
+                if asy is not None:
+                    sel &= ~asy[ee]
+                if not sel.any():
+                    continue
+                col = self.rk_of[w_cta[sel]] * (T + AU) + w_col[sel]
+                ok = clk[ee[sel]] <= known[col]
+                flagged[ee[sel][ok]] = False
 
     def _who(self, glane: int) -> str:
         gx, gy, _ = self.launch.grid
@@ -1425,6 +1470,11 @@ class Machine:
                 uk = key[starts]
                 cc, bb = uk // 16, uk % 16
                 self.bar_vc[cc, bb] = np.maximum(self.bar_vc[cc, bb], red)
+                if self.xvc:  # what the arrivals know of other clusters goes along
+                    for ln, c, b in zip(tlanes.tolist(), ctas[tl].tolist(), ids[tl].tolist()):
+                        x = self.xvc.get(ln)
+                        if x is not None:
+                            self.bar_x[(c, b)] = _flags._join_x(self.bar_x.get((c, b), {}), x)
                 self._tick(tlanes)
         if wait:
             self.blocked[lanes] = True
@@ -1468,6 +1518,13 @@ class Machine:
                 if tr.size:
                     self.vc[tr] = np.maximum(self.vc[tr], self.bar_vc[self.cta_local[tr], b])
                 self.bar_vc[cs, b] = 0
+                if self.bar_x:
+                    for c in cs.tolist():
+                        x = self.bar_x.pop((c, int(b)), None)
+                        if x is None:
+                            continue
+                        for ln in tr[self.cta_local[tr] == c].tolist():
+                            self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), x)
             self.bar_count[cs, b] = 0
 
     def _overshoot(self, pc: int, c: int, b: int, arrived: int, expected: int) -> None:
@@ -1629,6 +1686,11 @@ class Machine:
             self.vc[tl] = np.maximum(self.vc[tl], self.relaxed_vc[tl])
         if self.relaxed_wide_vc is not None and level >= _flags.SCOPES["cluster"]:
             self.vc[tl] = np.maximum(self.vc[tl], self.relaxed_wide_vc[tl])
+        if self.xrel and level >= _flags.SCOPES["gpu"]:
+            for ln in tl.tolist():
+                got = self.xrel.pop(ln, None)
+                if got is not None:
+                    self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), got)
 
     def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray,
                   acquire: bool = True) -> np.ndarray:

@@ -1,0 +1,131 @@
+"""Release / acquire between CTAs of different clusters (emulator/flags.py, ``Machine.xvc``):
+the last-CTA reduction (each CTA stores a partial, fences at ``.gpu`` and bumps a counter with a
+relaxed atomic; the CTA that sees the last count fences and sums every partial) and a grid-wide
+flag. The vector clocks span one cluster, so before (2026-12-04) every such correct protocol
+between CTAs without a common cluster was an HB1 false alarm; the broken twins (no fence on
+either side, a fence at ``.cluster`` scope, data written after the fence) stay HB1.
+Sources: PTX ISA 9.1 §8.7 (morally strong: the scopes must include both threads; CTAs of
+different clusters share only ``.gpu``), §8.8, §8.9.1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from emulator import GlobalMemory, Launch
+from emulator.machine import Machine
+from emulator.program import build_program
+from verifier.ptx.parser import parse_ptx
+
+# thread 0 of each CTA stores part[cta] = 10 * cta + 7, then {rel}; atom.add on the counter;
+# {acq}; the CTA whose atom returned nctaid - 1 publishes "last" to its CTA through shared
+# memory and a bar.sync, and its thread t < nctaid reads part[t] into sums[t]
+LAST_CTA = """.version 8.4
+.target sm_90a
+.address_size 64
+.shared .align 4 .b32 amlast;
+.visible .entry k(.param .u64 part, .param .u64 cnt, .param .u64 sums)
+.reqntid 32
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<16>;
+ld.param.u64 %rd1, [part];
+ld.param.u64 %rd2, [cnt];
+ld.param.u64 %rd3, [sums];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+mov.u32 %r3, %nctaid.x;
+mov.u32 %r8, amlast;
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra WAIT;
+mad.lo.u32 %r4, %r2, 10, 7;
+mul.wide.u32 %rd4, %r2, 4;
+add.s64 %rd5, %rd1, %rd4;
+st.global.u32 [%rd5], %r4;
+{late}
+{rel}
+atom.global.add.u32 %r5, [%rd2], 1;
+{acq}
+add.u32 %r6, %r3, -1;
+setp.eq.u32 %p2, %r5, %r6;
+selp.u32 %r7, 1, 0, %p2;
+st.shared.u32 [%r8], %r7;
+WAIT:
+bar.sync 0;
+ld.shared.u32 %r9, [%r8];
+setp.eq.u32 %p3, %r9, 0;
+@%p3 bra DONE;
+setp.ge.u32 %p4, %r1, %r3;
+@%p4 bra DONE;
+mul.wide.u32 %rd6, %r1, 4;
+add.s64 %rd7, %rd1, %rd6;
+ld.global.u32 %r12, [%rd7];
+add.s64 %rd8, %rd3, %rd6;
+st.global.u32 [%rd8], %r12;
+DONE:
+ret;
+}}
+"""
+
+
+def _run(ptx: str, ctas: int, race_budget: int = 1 << 22):
+    gmem = GlobalMemory()
+    part = gmem.add("part", np.zeros(ctas, np.uint32))
+    cnt = gmem.add("cnt", np.zeros(1, np.uint32))
+    sums = gmem.add("sums", np.zeros(32, np.uint32))
+    launch = Launch(grid=(ctas, 1, 1), threads=32,
+                    params={"part": part.to_bytes(8, "little"),
+                            "cnt": cnt.to_bytes(8, "little"),
+                            "sums": sums.to_bytes(8, "little")})
+    prog = build_program(parse_ptx(ptx, "last_cta.ptx"))
+    res = Machine(prog, launch, gmem, race=True, time_limit_s=60.0,
+                  race_budget=race_budget).run()
+    assert res.status == "ok", res.message
+    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
+    return errors, gmem.buffer("sums").view(np.uint32)[:ctas].tolist()
+
+
+WANT = [10 * i + 7 for i in range(8)]
+
+
+@pytest.mark.parametrize("rel,acq", [
+    ("membar.gl;", "membar.gl;"),
+    ("fence.acq_rel.gpu;", "fence.acq_rel.gpu;"),
+    ("fence.sc.gpu;", "fence.acquire.gpu;"),
+    ("", ""),  # the atom itself is .acq_rel.gpu (below)
+], ids=["membar", "fence-acq-rel", "fence-sc", "atom-acq-rel"])
+def test_the_last_cta_reduction_across_clusters_is_ordered(rel, acq):
+    ptx = LAST_CTA.format(rel=rel, acq=acq, late="")
+    if not rel:
+        ptx = ptx.replace("atom.global.add.u32", "atom.acq_rel.gpu.global.add.u32")
+    # every CTA is its own cluster; the other thread of the last CTA learn of the partials
+    # through the bar.sync after its thread 0's acquire
+    assert _run(ptx, 8) == ([], WANT)
+
+
+def test_the_last_cta_reduction_over_several_batches_is_ordered():
+    # a race budget of 2 CTAs per batch: the counter's releases of earlier batches are kept
+    T, W = 32, 32 + 18
+    assert _run(LAST_CTA.format(rel="membar.gl;", acq="membar.gl;", late=""), 8,
+                race_budget=2 * T * W) == ([], WANT)
+
+
+@pytest.mark.parametrize("rel,acq,late", [
+    ("", "", ""),
+    ("membar.gl;", "", ""),
+    ("", "membar.gl;", ""),
+    ("fence.acq_rel.cluster;", "fence.acq_rel.cluster;", ""),
+    ("membar.gl;", "membar.cta;", ""),
+    ("membar.gl;", "membar.gl;", "__LATE__"),
+], ids=["no-fences", "no-acquire-fence", "no-release-fence", "cluster-scope", "cta-acquire",
+        "data-after-the-fence"])
+def test_a_broken_last_cta_reduction_is_a_race(rel, acq, late):
+    ptx = LAST_CTA.format(rel=rel, acq=acq, late=late)
+    if late:  # the partial is rewritten after the release fence (another value, same place)
+        ptx = ptx.replace("__LATE__", "").replace(
+            "atom.global.add.u32 %r5, [%rd2], 1;",
+            "add.u32 %r4, %r4, 0;\nst.global.u32 [%rd5], %r4;\n"
+            "atom.global.add.u32 %r5, [%rd2], 1;")
+    errors, got = _run(ptx, 8)
+    assert "HB1" in errors and got == WANT
