@@ -429,6 +429,13 @@ def release_fence(m, exe: np.ndarray, init_only: bool) -> None:
     clk = m.vc[lanes, m.vcol[lanes]]
     if not init_only:
         cb.rel_vc[lanes] = m.vc[lanes]
+        if m.xvc or m.xfence:  # and what the lanes know of other clusters now
+            for ln in lanes.tolist():
+                x = m.xvc.get(ln)
+                if x:
+                    m.xfence[ln] = x
+                else:
+                    m.xfence.pop(ln, None)
     cb.mbi[lanes] = clk
     gl = {int(m.glane[x]): int(x) for x in lanes}
     for st in m.mbar.values():

@@ -25,9 +25,9 @@ What the emulator models, per shared or global byte (``Machine.flag_sync``):
   cluster, so what a thread acquires of another cluster (a pattern at ``.gpu`` or ``.sys``: a
   grid-wide semaphore, the last-CTA reduction) is kept apart, per lane, as that cluster's
   clocks (``Machine.xvc``); the race check consults it for accesses of that cluster's threads,
-  and CTA barriers pass it on to their participants (mbarriers and cluster barriers do not:
-  a thread that learned of another cluster's writes must pass them on through a CTA barrier or
-  its own accesses). Global flag bytes keep their releases from one batch of CTAs to the next.
+  and CTA barriers and mbarrier phases pass it on (cluster barriers and flag writes do not: a
+  chain of releases through three clusters is still reported). Global flag bytes keep their
+  releases from one batch of CTAs to the next.
 
 The emulator runs one interleaving, so the read observes the latest write of the byte: the
 acquire synchronizes exactly when that write belongs to a release sequence. Weak (plain)

@@ -419,6 +419,9 @@ class Machine:
         self.xvc: dict[int, dict[int, np.ndarray]] = {}
         self.xrel: dict[int, dict[int, np.ndarray]] = {}
         self.bar_x: dict[tuple[int, int], dict[int, np.ndarray]] = {}
+        # ... and what it knew of them at its last cluster-scope release fence (what a
+        # .relaxed mbarrier arrive publishes: emulator.cluster.release_fence)
+        self.xfence: dict[int, dict[int, np.ndarray]] = {}
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -1584,9 +1587,12 @@ class Machine:
         before = st["phase"]
         if self.ntr and lane < self.ntr:
             # .relaxed (PTX ISA 9.1 mbarrier.arrive) publishes only its last release fence
-            rel = (self.clb.rel_vc[lane] if pc >= 0 and "relaxed" in self._types[pc][0]
-                   else self.vc[lane])
+            relaxed = pc >= 0 and "relaxed" in self._types[pc][0]
+            rel = self.clb.rel_vc[lane] if relaxed else self.vc[lane]
             st["vc"] = np.maximum(st["vc"], rel)
+            x = (self.xfence if relaxed else self.xvc).get(lane)
+            if x is not None:  # what the arriving thread knows of other clusters goes along
+                st["x"] = _flags._join_x(st.get("x", {}), x)
             self._tick(np.array([lane]))
         st["tx"] += tx
         st["pending"] -= count
@@ -1605,6 +1611,8 @@ class Machine:
         st["pending"] = st["count"]
         st["tx"] = 0
         st["phase_vc"] = st["vc"].copy()
+        if "x" in st:
+            st["phase_x"] = st["x"]
         key = self.mbar_key(lane, addr)
         mid = self.mbar_ids[key]
         c = key[0]
@@ -1721,6 +1729,10 @@ class Machine:
                 tl = okl[okl < self.ntr]
                 if tl.size and acquire:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
+                    px = st.get("phase_x")
+                    if px:
+                        for ln in tl.tolist():
+                            self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), px)
                 elif tl.size:
                     if self.relaxed_vc is None:
                         self.relaxed_vc = np.zeros_like(self.vc)

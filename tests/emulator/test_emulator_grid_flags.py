@@ -129,3 +129,92 @@ def test_a_broken_last_cta_reduction_is_a_race(rel, acq, late):
             "atom.global.add.u32 %r5, [%rd2], 1;")
     errors, got = _run(ptx, 8)
     assert "HB1" in errors and got == WANT
+
+
+# the same handoff inside the last CTA through an mbarrier: warp 0's thread 0 acquires the
+# partials, then arrives on an mbarrier; warp 1 waits on it and reads them
+MBAR_HANDOFF = """.version 8.4
+.target sm_90a
+.address_size 64
+.shared .align 8 .b64 bar;
+.visible .entry k(.param .u64 part, .param .u64 cnt, .param .u64 sums)
+.reqntid 64
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<16>;
+ld.param.u64 %rd1, [part];
+ld.param.u64 %rd2, [cnt];
+ld.param.u64 %rd3, [sums];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+mov.u32 %r3, %nctaid.x;
+mov.u32 %r8, bar;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r8], 1;
+bar.sync 0;
+setp.ge.u32 %p5, %r1, 32;
+@%p5 bra CONSUMER;
+@!%p1 bra DONE;
+mad.lo.u32 %r4, %r2, 10, 7;
+mul.wide.u32 %rd4, %r2, 4;
+add.s64 %rd5, %rd1, %rd4;
+st.global.u32 [%rd5], %r4;
+membar.gl;
+atom.global.add.u32 %r5, [%rd2], 1;
+membar.gl;
+add.u32 %r6, %r3, -1;
+setp.ne.u32 %p2, %r5, %r6;
+@%p2 bra DONE;
+{arrive}
+bra DONE;
+CONSUMER:
+add.u32 %r6, %r3, -1;
+setp.ne.u32 %p2, %r2, %r6;
+@%p2 bra DONE;
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r8], 0;
+@!%p3 bra WAIT;
+sub.u32 %r10, %r1, 32;
+setp.ge.u32 %p4, %r10, %r3;
+@%p4 bra DONE;
+mul.wide.u32 %rd6, %r10, 4;
+add.s64 %rd7, %rd1, %rd6;
+ld.global.u32 %r12, [%rd7];
+add.s64 %rd8, %rd3, %rd6;
+st.global.u32 [%rd8], %r12;
+DONE:
+ret;
+}}
+"""
+
+
+def test_cross_cluster_knowledge_passes_through_an_mbarrier():
+    # the grid runs in CTA order, so the last CTA (7) is the one whose atom returns 7
+    ptx = MBAR_HANDOFF.format(arrive="mbarrier.arrive.shared::cta.b64 _, [%r8];")
+    assert _handoff(ptx) == ([], WANT)
+    # a relaxed arrive publishes what the thread knew at its last release fence: the
+    # membar.gl after the atom acquired the partials and then released them (ordered); with
+    # the acquire in the atom itself and no fence after it, they were acquired after the last
+    # release fence and do not go along
+    relaxed = MBAR_HANDOFF.format(arrive="mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [%r8];")
+    assert _handoff(relaxed) == ([], WANT)
+    late = relaxed.replace("atom.global.add.u32 %r5, [%rd2], 1;\nmembar.gl;",
+                           "atom.acquire.gpu.global.add.u32 %r5, [%rd2], 1;")
+    errors, got = _handoff(late)
+    assert "HB1" in errors and got == WANT
+
+
+def _handoff(ptx: str):
+    gmem = GlobalMemory()
+    part = gmem.add("part", np.zeros(8, np.uint32))
+    cnt = gmem.add("cnt", np.zeros(1, np.uint32))
+    sums = gmem.add("sums", np.zeros(32, np.uint32))
+    launch = Launch(grid=(8, 1, 1), threads=64,
+                    params={"part": part.to_bytes(8, "little"),
+                            "cnt": cnt.to_bytes(8, "little"),
+                            "sums": sums.to_bytes(8, "little")})
+    res = Machine(build_program(parse_ptx(ptx, "handoff.ptx")), launch, gmem).run()
+    assert res.status == "ok", res.message
+    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
+    return errors, gmem.buffer("sums").view(np.uint32)[:8].tolist()
