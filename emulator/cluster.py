@@ -471,9 +471,8 @@ def _membar(m, ins, pc, exe, active):
     """``membar.gl``/``membar.sys`` are ``fence.sc.gpu/sys`` (PTX ISA 9.1 ``membar/fence``);
     ``membar.cta`` orders nothing across CTAs."""
     lvl = _flags.fence_level(ins.parts[1:])
-    if lvl is not None:  # membar is fence.sc (PTX ISA 9.1 membar/fence)
+    if lvl is not None:  # membar is fence.sc (PTX ISA 9.1 membar/fence): acquire, release
         m.acquire_fence(exe, lvl)
-    if lvl is not None:
         _flags.release_fence(m, exe, lvl)
     if any(s in ins.parts[1:] for s in ("gl", "sys")):
         release_fence(m, exe, init_only=False)

@@ -294,6 +294,7 @@ class Machine:
                     ids = order[i:min(i + size, limit_n)]
                     tb = time.perf_counter()
                     snap = self._written_snapshot() if (self.cta_subset and i) else None
+                    self._later_ctas = self.n_ctas - (i + int(ids.size))
                     try:
                         self._run_batch(ids)
                     except _Fault as f:
@@ -1668,6 +1669,17 @@ class Machine:
         else:
             self.spin_forced, self.spin_forced_writes = 1, self.writes
         if self.spin_forced > SPIN_LIMIT:
+            if getattr(self, "_later_ctas", 0) > 0:
+                # the write may come from a CTA this launch runs in a later batch (or not at
+                # all: a representative subset): batches run one after the other, so a wait
+                # across them is not a deadlock the emulator can decide
+                spin = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
+                raise self.prog.unsupported(
+                    int(self.pc[spin[0]]),
+                    f"a spin on memory no CTA of this batch writes ({self._later_ctas} CTAs "
+                    f"of the grid run in later batches or not at all: the emulator runs "
+                    f"{int(self.batch_ids.size)} CTAs at a time, so a wait for one of them "
+                    f"is not decided)")
             return ~self.done & ~self.blocked
         rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
         self.blocked[rel] = False

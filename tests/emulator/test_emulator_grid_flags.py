@@ -218,3 +218,49 @@ def _handoff(ptx: str):
     assert res.status == "ok", res.message
     errors = sorted({f.rule for f in res.findings if f.severity == "error"})
     return errors, gmem.buffer("sums").view(np.uint32)[:8].tolist()
+
+
+def test_a_spin_for_a_cta_of_a_later_batch_is_not_called_a_deadlock():
+    # CTA 0 waits for a flag CTA 3 sets; with 2 CTAs per batch, CTA 3 runs only after CTA 0's
+    # batch, which cannot finish: the emulator says it cannot decide (not HB2)
+    ptx = """.version 8.4
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 flag)
+.reqntid 32
+{
+.reg .pred %p<4>;
+.reg .b32 %r<8>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [flag];
+mov.u32 %r1, %ctaid.x;
+mov.u32 %r2, %tid.x;
+setp.ne.u32 %p1, %r2, 0;
+@%p1 bra DONE;
+setp.eq.u32 %p2, %r1, 3;
+@%p2 bra SET;
+setp.ne.u32 %p3, %r1, 0;
+@%p3 bra DONE;
+SPIN:
+ld.acquire.gpu.global.u32 %r3, [%rd1];
+setp.eq.u32 %p3, %r3, 0;
+@%p3 bra SPIN;
+bra DONE;
+SET:
+st.release.gpu.global.u32 [%rd1], 1;
+DONE:
+ret;
+}
+"""
+    from emulator import EmulationUnsupported
+
+    def run(budget):
+        gmem = GlobalMemory()
+        flag = gmem.add("flag", np.zeros(1, np.uint32))
+        launch = Launch(grid=(4, 1, 1), threads=32, params={"flag": flag.to_bytes(8, "little")})
+        return Machine(build_program(parse_ptx(ptx, "wait.ptx")), launch, gmem,
+                       race_budget=budget).run()
+
+    assert run(1 << 22).status == "ok"  # one batch: CTA 3 runs while CTA 0 spins
+    with pytest.raises(EmulationUnsupported, match="later batches"):
+        run(2 * 32 * 50)
