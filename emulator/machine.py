@@ -898,11 +898,14 @@ class Machine:
     # ------------------------------------------------------------------ memory access
     def mem_access(self, space: str, addr: np.ndarray, nbytes: int, exe: np.ndarray, pc: int,
                    data: np.ndarray | None = None, kind: str = "plain",
-                   sync: tuple[str, int] | None = None, rmw: bool = False) -> np.ndarray | None:
+                   sync: tuple[str, int] | None = None, rmw: bool = False,
+                   same: bool = False) -> np.ndarray | None:
         """Load (``data`` None) or store ``nbytes`` per executing lane; returns (k, nbytes) uint8
         for loads, in the order of ``np.flatnonzero(exe)``. ``sync`` (``emulator.flags.sync_of``:
         semantics and scope of a strong access) and ``rmw`` (the write half of an atomic) drive
-        release / acquire through memory (:mod:`emulator.flags`)."""
+        release / acquire through memory (:mod:`emulator.flags`); ``same``: the write stores the
+        value the bytes hold (an ``atom.add 0``), which does not wake a spin on memory
+        (:meth:`spin_check`)."""
         lanes = np.flatnonzero(exe)
         a = addr[lanes]
         if space == "generic":
@@ -916,7 +919,8 @@ class Machine:
                     if sp == "shared::cluster":
                         ad[lanes[m]] -= SHARED_WINDOW
                     r = self.mem_access(sp, ad, nbytes, e2, pc,
-                                        None if data is None else data[m], kind, sync, rmw)
+                                        None if data is None else data[m], kind, sync, rmw,
+                                        same)
                     if r is not None:
                         out[m] = r
                 return out if data is None else None
@@ -940,7 +944,8 @@ class Machine:
             if data is None:
                 return view[idx]
             view[idx] = data
-            self.wrote()
+            if not same:
+                self.wrote()
             return None
         if space == "local":
             if self.local is None or ((a < 0) | (a + nbytes > self.local.shape[1])).any():
@@ -967,7 +972,8 @@ class Machine:
             if data is None:
                 return self.gmem.read_at(reg, off, nbytes)
             self.gmem.write_at(reg, off, data)
-            self.wrote()
+            if not same:
+                self.wrote()
             if self.gmem.written is not None:
                 self.gmem.mark_at(reg, off, nbytes, atomic=False)
             return None
@@ -1635,9 +1641,11 @@ class Machine:
 
     def spin_check(self, pc: int, exe: np.ndarray, addr: np.ndarray) -> np.ndarray:
         """Lanes ``exe`` executed a strong load (``ld.acquire``/``.relaxed``/``.volatile``) of
-        ``addr`` at ``pc``: the lanes whose previous strong load was this one, of the same
-        address, with no write to shared or global memory performed since, are in a spin loop
-        that reads the same value again (a flag another thread has still to write). They
+        ``addr`` at ``pc``, or an atomic that left the value as it was (a failed ``atom.cas``,
+        an ``atom.add`` of 0: Triton's atomic load): the lanes whose previous such access was
+        this one, of the same address, with no write to shared or global memory performed
+        since, are in a spin loop that reads the same value again (a flag or lock another
+        thread has still to write). They
         block at ``pc`` until the next write (a scheduling choice: under min-PC scheduling a
         consumer spinning in code before its producer's would otherwise never let the
         producer run). Returns the (N,) mask of those lanes; their program counters and block

@@ -1146,6 +1146,7 @@ def _atom(m, ins, pc, exe, active):
     lanes = np.flatnonzero(exe)
     olds = np.zeros(m.N, dtype=NP[t])
     syn = _flags.sync_of(mods, atomic=True)
+    same = np.zeros(m.N, np.bool_)  # lanes whose atomic left the value as it was
     for ln in lanes:  # atomics are serialised in lane order
         one = np.zeros(m.N, np.bool_)
         one[ln] = True
@@ -1173,13 +1174,24 @@ def _atom(m, ins, pc, exe, active):
         else:
             new = bv if (old == 0 or old > bv) else old - 1
         olds[ln] = old
-        m.mem_access(space, addr, es, one, pc,
-                     data=np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es),
-                     kind=akind, sync=syn, rmw=True)
+        newb = np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es)
+        unchanged = bytes(newb.tobytes()) == bytes(np.asarray(raw).reshape(-1)[:es].tobytes())
+        same[ln] = unchanged
+        if op == "cas" and old != bv:
+            continue  # a failed compare-and-swap writes nothing (it is a read)
+        m.mem_access(space, addr, es, one, pc, data=newb, kind=akind, sync=syn, rmw=True,
+                     same=unchanged)
+    if ret and same.any():
+        spin = m.spin_check(pc, same, addr)
+        if spin.any():  # they run the atomic again after the next write (Machine.spin_check)
+            m.pc[active & ~spin] = pc + 1
+            m.write(ops[0], olds, exe & ~spin, pc)
+            return True
     if ret:
         m.write(ops[0], olds, exe, pc)
     if ins.base == "red" and "async" in mods and len(ops) > 2:
         _async_complete_tx(m, ops[2], pc, exe, es)
+    return None
 
 
 def _atom_vector_add(m, ins, pc, exe, t: str, space: str, addr: np.ndarray, vec: int,

@@ -264,3 +264,127 @@ ret;
     assert run(1 << 22).status == "ok"  # one batch: CTA 3 runs while CTA 0 spins
     with pytest.raises(EmulationUnsupported, match="later batches"):
         run(2 * 32 * 50)
+
+
+# a spin lock across CTAs (Triton's split-K serial reduction: ``while tl.atomic_cas(lock, 0, 1)
+# == 1: pass``, then a read-modify-write of the shared partial, then ``tl.atomic_xchg(lock,
+# 0)``): thread 0 of each CTA adds ctaid + 1 to acc under the lock
+LOCK = """.version 8.4
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 lock, .param .u64 acc)
+.reqntid 32
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [lock];
+ld.param.u64 %rd2, [acc];
+mov.u32 %r1, %ctaid.x;
+mov.u32 %r2, %tid.x;
+setp.ne.u32 %p1, %r2, 0;
+@%p1 bra DONE;
+SPIN:
+{take}
+setp.ne.u32 %p2, %r3, 0;
+@%p2 bra SPIN;
+{after}
+ld.global.u32 %r4, [%rd2];
+add.u32 %r4, %r4, %r1;
+add.u32 %r4, %r4, 1;
+st.global.u32 [%rd2], %r4;
+{give}
+DONE:
+ret;
+}}
+"""
+CAS = "atom.global.acq_rel.gpu.cas.b32 %r3, [%rd1], 0, 1;"
+XCHG = "atom.global.release.gpu.exch.b32 %r5, [%rd1], 0;"
+
+
+def _lock(take, after, give, ctas=4):
+    gmem = GlobalMemory()
+    lock = gmem.add("lock", np.zeros(1, np.uint32))
+    acc = gmem.add("acc", np.zeros(1, np.uint32))
+    launch = Launch(grid=(ctas, 1, 1), threads=32,
+                    params={"lock": lock.to_bytes(8, "little"), "acc": acc.to_bytes(8, "little")})
+    ptx = LOCK.format(take=take, after=after, give=give)
+    res = Machine(build_program(parse_ptx(ptx, "lock.ptx")), launch, gmem,
+                  time_limit_s=30.0).run()
+    assert res.status == "ok", res.message
+    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
+    return errors, int(gmem.buffer("acc").view(np.uint32)[0])
+
+
+@pytest.mark.parametrize("take,after,give", [
+    (CAS, "", XCHG),
+    ("atom.global.cas.b32 %r3, [%rd1], 0, 1;", "fence.acq_rel.gpu;",
+     "fence.acq_rel.gpu;\natom.global.exch.b32 %r5, [%rd1], 0;"),
+    (CAS, "", "st.release.gpu.global.u32 [%rd1], 0;"),
+], ids=["acq-rel-cas", "relaxed-cas-fences", "release-store"])
+def test_a_spin_lock_across_ctas_is_ordered(take, after, give):
+    # the CAS loop of the CTAs waiting for the lock spun forever under min-PC scheduling (a
+    # failed CAS was a write, so the loop never looked idle; a timeout); the critical sections
+    # of CTAs without a common cluster were HB1 false alarms
+    assert _lock(take, after, give) == ([], 1 + 2 + 3 + 4)
+
+
+@pytest.mark.parametrize("take,after,give", [
+    ("atom.global.cas.b32 %r3, [%rd1], 0, 1;", "", XCHG),
+    (CAS, "", "st.global.u32 [%rd1], 0;"),
+    (CAS, "", "atom.global.cta.release.exch.b32 %r5, [%rd1], 0;"),
+], ids=["relaxed-cas", "weak-unlock", "cta-scope-unlock"])
+def test_a_broken_spin_lock_is_a_race(take, after, give):
+    errors, got = _lock(take, after, give)
+    assert "HB1" in errors and got == 1 + 2 + 3 + 4
+
+
+def test_a_spin_on_an_atomic_add_of_zero_waits_for_the_producer():
+    # Triton has no atomic load: ``while tl.atomic_add(flag, 0) == 0: pass``; CTA 0 waits
+    # for CTA 3's flag, then reads its data
+    take = "atom.global.acquire.gpu.add.u32 %r3, [%rd1], 0;"
+    ptx = """.version 8.4
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 lock, .param .u64 acc)
+.reqntid 32
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [lock];
+ld.param.u64 %rd2, [acc];
+mov.u32 %r1, %ctaid.x;
+mov.u32 %r2, %tid.x;
+setp.ne.u32 %p1, %r2, 0;
+@%p1 bra DONE;
+setp.eq.u32 %p2, %r1, 3;
+@%p2 bra PRODUCE;
+setp.ne.u32 %p2, %r1, 0;
+@%p2 bra DONE;
+SPIN:
+TAKE
+setp.eq.u32 %p3, %r3, 0;
+@%p3 bra SPIN;
+ld.global.u32 %r4, [%rd2+4];
+st.global.u32 [%rd2], %r4;
+bra DONE;
+PRODUCE:
+st.global.u32 [%rd2+4], 77;
+atom.global.release.gpu.exch.b32 %r5, [%rd1], 1;
+DONE:
+ret;
+}
+"""
+    for t, want in ((take, []), (take.replace("acquire.", ""), ["HB1"])):
+        gmem = GlobalMemory()
+        lock = gmem.add("lock", np.zeros(1, np.uint32))
+        acc = gmem.add("acc", np.zeros(2, np.uint32))
+        launch = Launch(grid=(4, 1, 1), threads=32,
+                        params={"lock": lock.to_bytes(8, "little"),
+                                "acc": acc.to_bytes(8, "little")})
+        res = Machine(build_program(parse_ptx(ptx.replace("TAKE", t), "flag.ptx")), launch,
+                      gmem, time_limit_s=30.0).run()
+        assert res.status == "ok", res.message
+        assert sorted({f.rule for f in res.findings if f.severity == "error"}) == want
+        assert int(gmem.buffer("acc").view(np.uint32)[0]) == 77
