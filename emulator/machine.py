@@ -449,6 +449,7 @@ class Machine:
         self.spin_addr = np.zeros(n, dtype=np.int64)
         self.spin_writes = np.full(n, -1, dtype=np.int64)
         self.n_spinning = 0
+        self.n_spin_lanes = 0  # spin_check calls so far: stores compare what they overwrite
         self.spin_forced = 0
         self.spin_forced_writes = -1
         self.mbar_ids: dict[tuple[int, int], int] = {}
@@ -943,6 +944,8 @@ class Machine:
                                      data is not None, sync, rmw)
             if data is None:
                 return view[idx]
+            if self.n_spin_lanes and not same:  # a store of what is there wakes no spin
+                same = bool((view[idx] == data).all())
             view[idx] = data
             if not same:
                 self.wrote()
@@ -971,6 +974,8 @@ class Machine:
                 self.gmem.mark_at(reg, off, nbytes, atomic=True)
             if data is None:
                 return self.gmem.read_at(reg, off, nbytes)
+            if self.n_spin_lanes and not same:
+                same = bool((self.gmem.read_at(reg, off, nbytes) == data).all())
             self.gmem.write_at(reg, off, data)
             if not same:
                 self.wrote()
@@ -1630,8 +1635,9 @@ class Machine:
         self.block_kind[rel] = 0
 
     def wrote(self) -> None:
-        """A write to shared or global memory was performed: lanes blocked in a spin on memory
-        (:meth:`spin_check`) run their load again."""
+        """A write to shared or global memory that changed a value was performed (once a spin
+        check ran, a store of the bytes already there is not one): lanes blocked in a spin on
+        memory (:meth:`spin_check`) run their load again."""
         self.writes += 1
         if self.n_spinning:
             rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
@@ -1651,6 +1657,7 @@ class Machine:
         producer run). Returns the (N,) mask of those lanes; their program counters and block
         state are set here, the caller sets the others'."""
         lanes = np.flatnonzero(exe)
+        self.n_spin_lanes += int(lanes.size)
         a = np.asarray(addr)[lanes].astype(np.int64)
         spin = ((self.spin_pc[lanes] == pc) & (self.spin_addr[lanes] == a) &
                 (self.spin_writes[lanes] == self.writes))

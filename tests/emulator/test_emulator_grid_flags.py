@@ -388,3 +388,57 @@ ret;
         assert res.status == "ok", res.message
         assert sorted({f.rule for f in res.findings if f.severity == "error"}) == want
         assert int(gmem.buffer("acc").view(np.uint32)[0]) == 77
+
+
+def test_tritons_broadcast_spin_lock_is_ordered():
+    # Triton 3.9's ``while tl.atomic_cas(lock, 0, 1) == 1: pass`` with num_warps=4: thread 0
+    # runs the CAS and broadcasts its result through shared memory between two bar.sync, the
+    # whole CTA loops; then every thread adds its element under the lock. The broadcast store
+    # of the same value each round kept the loop from looking idle (a timeout)
+    ptx = """.version 8.4
+.target sm_90a
+.address_size 64
+.extern .shared .align 16 .b8 global_smem[];
+.visible .entry k(.param .u64 lock, .param .u64 acc)
+.reqntid 128
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd7, [lock];
+ld.param.u64 %rd2, [acc];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+setp.eq.b32 %p1, %r1, 0;
+mov.b32 %r9, global_smem;
+LOOP:
+bar.sync 0;
+mov.b32 %r7, 0;
+mov.b32 %r8, 1;
+mov.u32 %r6, 0x0;
+@%p1 atom.global.acq_rel.gpu.cas.b32 %r6, [%rd7], %r7, %r8;
+@%p1 st.shared::cta.b32 [%r9], %r6;
+bar.sync 0;
+ld.shared.b32 %r10, [global_smem];
+setp.eq.b32 %p2, %r10, 1;
+@%p2 bra LOOP;
+mul.wide.u32 %rd3, %r1, 4;
+add.s64 %rd6, %rd2, %rd3;
+ld.global.b32 %r11, [%rd6];
+add.u32 %r12, %r11, %r2;
+st.global.b32 [%rd6], %r12;
+bar.sync 0;
+@%p1 atom.global.gpu.acq_rel.exch.b32 %r13, [%rd7], %r7;
+bar.sync 0;
+ret;
+}
+"""
+    gmem = GlobalMemory()
+    lock = gmem.add("lock", np.zeros(1, np.uint32))
+    acc = gmem.add("acc", np.zeros(128, np.uint32))
+    launch = Launch(grid=(4, 1, 1), threads=128, dynamic_smem=64,
+                    params={"lock": lock.to_bytes(8, "little"), "acc": acc.to_bytes(8, "little")})
+    res = Machine(build_program(parse_ptx(ptx, "lock.ptx")), launch, gmem,
+                  time_limit_s=30.0).run()
+    assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    assert gmem.buffer("acc").view(np.uint32)[:128].tolist() == [0 + 1 + 2 + 3] * 128
