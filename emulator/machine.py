@@ -245,6 +245,7 @@ class Machine:
         # global flag bytes (emulator.flags): kept from one batch of CTAs to the next, so that
         # a later batch's acquire of an earlier batch's release is ordered
         self.gflag_vc: dict[tuple[str, int], dict] = {}
+        self._later_ctas = 0  # CTAs of the grid after the running batch (Machine.run)
         self._gshadow = (Shadow(gmem.total, budget=memory_budget, what="global") if race
                          else None)
         self._gstarts = np.cumsum([0] + [d.size for d in gmem.data[:-1]]).astype(np.int64)
@@ -1651,10 +1652,9 @@ class Machine:
         an ``atom.add`` of 0: Triton's atomic load): the lanes whose previous such access was
         this one, of the same address, with no write to shared or global memory performed
         since, are in a spin loop that reads the same value again (a flag or lock another
-        thread has still to write). They
-        block at ``pc`` until the next write (a scheduling choice: under min-PC scheduling a
-        consumer spinning in code before its producer's would otherwise never let the
-        producer run). Returns the (N,) mask of those lanes; their program counters and block
+        thread has still to write). They block at ``pc`` until the next write (a scheduling
+        choice: under min-PC scheduling a consumer spinning in code before its producer's
+        would otherwise never let the producer run). Returns the (N,) mask of those lanes; their program counters and block
         state are set here, the caller sets the others'."""
         lanes = np.flatnonzero(exe)
         self.n_spin_lanes += int(lanes.size)
@@ -1684,7 +1684,7 @@ class Machine:
         else:
             self.spin_forced, self.spin_forced_writes = 1, self.writes
         if self.spin_forced > SPIN_LIMIT:
-            if getattr(self, "_later_ctas", 0) > 0:
+            if self._later_ctas > 0:
                 # the write may come from a CTA this launch runs in a later batch (or not at
                 # all: a representative subset): batches run one after the other, so a wait
                 # across them is not a deadlock the emulator can decide
