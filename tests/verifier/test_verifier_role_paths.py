@@ -190,3 +190,90 @@ def test_ring_phase_inverted_is_an_error():
     fresh barrier before the bulk copy lands."""
     msgs = _mb5(_RING.format(wait=_BAD_WAIT))
     assert msgs and "parity 1" in msgs[0], msgs
+
+
+_TC_GUARDED = """
+.version 8.7
+.target sm_100a
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.visible .entry k(.param .u64 p)
+.reqntid 192, 1, 1
+{{
+	.reg .pred %p<12>;
+	.reg .b32 %r<8>;
+	.reg .b32 %r_tid, %r_warp, %r_t;
+	mov.u32 %r_tid, %tid.x;
+	shr.u32 %r_warp, %r_tid, 5;
+	mov.u32 %r1, smem;
+	setp.eq.u32 %p2, %r_warp, 1;
+	@%p2 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 32;
+	@%p2 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	tcgen05.fence::after_thread_sync;
+	ld.shared.b32 %r_t, [%r1];
+	setp.eq.u32 %p3, %r_warp, 0;
+	@%p3 bra $L_done;
+	@%p2 bra $L_done;
+	add.u32 %r2, %r_t, 1;
+$L_done:
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	tcgen05.fence::after_thread_sync;
+	{free}
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r_t, 32;
+$L_exit:
+	exit;
+}}
+"""
+
+
+def test_a_warp_guarded_alloc_and_a_branch_around_the_dealloc_correlate():
+    # red team round 10 (2026-12-04): warp 1 allocates under '@%p2' and frees after
+    # '@!%p2 bra' (the same predicate, or a fresh compare of the warp index): TA4 was an error
+    # on the path 'allocate, then leave as warp 0' - the alloc's warp guard was not forked on,
+    # so the solver never learnt that the allocating thread is warp 1 (CUTLASS's
+    # 'if (warp_idx == 1) free()')
+    for free in ("@!%p2 bra $L_exit;",
+                 "setp.ne.u32 %p9, %r_warp, 1;\n\t@%p9 bra $L_exit;"):
+        assert _rules(_TC_GUARDED.format(free=free), "sm_100a") == {}, free
+    # a dealloc by warp 2 of what warp 1 allocated is still both errors
+    got = _rules(_TC_GUARDED.format(free="setp.ne.u32 %p9, %r_warp, 2;\n\t@%p9 bra $L_exit;"),
+                 "sm_100a")
+    assert got.get("TA4") == "error" and got.get("TA5") == "error", got
+
+
+_ROLE_UNI = """
+.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+.reqntid 256, 1, 1
+{{
+	.reg .pred %p<4>;
+	.reg .b32 %r<8>;
+	mov.u32 %r1, %tid.x;
+	shr.u32 %r2, %r1, 7;
+	setp.eq.u32 %p1, %r2, 0;
+	{branch}
+	bar.sync 1, 128;
+	bra.uni $L_exit;
+$L_producer:
+	bar.sync 2, 128;
+$L_exit:
+	exit;
+}}
+"""
+
+
+def test_a_bra_uni_role_dispatch_is_warp_uniform_not_cta_uniform():
+    # '@%p bra.uni' promises the branch does not diverge inside a warp (PTX ISA 9.1 bra); the
+    # warpgroups still go different ways, so the consumers' 'bar.sync 1, 128' is reached by
+    # 128 of the 256 threads (B3 "all 256 threads reach this barrier" was an error: red team
+    # round 10, nvcc's and CUTLASS's role dispatch)
+    for branch in ("@%p1 bra.uni $L_producer;", "@%p1 bra $L_producer;"):
+        assert _rules(_ROLE_UNI.format(branch=branch), "sm_90a") == {}, branch
+    # with no role branch every thread reaches the count-128 barrier: still B3
+    got = _rules(_ROLE_UNI.format(branch=""), "sm_90a")
+    assert got.get("B3") == "error", got

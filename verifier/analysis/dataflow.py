@@ -303,14 +303,15 @@ class _Assume:
                 return True
         return False
 
-    def never(self, A: frozenset, key: str, negated: bool, banned: set) -> bool:
+    def never(self, A: frozenset, key: str, negated: bool, banned: set, upto: int = 0) -> bool:
         """An instruction guarded by ``@key`` (``@!key`` when ``negated``) executes in no thread
         under ``A``: the guard, or a conjunct of an ``and.pred`` guard, is false and CTA-uniform
-        (so the branch decisions of this path, taken by every thread alike, decide it).
+        (so the branch decisions of this path, taken by every thread alike, decide it; with
+        ``upto`` 1, warp-uniform too: one warp's path, :meth:`uniform_conjunct`).
         Registers in ``banned`` (redefined earlier in the block) are not trusted."""
         parts = [(key, negated)] + (self.conjuncts(key) if not negated else [])
         for k, neg in parts:
-            if self.v.cls.get(k, 2) != 0:
+            if self.v.cls.get(k, 2) > upto:
                 continue
             dk = self._defs.get(k)
             if dk is not None and dk[0] == "cmp" and dk[2] in banned:
@@ -341,20 +342,21 @@ class _Assume:
             out += sub or [(k, neg)]
         return out
 
-    def uniform_conjunct(self, A: frozenset, key: str, negated: bool
+    def uniform_conjunct(self, A: frozenset, key: str, negated: bool, upto: int = 0
                          ) -> tuple[str, bool] | None:
         """``(predicate, value)``: the CTA-uniform condition under which an instruction guarded
         by ``@key`` / ``@!key`` can execute, when it is not yet decided by ``A`` (the guard
         itself when uniform, else the single uniform conjunct of its ``and.pred``); else None.
         Only guards whose uniform part is a single-definition ``setp`` are forked on (a compare
         of two registers is kept as an opaque predicate: a later branch on the same register
-        is decided by it)."""
+        is decided by it). ``upto`` 1 (``values.WARP``) also takes warp-uniform conditions (a
+        warp-index compare): for properties of one warp's path (``Property.FORK_CLASS``)."""
         cands = [(key, not negated)]
         if not negated and self.conjuncts(key):
             cands = [(k, not neg) for k, neg in self.conjuncts(key)]
         found = None
         for k, val in cands:
-            if self.v.cls.get(k, 2) != 0 or len(self.v.def_sites.get(k, ())) != 1:
+            if self.v.cls.get(k, 2) > upto or len(self.v.def_sites.get(k, ())) != 1:
                 continue
             if self.cfg.instrs[self.v.def_sites[k][0]].parts[0] != "setp":
                 continue
@@ -507,6 +509,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     if not cfg.blocks:
         return [], True
     assume = _Assume(cfg, values)
+    fork_class = getattr(prop, "FORK_CLASS", 0)
     instrs = cfg.instrs
     rel = prop.relevant_index
     relevant = [[i for i in range(b.start, b.end) if rel(i)] for b in cfg.blocks]
@@ -546,9 +549,10 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                     continue          # the forked copy in which no thread executes it
                 if ins.predicate is not None:
                     gk = cfg.reg_key(ins.predicate, i)
-                    if A and assume.never(A, gk, ins.negated, _DefinedIn(values, pos, i)):
+                    if A and assume.never(A, gk, ins.negated, _DefinedIn(values, pos, i),
+                                          fork_class):
                         continue      # guarded off in every thread on this path
-                    u = assume.uniform_conjunct(A, gk, ins.negated)
+                    u = assume.uniform_conjunct(A, gk, ins.negated, fork_class)
                     if u is not None and nforks < _MAX_FORKS:
                         # fork on the CTA-uniform part of the guard: false (no thread executes
                         # the instruction) / true, so later branches correlate with it

@@ -653,7 +653,10 @@ class Values:
             if not conds:
                 continue
             if last.parts[0] in ("bra", "brx") and "uni" in last.parts:
-                c = UNIFORM
+                # .uni asserts the branch is non-divergent *within a warp* (PTX ISA 9.1
+                # bra): the predicate may still differ between warps (nvcc's and CUTLASS's
+                # warp-role dispatch `@%p bra.uni PRODUCER` on a warp index)
+                c = min(self.use_class(conds[0].cond[0], blk.end - 1), WARP)
             else:
                 pk = conds[0].cond[0]
                 c = self.use_class(pk, blk.end - 1)

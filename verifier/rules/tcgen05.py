@@ -323,6 +323,18 @@ class TmemLifecycle(Property):
         return ins.parts[1] + " here"
 
 
+class TmemLifecycleWarp(TmemLifecycle):
+    """:class:`TmemLifecycle` along one warp's path, for the rules about the allocating warp
+    (TA4: it frees before exit; TA5: it frees what it allocated): a guard on a warp-uniform
+    condition (``@%p`` with ``%p`` a warp-index compare) is forked on like a CTA-uniform one, so
+    an alloc by warp 1 and a later ``@!%p bra END; dealloc`` on the same condition correlate
+    (``tcgen05.alloc``/``dealloc`` are warp-collective, ``.sync.aligned``: PTX ISA 9.1
+    §9.7.16.7.1). The CTA-level rules (TA6 alloc after relinquish, TA7, TA9) keep the
+    CTA's view, where another warp's alloc follows this one's relinquish."""
+
+    FORK_CLASS = 1  # values.WARP
+
+
 def tmem_leak_on_exit(ctx: Context) -> list[Finding]:
     """TMEM still allocated on some path to ``ret``/``exit`` (TA4).
 
@@ -348,7 +360,7 @@ def tmem_leak_on_exit(ctx: Context) -> list[Finding]:
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
-        out += event_findings(ctx, fi, fa, TmemLifecycle, "TA4",
+        out += event_findings(ctx, fi, fa, TmemLifecycleWarp, "TA4",
                               "free it with 'tcgen05.dealloc' (same nCols) before this exit")
     return out
 
@@ -380,7 +392,7 @@ def tmem_dealloc_mismatch(ctx: Context) -> list[Finding]:
     """
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_tc(x, "dealloc")):
-        out += event_findings(ctx, fi, fa, TmemLifecycle, "TA5")
+        out += event_findings(ctx, fi, fa, TmemLifecycleWarp, "TA5")
         cfg, v = fa.cfg, fa.values
         slots = {addr_val(fa, ins.operands[0], i) for i, ins in enumerate(cfg.instrs)
                  if is_tc(ins, "alloc") and ins.operands}
