@@ -67,16 +67,22 @@ def _scope_level(parts) -> int:
                 SCOPES["gpu"])
 
 
-def fence_level(parts) -> int | None:
-    """Scope level of a release fence (``fence.acq_rel``/``.sc``/``.release``, ``membar``),
-    or None when ``parts`` (without the opcode) is not one."""
+def _fence_level(parts, sems: tuple[str, ...]) -> int | None:
+    """Scope level of a ``fence`` with one of ``sems`` or a ``membar``; None otherwise (proxy
+    fences, ``fence.mbarrier_init``)."""
     if "proxy" in parts or "mbarrier_init" in parts:
         return None
     if parts and parts[0] in ("cta", "gl", "sys"):
         return _scope_level(parts)
-    if not any(s in parts for s in ("acq_rel", "sc", "release")):
+    if not any(s in parts for s in sems):
         return None
     return _scope_level(parts)
+
+
+def fence_level(parts) -> int | None:
+    """Scope level of a release fence (``fence.acq_rel``/``.sc``/``.release``, ``membar``),
+    or None when ``parts`` (without the opcode) is not one."""
+    return _fence_level(parts, ("acq_rel", "sc", "release"))
 
 
 def acquire_level(parts) -> int | None:
@@ -85,13 +91,7 @@ def acquire_level(parts) -> int | None:
     reader after a release of another CTA's thread only at ``.cluster`` scope or wider (PTX
     ISA 9.1 §8.9.1: the pattern's last operation, the fence, must be morally strong with the
     release's first: each one's scope includes the other thread)."""
-    if "proxy" in parts or "mbarrier_init" in parts:
-        return None
-    if parts and parts[0] in ("cta", "gl", "sys"):
-        return _scope_level(parts)
-    if not any(s in parts for s in ("acq_rel", "sc", "acquire")):
-        return None
-    return _scope_level(parts)
+    return _fence_level(parts, ("acq_rel", "sc", "acquire"))
 
 
 def _cls(level: int) -> int:

@@ -69,21 +69,29 @@ ret;
 """
 
 
-def _run(ptx: str, ctas: int, race_budget: int = 1 << 22):
+def _launch(ptx: str, bufs: dict[str, np.ndarray], ctas: int, threads: int = 32,
+            race_budget: int = 1 << 22, dynamic_smem: int = 0):
+    """Emulate ``ptx`` over ``ctas`` CTAs with one pointer parameter per buffer (in order);
+    returns the outcome and the buffers' contents after the launch."""
     gmem = GlobalMemory()
-    part = gmem.add("part", np.zeros(ctas, np.uint32))
-    cnt = gmem.add("cnt", np.zeros(1, np.uint32))
-    sums = gmem.add("sums", np.zeros(32, np.uint32))
-    launch = Launch(grid=(ctas, 1, 1), threads=32,
-                    params={"part": part.to_bytes(8, "little"),
-                            "cnt": cnt.to_bytes(8, "little"),
-                            "sums": sums.to_bytes(8, "little")})
-    prog = build_program(parse_ptx(ptx, "last_cta.ptx"))
-    res = Machine(prog, launch, gmem, race=True, time_limit_s=60.0,
-                  race_budget=race_budget).run()
+    params = {name: gmem.add(name, a).to_bytes(8, "little") for name, a in bufs.items()}
+    launch = Launch(grid=(ctas, 1, 1), threads=threads, params=params,
+                    dynamic_smem=dynamic_smem)
+    res = Machine(build_program(parse_ptx(ptx, "grid_flags.ptx")), launch, gmem,
+                  time_limit_s=30.0, race_budget=race_budget).run()
+    out = {name: gmem.buffer(name).view(a.dtype)[:a.size] for name, a in bufs.items()}
+    return res, out
+
+
+def _errors(res) -> list[str]:
     assert res.status == "ok", res.message
-    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
-    return errors, gmem.buffer("sums").view(np.uint32)[:ctas].tolist()
+    return sorted({f.rule for f in res.findings if f.severity == "error"})
+
+
+def _run(ptx: str, ctas: int, race_budget: int = 1 << 22, threads: int = 32):
+    res, out = _launch(ptx, {"part": np.zeros(ctas, np.uint32), "cnt": np.zeros(1, np.uint32),
+                             "sums": np.zeros(32, np.uint32)}, ctas, threads, race_budget)
+    return _errors(res), out["sums"][:ctas].tolist()
 
 
 WANT = [10 * i + 7 for i in range(8)]
@@ -206,18 +214,7 @@ def test_cross_cluster_knowledge_passes_through_an_mbarrier():
 
 
 def _handoff(ptx: str):
-    gmem = GlobalMemory()
-    part = gmem.add("part", np.zeros(8, np.uint32))
-    cnt = gmem.add("cnt", np.zeros(1, np.uint32))
-    sums = gmem.add("sums", np.zeros(32, np.uint32))
-    launch = Launch(grid=(8, 1, 1), threads=64,
-                    params={"part": part.to_bytes(8, "little"),
-                            "cnt": cnt.to_bytes(8, "little"),
-                            "sums": sums.to_bytes(8, "little")})
-    res = Machine(build_program(parse_ptx(ptx, "handoff.ptx")), launch, gmem).run()
-    assert res.status == "ok", res.message
-    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
-    return errors, gmem.buffer("sums").view(np.uint32)[:8].tolist()
+    return _run(ptx, 8, threads=64)
 
 
 def test_a_spin_for_a_cta_of_a_later_batch_is_not_called_a_deadlock():
@@ -255,11 +252,7 @@ ret;
     from emulator import EmulationUnsupported
 
     def run(budget):
-        gmem = GlobalMemory()
-        flag = gmem.add("flag", np.zeros(1, np.uint32))
-        launch = Launch(grid=(4, 1, 1), threads=32, params={"flag": flag.to_bytes(8, "little")})
-        return Machine(build_program(parse_ptx(ptx, "wait.ptx")), launch, gmem,
-                       race_budget=budget).run()
+        return _launch(ptx, {"flag": np.zeros(1, np.uint32)}, 4, race_budget=budget)[0]
 
     assert run(1 << 22).status == "ok"  # one batch: CTA 3 runs while CTA 0 spins
     with pytest.raises(EmulationUnsupported, match="later batches"):
@@ -303,17 +296,9 @@ XCHG = "atom.global.release.gpu.exch.b32 %r5, [%rd1], 0;"
 
 
 def _lock(take, after, give, ctas=4):
-    gmem = GlobalMemory()
-    lock = gmem.add("lock", np.zeros(1, np.uint32))
-    acc = gmem.add("acc", np.zeros(1, np.uint32))
-    launch = Launch(grid=(ctas, 1, 1), threads=32,
-                    params={"lock": lock.to_bytes(8, "little"), "acc": acc.to_bytes(8, "little")})
-    ptx = LOCK.format(take=take, after=after, give=give)
-    res = Machine(build_program(parse_ptx(ptx, "lock.ptx")), launch, gmem,
-                  time_limit_s=30.0).run()
-    assert res.status == "ok", res.message
-    errors = sorted({f.rule for f in res.findings if f.severity == "error"})
-    return errors, int(gmem.buffer("acc").view(np.uint32)[0])
+    res, out = _launch(LOCK.format(take=take, after=after, give=give),
+                       {"lock": np.zeros(1, np.uint32), "acc": np.zeros(1, np.uint32)}, ctas)
+    return _errors(res), int(out["acc"][0])
 
 
 @pytest.mark.parametrize("take,after,give", [
@@ -377,17 +362,10 @@ ret;
 }
 """
     for t, want in ((take, []), (take.replace("acquire.", ""), ["HB1"])):
-        gmem = GlobalMemory()
-        lock = gmem.add("lock", np.zeros(1, np.uint32))
-        acc = gmem.add("acc", np.zeros(2, np.uint32))
-        launch = Launch(grid=(4, 1, 1), threads=32,
-                        params={"lock": lock.to_bytes(8, "little"),
-                                "acc": acc.to_bytes(8, "little")})
-        res = Machine(build_program(parse_ptx(ptx.replace("TAKE", t), "flag.ptx")), launch,
-                      gmem, time_limit_s=30.0).run()
-        assert res.status == "ok", res.message
-        assert sorted({f.rule for f in res.findings if f.severity == "error"}) == want
-        assert int(gmem.buffer("acc").view(np.uint32)[0]) == 77
+        res, out = _launch(ptx.replace("TAKE", t), {"lock": np.zeros(1, np.uint32),
+                                                    "acc": np.zeros(2, np.uint32)}, 4)
+        assert _errors(res) == want
+        assert int(out["acc"][0]) == 77
 
 
 def test_tritons_broadcast_spin_lock_is_ordered():
@@ -433,12 +411,7 @@ bar.sync 0;
 ret;
 }
 """
-    gmem = GlobalMemory()
-    lock = gmem.add("lock", np.zeros(1, np.uint32))
-    acc = gmem.add("acc", np.zeros(128, np.uint32))
-    launch = Launch(grid=(4, 1, 1), threads=128, dynamic_smem=64,
-                    params={"lock": lock.to_bytes(8, "little"), "acc": acc.to_bytes(8, "little")})
-    res = Machine(build_program(parse_ptx(ptx, "lock.ptx")), launch, gmem,
-                  time_limit_s=30.0).run()
+    res, out = _launch(ptx, {"lock": np.zeros(1, np.uint32), "acc": np.zeros(128, np.uint32)},
+                       4, threads=128, dynamic_smem=64)
     assert res.status == "ok" and res.findings == [], (res.message, res.findings)
-    assert gmem.buffer("acc").view(np.uint32)[:128].tolist() == [0 + 1 + 2 + 3] * 128
+    assert out["acc"].tolist() == [0 + 1 + 2 + 3] * 128
