@@ -27,6 +27,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+try:
+    import resource as _resource  # POSIX: the ptxas memory limit
+except ImportError:  # pragma: no cover - Windows
+    _resource = None
+
 from harness import _triton_compat as compat
 from harness.errors import PtxasNotFound, UsageError
 
@@ -207,11 +212,38 @@ def parse_ptxas_output(text: str) -> tuple[list[PtxasDiagnostic], dict[str, int]
     return diags, res
 
 
+def _run_limited(cmd: list[str], timeout_s: float, memory_mb: int) -> tuple[int, str]:
+    """Run ptxas with an address-space limit of ``memory_mb`` MiB (0: none): ``RLIMIT_AS`` set
+    on the child right after it starts (``resource.prlimit``, Linux; a ``preexec_fn`` is not
+    safe in a threaded server). Returns (returncode, stderr + stdout); -1 on timeout."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if memory_mb and hasattr(_resource, "prlimit"):
+        lim = memory_mb << 20
+        try:
+            _resource.prlimit(proc.pid, _resource.RLIMIT_AS, (lim, lim))
+        except ProcessLookupError:
+            pass  # it already exited: nothing left to limit
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return -1, f"ptxas fatal   : timed out after {timeout_s:.0f} s"
+    log = err + out
+    if proc.returncode != 0 and memory_mb and "Memory allocation failure" in log:
+        log += (f"ptxas fatal   : stopped at its memory limit of {memory_mb} MiB "
+                f"(AILOWER_PTXAS_MEMORY_MB)\n")
+    return proc.returncode, log
+
+
 def assemble(ptx: str, arch: str, *, ptxas: str | os.PathLike | None = None,
-             extra_flags: tuple[str, ...] = (), timeout_s: float = 120.0) -> AssemblyResult:
+             extra_flags: tuple[str, ...] = (), timeout_s: float = 120.0,
+             memory_mb: int | None = None) -> AssemblyResult:
     """Assemble ``ptx`` for ``arch`` into a cubin.
 
-    A PTX error is reported in the result (``ok=False`` with diagnostics), never raised.
+    A PTX error is reported in the result (``ok=False`` with diagnostics), never raised; so is
+    a ptxas run that reaches its time or memory limit (the PTX is untrusted: ptxas 13.0 grows
+    to 14 GB on some kernels that combine ``setmaxnreg`` with a ``call`` of a ``.func``).
 
     Args:
         ptx: the module text.
@@ -219,23 +251,26 @@ def assemble(ptx: str, arch: str, *, ptxas: str | os.PathLike | None = None,
         ptxas: the ``AILOWER_PTXAS`` setting (None: Triton's bundled, then PATH).
         extra_flags: more ptxas flags.
         timeout_s: wall-clock limit for ptxas, seconds.
+        memory_mb: address-space limit of the ptxas process (``RLIMIT_AS``, MiB; 0: none;
+            None: the ``AILOWER_PTXAS_MEMORY_MB`` setting, 4096 by default). Applied on Linux
+            (``resource.prlimit``); elsewhere only the time limit holds.
 
     Raises:
         PtxasNotFound: no ptxas could be found (see :func:`resolve_ptxas`).
         UsageError: unknown arch.
     """
     path, source, version = resolve_ptxas(arch, ptxas)
+    if memory_mb is None:
+        from common.settings import get_settings
+
+        memory_mb = get_settings().ptxas_memory_mb
     flags = list(compat.toolchain(arch).ptxas_flags) if source == "triton" else ["-lineinfo", "-v"]
     with tempfile.TemporaryDirectory(prefix="ailower-ptxas-") as tmp:
         src, out = Path(tmp) / "candidate.ptx", Path(tmp) / "candidate.cubin"
         src.write_text(ptx)
         cmd = [path, *flags, *extra_flags, f"--gpu-name={arch}", str(src), "-o", str(out)]
         t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-            rc, log = proc.returncode, proc.stderr + proc.stdout
-        except subprocess.TimeoutExpired:
-            rc, log = -1, f"ptxas fatal   : timed out after {timeout_s:.0f} s"
+        rc, log = _run_limited(cmd, timeout_s, memory_mb)
         seconds = time.perf_counter() - t0
         diags, res = parse_ptxas_output(log)
         cubin = out.read_bytes() if rc == 0 and out.exists() else None

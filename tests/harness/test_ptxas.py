@@ -122,3 +122,44 @@ def test_real_wgmma_repair_is_reported(tmp_path):
     assert "info[C7519]" in r.summary()
     clean = assemble(ptx, "sm_90a", ptxas=_path_ptxas_13_0())
     assert clean.ok and clean.repairs == []
+
+
+def _growing_ptxas(tmp_path):
+    """A stand-in for ptxas 13.0 on a kernel it cannot assemble in bounded memory (seen on a
+    ``setmaxnreg`` kernel calling a ``.func``: 14 GB in 10 minutes): it reserves 2 GiB, and
+    answers like ptxas when the allocation fails."""
+    import sys
+
+    fake = tmp_path / "growing-ptxas"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "if '--version' in sys.argv:\n"
+        "    print('Cuda compilation tools, release 13.0, V13.0.88')\n"
+        "    sys.exit(0)\n"
+        "try:\n"
+        "    grown = bytearray(2 << 30)\n"
+        "except MemoryError:\n"
+        "    print('ptxas fatal   : Memory allocation failure', file=sys.stderr)\n"
+        "    sys.exit(255)\n"
+        "open(sys.argv[sys.argv.index('-o') + 1], 'wb').write(b'\\x7fELF')\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return fake
+
+
+@pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="needs Linux prlimit")
+def test_a_ptxas_that_grows_without_bound_stops_at_its_memory_limit(tmp_path, monkeypatch,
+                                                                    add_ptx):
+    # candidates are untrusted: ptxas had a wall-time limit only, so one kernel could take the
+    # host's memory (red team round 10, 2026-12-04)
+    fake = _growing_ptxas(tmp_path)
+    r = assemble(add_ptx, "sm_90a", ptxas=fake, memory_mb=1024)
+    assert not r.ok and r.returncode == 255
+    assert any("memory limit of 1024 MiB" in d.message for d in r.errors), r.errors
+    # the same run without a limit gets its memory: the limit is what stopped it
+    assert assemble(add_ptx, "sm_90a", ptxas=fake, memory_mb=0).ok
+    # the setting applies when no limit is passed
+    monkeypatch.setenv("AILOWER_PTXAS_MEMORY_MB", "1024")
+    assert not assemble(add_ptx, "sm_90a", ptxas=fake).ok
+    monkeypatch.setenv("AILOWER_PTXAS_MEMORY_MB", "0")
+    assert assemble(add_ptx, "sm_90a", ptxas=fake).ok
