@@ -21,10 +21,6 @@ class Settings(BaseSettings):
         data_dir: ``AILOWER_DATA_DIR``; caches, sources and the default database (``~/.ailower``).
         db_url: ``AILOWER_DB_URL``; SQLAlchemy URL (default: SQLite ``<data_dir>/ailower.db``).
         ptxas: ``AILOWER_PTXAS``; ptxas to use instead of Triton's bundled one.
-        ptxas_memory_mb: ``AILOWER_PTXAS_MEMORY_MB``; address-space limit of each ptxas run
-            (``RLIMIT_AS``, MiB; 0: none). ptxas 13.0 grows without bound on some PTX (a
-            ``setmaxnreg`` kernel calling a ``.func``: 14 GB in 10 minutes), and candidates are
-            untrusted; the suite's largest kernels assemble within 256 MiB (2026-12-04).
         provider: ``AILOWER_PROVIDER``; default provider (``search``: the offline systematic
             search, the default since it beat autotuned Triton on the H200 (geometric mean
             1.169x over the compute-bound and paper kernels, campaign of 2026-12-01); ``triton``
@@ -56,7 +52,6 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".ailower")
     db_url: str | None = None
     ptxas: str | None = None
-    ptxas_memory_mb: int = Field(default=4096, ge=0)
     provider: str = "search"
     model: str | None = None
     iterations: int = Field(default=4, ge=1, le=1000)

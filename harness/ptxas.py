@@ -212,6 +212,36 @@ def parse_ptxas_output(text: str) -> tuple[list[PtxasDiagnostic], dict[str, int]
     return diags, res
 
 
+#: address-space limit of a ptxas run (MiB) unless ``AILOWER_PTXAS_MEMORY_MB`` says otherwise:
+#: ptxas 13.0 grows without bound on some PTX (a ``setmaxnreg`` kernel calling a ``.func``:
+#: 14 GB in 10 minutes) and candidates are untrusted; the suite's largest kernels assemble
+#: within 256 MiB (2026-12-04, ptxas 12.8 and 13.0). Read here, not through
+#: ``common.settings``: the harness also runs inside the server's boxes, which hold only the
+#: harness, kernels, agent, verifier and emulator packages.
+PTXAS_MEMORY_MB = 4096
+PTXAS_MEMORY_ENV = "AILOWER_PTXAS_MEMORY_MB"
+
+
+def ptxas_memory_mb() -> int:
+    """The ptxas address-space limit in MiB (0: none): ``AILOWER_PTXAS_MEMORY_MB``, else
+    :data:`PTXAS_MEMORY_MB`.
+
+    Raises:
+        UsageError: the variable is not a whole number >= 0.
+    """
+    raw = os.environ.get(PTXAS_MEMORY_ENV)
+    if raw is None or not raw.strip():
+        return PTXAS_MEMORY_MB
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = -1
+    if mb < 0:
+        raise UsageError(f"{PTXAS_MEMORY_ENV}={raw!r}: not a whole number of MiB >= 0 "
+                         f"(0 switches the limit off)")
+    return mb
+
+
 def _run_limited(cmd: list[str], timeout_s: float, memory_mb: int) -> tuple[int, str]:
     """Run ptxas with an address-space limit of ``memory_mb`` MiB (0: none): ``RLIMIT_AS`` set
     on the child right after it starts (``resource.prlimit``, Linux; a ``preexec_fn`` is not
@@ -220,6 +250,9 @@ def _run_limited(cmd: list[str], timeout_s: float, memory_mb: int) -> tuple[int,
     if memory_mb and hasattr(_resource, "prlimit"):
         lim = memory_mb << 20
         try:
+            _soft, hard = _resource.prlimit(proc.pid, _resource.RLIMIT_AS)
+            if hard != _resource.RLIM_INFINITY and hard < lim:
+                lim = hard  # already bounded tighter (a server box): keep that bound
             _resource.prlimit(proc.pid, _resource.RLIMIT_AS, (lim, lim))
         except ProcessLookupError:
             pass  # it already exited: nothing left to limit
@@ -252,18 +285,17 @@ def assemble(ptx: str, arch: str, *, ptxas: str | os.PathLike | None = None,
         extra_flags: more ptxas flags.
         timeout_s: wall-clock limit for ptxas, seconds.
         memory_mb: address-space limit of the ptxas process (``RLIMIT_AS``, MiB; 0: none;
-            None: the ``AILOWER_PTXAS_MEMORY_MB`` setting, 4096 by default). Applied on Linux
-            (``resource.prlimit``); elsewhere only the time limit holds.
+            None: :func:`ptxas_memory_mb`, 4096 by default). Applied on Linux
+            (``resource.prlimit``; never above a limit the process already has); elsewhere
+            only the time limit holds.
 
     Raises:
         PtxasNotFound: no ptxas could be found (see :func:`resolve_ptxas`).
-        UsageError: unknown arch.
+        UsageError: unknown arch; a bad ``AILOWER_PTXAS_MEMORY_MB``.
     """
     path, source, version = resolve_ptxas(arch, ptxas)
     if memory_mb is None:
-        from common.settings import get_settings
-
-        memory_mb = get_settings().ptxas_memory_mb
+        memory_mb = ptxas_memory_mb()
     flags = list(compat.toolchain(arch).ptxas_flags) if source == "triton" else ["-lineinfo", "-v"]
     with tempfile.TemporaryDirectory(prefix="ailower-ptxas-") as tmp:
         src, out = Path(tmp) / "candidate.ptx", Path(tmp) / "candidate.cubin"

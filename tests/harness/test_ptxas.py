@@ -163,3 +163,35 @@ def test_a_ptxas_that_grows_without_bound_stops_at_its_memory_limit(tmp_path, mo
     assert not assemble(add_ptx, "sm_90a", ptxas=fake).ok
     monkeypatch.setenv("AILOWER_PTXAS_MEMORY_MB", "0")
     assert assemble(add_ptx, "sm_90a", ptxas=fake).ok
+
+
+def test_the_memory_limit_setting_is_checked(monkeypatch, add_ptx):
+    from harness import UsageError
+
+    monkeypatch.setenv("AILOWER_PTXAS_MEMORY_MB", "lots")
+    with pytest.raises(UsageError, match="AILOWER_PTXAS_MEMORY_MB='lots'"):
+        assemble(add_ptx, "sm_90a")
+    monkeypatch.setenv("AILOWER_PTXAS_MEMORY_MB", "-1")
+    with pytest.raises(UsageError, match="not a whole number"):
+        assemble(add_ptx, "sm_90a")
+
+
+@pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="needs Linux prlimit")
+def test_a_process_already_under_a_tighter_limit_keeps_it(tmp_path, add_ptx):
+    # inside a server box RLIMIT_AS is already set (hard limit below the 4096 MiB default):
+    # raising it is not allowed, so ptxas keeps the box's bound (the box's harness failed
+    # with the first version of the limit, which also imported common.settings)
+    import subprocess
+    import sys
+
+    src = tmp_path / "k.ptx"
+    src.write_text(add_ptx)
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+            "sys.modules['common'] = None  # as in a box: no common package\n"
+            "from harness.ptxas import assemble\n"
+            f"r = assemble(open({str(src)!r}).read(), 'sm_90a')\n"
+            "print(r.ok)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
