@@ -146,6 +146,13 @@ def _join_x(d: dict, add: dict) -> dict:
     return out
 
 
+def learn_x(m, lanes, x: dict) -> None:
+    """Tracked ``lanes`` now know of other clusters what ``x`` ({cluster: clock}) says
+    (``Machine.xvc``)."""
+    for ln in lanes:
+        m.xvc[ln] = _join_x(m.xvc.get(ln, {}), x)
+
+
 def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, write: bool,
               sync: tuple | None, rmw: bool) -> None:
     """Flag bookkeeping of one access (after its race check): ``lanes`` (k,) batch lanes,
@@ -213,7 +220,7 @@ def on_access(m, space: str, lanes: np.ndarray, first: np.ndarray, nbytes: int, 
                 if g is not None:
                     m.vc[ln] = np.maximum(m.vc[ln], g)
             if gotx:
-                m.xvc[ln] = _join_x(m.xvc.get(ln, {}), gotx)
+                learn_x(m, (ln,), gotx)
             continue
         if gotx:  # acquired by the next fence at .gpu scope or wider
             m.xrel[ln] = _join_x(m.xrel.get(ln, {}), gotx)

@@ -405,9 +405,7 @@ class Machine:
         # race tracking: every lane of the batch (the batch size is bounded by the budget)
         tr_ctas = ncta if self.race else 0
         self.ntr = tr_ctas * T
-        # per tracked lane, its clocks at its last release fence and that fence's scope level
-        # (emulator.flags); None until a lane executes one
-        # (emulator.flags), per scope class 1 .cta / 2 .cluster / 3 .gpu: the clocks at the
+        # per tracked lane (emulator.flags), per scope class 1 .cta / 2 .cluster / 3 .gpu: the clocks at the
         # lane's last release fence of that scope or wider, and which lanes executed one
         self.frel_vc: dict[int, np.ndarray] = {}
         self.frel_set: dict[int, np.ndarray] = {}
@@ -1539,8 +1537,7 @@ class Machine:
                         x = self.bar_x.pop((c, int(b)), None)
                         if x is None:
                             continue
-                        for ln in tr[self.cta_local[tr] == c].tolist():
-                            self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), x)
+                        _flags.learn_x(self, tr[self.cta_local[tr] == c].tolist(), x)
             self.bar_count[cs, b] = 0
 
     def _overshoot(self, pc: int, c: int, b: int, arrived: int, expected: int) -> None:
@@ -1641,10 +1638,15 @@ class Machine:
         memory (:meth:`spin_check`) run their load again."""
         self.writes += 1
         if self.n_spinning:
-            rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
-            self.blocked[rel] = False
-            self.block_kind[rel] = 0
-            self.n_spinning = 0
+            self._unpark()
+
+    def _unpark(self) -> np.ndarray:
+        """Make every lane parked in a spin on memory runnable again; returns them."""
+        rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
+        self.blocked[rel] = False
+        self.block_kind[rel] = 0
+        self.n_spinning = 0
+        return rel
 
     def spin_check(self, pc: int, exe: np.ndarray, addr: np.ndarray) -> np.ndarray:
         """Lanes ``exe`` executed a strong load (``ld.acquire``/``.relaxed``/``.volatile``) of
@@ -1696,10 +1698,7 @@ class Machine:
                     f"{int(self.batch_ids.size)} CTAs at a time, so a wait for one of them "
                     f"is not decided)")
             return ~self.done & ~self.blocked
-        rel = np.flatnonzero(self.blocked & (self.block_kind == SPIN_KIND))
-        self.blocked[rel] = False
-        self.block_kind[rel] = 0
-        self.n_spinning = 0
+        rel = self._unpark()
         self.spin_pc[rel] = -1  # its next load is one iteration, not a spin
         return ~self.done & ~self.blocked
 
@@ -1725,7 +1724,7 @@ class Machine:
             for ln in tl.tolist():
                 got = self.xrel.pop(ln, None)
                 if got is not None:
-                    self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), got)
+                    _flags.learn_x(self, (ln,), got)
 
     def mbar_wait(self, pc: int, exe: np.ndarray, addr: np.ndarray, parity: np.ndarray,
                   acquire: bool = True) -> np.ndarray:
@@ -1758,8 +1757,7 @@ class Machine:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
                     px = st.get("phase_x")
                     if px:
-                        for ln in tl.tolist():
-                            self.xvc[ln] = _flags._join_x(self.xvc.get(ln, {}), px)
+                        _flags.learn_x(self, tl.tolist(), px)
                 elif tl.size:
                     if self.relaxed_vc is None:
                         self.relaxed_vc = np.zeros_like(self.vc)

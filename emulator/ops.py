@@ -1175,7 +1175,7 @@ def _atom(m, ins, pc, exe, active):
             new = bv if (old == 0 or old > bv) else old - 1
         olds[ln] = old
         newb = np.array([new], dtype=NP[t]).view(np.uint8).reshape(1, es)
-        unchanged = bytes(newb.tobytes()) == bytes(np.asarray(raw).reshape(-1)[:es].tobytes())
+        unchanged = newb.tobytes() == np.asarray(raw).reshape(-1)[:es].tobytes()
         same[ln] = unchanged
         if op == "cas" and old != bv:
             continue  # a failed compare-and-swap writes nothing (it is a read)
