@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emulator import tmap_infer as _tmap_infer
 from emulator.registry import ASYNC_UNITS, _Fault, copy_unit, handler
 from verifier.findings import Finding, Note
 
@@ -477,13 +478,14 @@ def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
 
 
 def _global_write(m, ln: int, addrs: np.ndarray, data: np.ndarray, pc: int,
-                  atomic: bool = False) -> None:
-    """Rows ``data`` (k, nbytes) to global ``addrs`` (k,) on behalf of issuer ``ln``."""
+                  atomic: bool = False, check: bool = True) -> None:
+    """Rows ``data`` (k, nbytes) to global ``addrs`` (k,) on behalf of issuer ``ln``
+    (race-checked unless ``check`` is False: a store through an inferred tensor map)."""
     if not addrs.size:
         return
     nb = data.shape[1]
     a = addrs.astype(np.uint64)
-    if m.ntr and ln < m.ntr and m._gshadow is not None:
+    if check and m.ntr and ln < m.ntr and m._gshadow is not None:
         reg, off = m.gmem.translate(a, nb)
         gidx = (m._gstarts[reg] + off)[:, None] + np.arange(nb)
         m._hb_check(m._gshadow, "global", np.full(a.size, ln), gidx, pc, data,
@@ -561,8 +563,11 @@ def _load_box(m, tm: TensorMap, coords: list[int], pc: int, ln: int | None = Non
     return out.reshape(-1)
 
 
-def _tmap_operand(m, op, ln: int, pc: int) -> tuple[TensorMap, list[int]]:
-    """(tensor map, coordinates) of a ``[tmap, {c0, ...}]`` operand for lane ``ln``."""
+def _tmap_operand(m, op, ln: int, pc: int):
+    """(tensor map, coordinates, mark) of a ``[tmap, {c0, ...}]`` operand for lane ``ln``; the
+    mark (:func:`emulator.tmap_infer.map_tag`) is None for a map the launch described, else
+    that of a probe map (the map returned is then a placeholder of the coordinates' rank) or
+    of an inferred one."""
     addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
     if op.base is not None and op.base.kind == "symbol" and (
             op.base.name or op.base.text) in m.launch.params:
@@ -583,10 +588,15 @@ def _tmap_operand(m, op, ln: int, pc: int) -> tuple[TensorMap, list[int]]:
         raise m.prog.unsupported(pc, "tensor copy without coordinates")
     cs = vec.elems if vec.kind == "vector" else (vec,)
     coords = [int(np.broadcast_to(m.read(c, "s32", pc), (m.N,))[ln]) for c in cs]
+    tag = _tmap_infer.map_tag(raw)
+    if tag is not None and tag.probe:
+        if m.tmap_probe is None:
+            raise m.prog.unsupported(pc, "a probe tensor map outside a probe run")
+        return tm, coords, tag
     if len(coords) != tm.rank:
         raise _Fault("fault", f"{len(coords)} coordinates for a rank-{tm.rank} tensor map "
                               f"({m.prog.where(pc)})")
-    return tm, coords
+    return tm, coords, tag
 
 
 # ----------------------------------------------------------------------------- mbarriers
@@ -714,13 +724,18 @@ def bulk(m, ins, pc, exe, active):
         if tensor and dst_sp.startswith("shared"):
             if "mbarrier::complete_tx::bytes" not in mods:
                 raise m.prog.unsupported(pc)
-            tm, coords = _tmap_operand(m, ops[1], ln, pc)
-            _check_tile(m, tm, pc, ins.opcode)
+            tm, coords, tag = _tmap_operand(m, ops[1], ln, pc)
             dst = int(m.address(ops[0], pc)[ln])
             if dst % 128:
                 raise _Fault("fault", f"TMA destination 0x{dst:x} is not 128-byte aligned "
                                       f"({m.prog.where(pc)})")
-            data = _load_box(m, tm, coords, pc, ln)
+            if tag is not None and tag.probe:
+                m.tmap_probe.load(m, ln, tag.index, coords, dst,
+                                  int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF, pc)
+                continue
+            _check_tile(m, tm, pc, ins.opcode)
+            # an inferred map's global layout is a guess: its global side is not checked
+            data = _load_box(m, tm, coords, pc, ln if tag is None else None)
             offs = _swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
             mbar = int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF
             epoch = async_write_shared(m, ln, offs, data, pc, mbar, pair=pair)
@@ -728,13 +743,17 @@ def bulk(m, ins, pc, exe, active):
         elif tensor:  # shared -> global tile store / reduction
             if "bulk_group" not in mods:
                 raise m.prog.unsupported(pc)
-            tm, coords = _tmap_operand(m, ops[0], ln, pc)
-            _check_tile(m, tm, pc, ins.opcode)
+            tm, coords, tag = _tmap_operand(m, ops[0], ln, pc)
             src = int(m.address(ops[1], pc)[ln])
             if src % 128:
                 raise _Fault("fault", f"TMA source 0x{src:x} is not 128-byte aligned "
                                       f"({m.prog.where(pc)})")
             epoch = _epoch(m, int(m.cta_local[ln]), 2)
+            if tag is not None and tag.probe:
+                m.tmap_probe.store(m, ln, tag.index, coords, src)
+                st.pending.append((ln, int(st.committed[ln]), epoch))
+                continue
+            _check_tile(m, tm, pc, ins.opcode)
             offs = _swizzled(src + np.arange(tm.box_bytes, dtype=np.int64), tm.swizzle)
             data = async_read_shared(m, ln, offs, pc, epoch)
             st.pending.append((ln, int(st.committed[ln]), epoch))
@@ -747,7 +766,7 @@ def bulk(m, ins, pc, exe, active):
             if reduce_op is not None:
                 rows = _reduce(m, pc, reduce_op, ELEMTYPES[tm.elemtype], addrs, rows)
             _global_write(m, ln, addrs, np.ascontiguousarray(rows), pc,
-                          atomic=reduce_op is not None)
+                          atomic=reduce_op is not None, check=tag is None)
         else:
             size = int(np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,))[ln])
             if size % 16 or size <= 0:

@@ -557,8 +557,7 @@ def tma_multicast(m, ins, pc, exe) -> None:
     S = m.shared.shape[1]
     for ln in np.flatnonzero(exe):
         ln = int(ln)
-        tm, coords = _ac._tmap_operand(m, ops[1], ln, pc)
-        _ac._check_tile(m, tm, pc, ins.opcode)
+        tm, coords, tag = _ac._tmap_operand(m, ops[1], ln, pc)
         dst = int(m.address(ops[0], pc)[ln]) & _OFF_MASK
         if dst % 128:
             raise _Fault("fault", f"TMA destination 0x{dst:x} is not 128-byte aligned "
@@ -568,13 +567,20 @@ def tma_multicast(m, ins, pc, exe) -> None:
         if int(mask[ln]) >> m.C:
             raise _Fault("fault", f"ctaMask 0x{int(mask[ln]):x} names CTAs beyond the "
                                   f"{m.C}-CTA cluster ({m.prog.where(pc)})")
-        data = _ac._load_box(m, tm, coords, pc, ln)
+        me = int(m.rk_of[m.batch_ids[int(m.cta_local[ln])]])
+        if tag is not None and tag.probe:  # recorded on every destination CTA's mbarrier
+            for r in range(m.C):
+                if (bits >> r) & 1:
+                    m.tmap_probe.load(m, ln, tag.index, coords, dst,
+                                      mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar, pc)
+            continue
+        _ac._check_tile(m, tm, pc, ins.opcode)
+        data = _ac._load_box(m, tm, coords, pc, ln if tag is None else None)
         offs = _ac._swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
         if offs.size and (int(offs.min()) < 0 or int(offs.max()) >= m.smem_bytes):
             raise _Fault("fault", f"TMA multicast box outside the {m.smem_bytes} B of shared "
                                   f"memory ({m.prog.where(pc)})")
         c = int(m.cta_local[ln])
-        me = int(m.rk_of[m.batch_ids[c]])
         for r in range(m.C):
             if not (bits >> r) & 1:
                 continue

@@ -17,8 +17,10 @@ A launch file (YAML or JSON, :func:`load_launch`) overrides any of it: ``grid``,
 ``scalars`` (parameter name or 0-based index -> value; a 64-bit parameter given a value is a
 scalar, not a pointer), ``buffers`` (parameter -> bytes), ``tensor_maps`` (a ``.b8 [128]``
 tensor-map parameter -> the tensor it describes, backed by a zero-filled buffer),
-``dynamic_smem`` and ``entry``. A tensor-map parameter the file does not describe stops the
-check with a reason naming it (its shape and box cannot be guessed).
+``dynamic_smem`` and ``entry``. A tensor-map parameter the file does not describe is inferred
+from the kernel (:mod:`emulator.tmap_infer`: a probe run reads the bytes per copy off the
+mbarrier ``expect_tx`` counts and the box off the coordinate steps); where that fails, the check
+stops with a reason naming the parameter.
 
 What this can and cannot say: the findings are those of *one* concrete execution, so a race on
 a path the default values do not take is not seen. When the launch cannot run to the end (an
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from emulator import tmap_infer as _tmap_infer
 from emulator.api import MAX_DYNAMIC_SMEM, _pack
 from emulator.async_copy import ELEMTYPES, TRITON_ELEMTYPE, encode_tensor_map
 from emulator.machine import Launch, Machine
@@ -265,7 +268,9 @@ class LaunchCheck:
             and what to change.
         findings: HB findings (verifier format), also when the run stopped early.
         grid, threads: the launch; ``params``: parameter -> what it was bound to
-            (``buffer N B`` or the scalar value), ``defaulted``: parameters that took a default.
+            (``buffer N B`` or the scalar value), ``defaulted``: parameters that took a default,
+            ``inferred``: tensor-map parameters whose map was inferred from the kernel
+            (:mod:`emulator.tmap_infer`; the global side of their copies is not checked).
         seconds: wall time of the emulation, s.
     """
 
@@ -277,6 +282,7 @@ class LaunchCheck:
     threads: int = DEFAULT_THREADS
     params: dict[str, str] = field(default_factory=dict)
     defaulted: list[str] = field(default_factory=list)
+    inferred: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -288,7 +294,8 @@ class LaunchCheck:
         """JSON-ready form (findings as the verifier's dicts)."""
         return {"entry": self.entry, "status": self.status, "reason": self.reason,
                 "grid": list(self.grid), "threads": self.threads, "params": self.params,
-                "defaulted": self.defaulted, "seconds": round(self.seconds, 3),
+                "defaulted": self.defaulted, "inferred": self.inferred,
+                "seconds": round(self.seconds, 3),
                 "findings": [f.model_dump(mode="json") for f in self.findings]}
 
     def render(self) -> str:
@@ -299,6 +306,11 @@ class LaunchCheck:
         if self.defaulted:
             lines.append("  defaults: " + ", ".join(f"{n}={self.params[n]}"
                                                     for n in self.defaulted))
+        for n in self.inferred:
+            lines.append(f"  {n}: {self.params[n]}")
+        if self.inferred:
+            lines.append("  (the global memory read or written through an inferred tensor map "
+                         "is not race-checked; give the maps in --launch to check it)")
         for f in self.findings:
             lines.append(f"  {f.file}:{f.line}:{f.col}: {f.severity}: [{f.rule}] {f.message}")
         if self.status == "ok":
@@ -385,70 +397,52 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     except EmulationUnsupported as exc:
         res.status, res.reason = "unsupported", str(exc)
         return res
-    gmem = GlobalMemory()
-    params: dict[str, bytes] = {}
-    for i, p in enumerate(fn.params):
-        t = p.type or "b64"
-        sk = _key_for(cfg.scalars, p.name, i)
-        tk = _key_for(cfg.tensor_maps, p.name, i)
-        tmap_like = t == "b8" and tuple(p.dims) == (128,)
-        if tk is not None:
-            if not tmap_like:
-                res.status = "error"
-                res.reason = (f"parameter {i} '{p.name}' (.{t}) at {filename}:{p.line}:{p.col} "
-                              "is given a tensor map, but is not a .b8 [128] parameter")
-                return res
-            spec = cfg.tensor_maps[tk]
-            addr = gmem.add_zeros(p.name, spec.nbytes)
-            params[p.name] = spec.encode(addr)
-            res.params[p.name] = (f"tensor map of a zero-filled {spec.dtype} "
-                                  f"{'x'.join(map(str, spec.shape))} tensor, block "
-                                  f"{'x'.join(map(str, spec.block))}, swizzle {spec.swizzle} B")
-            continue
-        if tmap_like and sk is None:
+    dyn = cfg.dynamic_smem if cfg.dynamic_smem is not None else MAX_DYNAMIC_SMEM.get(arch, 232448)
+    undescribed = {i: p.name for i, p in enumerate(fn.params)
+                   if _tmap_like(p) and _key_for(cfg.tensor_maps, p.name, i) is None
+                   and _key_for(cfg.scalars, p.name, i) is None}
+    inferred = None
+    t0 = time.perf_counter()
+    if undescribed:
+        # tensor maps the launch does not describe: a probe run, then the maps its mbarrier
+        # byte counts and coordinates imply (emulator.tmap_infer)
+        bound = _bind(fn, cfg, filename, buffer_bytes, res, probe=True)
+        if bound is None:
+            return res
+        log = _tmap_infer.ProbeLog()
+        mach = Machine(prog, Launch(grid=grid, threads=threads, params=bound[1],
+                                    dynamic_smem=dyn, arch=arch), bound[0], race=False,
+                       time_limit_s=time_limit_s)
+        mach.tmap_probe = log
+        try:
+            probe_out = mach.run()
+        except EmulationUnsupported as exc:
+            res.status, res.reason = "unsupported", str(exc)
+            res.seconds = time.perf_counter() - t0
+            return res
+        inferred, why = _tmap_infer.infer_maps(log, undescribed)
+        if not inferred:
+            i = min(undescribed)
+            p = fn.params[i]
             res.status = "error"
             res.reason = (f"parameter {i} '{p.name}' (.b8 [128]) at {filename}:{p.line}:{p.col} "
-                          "looks like a tensor map (CUtensorMap), whose tensor this check cannot "
-                          "guess: describe it in --launch, e.g. tensor_maps: {" + p.name +
+                          "looks like a tensor map (CUtensorMap), whose tensor could not be "
+                          f"inferred from the kernel ({why}"
+                          + (f"; the probe run ended: {probe_out.status}"
+                             if probe_out.status != "ok" else "")
+                          + "): describe it in --launch, e.g. tensor_maps: {" + p.name +
                           ": {dtype: fp16, shape: [M, K], block: [BM, BK], swizzle: 128}}")
+            res.seconds = time.perf_counter() - t0
             return res
-        if p.dims or t not in _PTR_TYPES | _FLOAT_TYPES | {"u32", "s32", "b32", "u16", "s16",
-                                                           "b16", "u8", "s8", "b8", "pred"}:
-            if sk is None:
-                res.status = "error"
-                res.reason = (f"parameter {i} '{p.name}' (.{t}{'[]' if p.dims else ''}) at "
-                              f"{filename}:{p.line}:{p.col} is neither a pointer nor a scalar "
-                              "this check can default (a struct/array parameter)")
-                return res
-        if sk is not None:
-            v = cfg.scalars[sk]
-            try:
-                params[p.name] = _pack(t, v, "fp32" if t == "f32" and isinstance(v, float)
-                                       else None)
-            except ValueError as exc:
-                res.status, res.reason = "error", f"parameter '{p.name}': {exc}"
-                return res
-            res.params[p.name] = repr(v)
-            continue
-        if t in _PTR_TYPES or p.is_ptr:
-            bk = _key_for(cfg.buffers, p.name, i)
-            nbytes = int(cfg.buffers[bk]) if bk is not None else buffer_bytes
-            addr = gmem.add_zeros(p.name, nbytes)
-            params[p.name] = _pack("u64", addr, None)
-            res.params[p.name] = f"zero-filled buffer of {nbytes} B"
-            if bk is None:
-                res.defaulted.append(p.name)
-            continue
-        v = DEFAULT_FLOAT_SCALAR if t in _FLOAT_TYPES else DEFAULT_INT_SCALAR
-        if t == "pred":
-            v = 1
-        params[p.name] = _pack(t, v, "fp32" if t == "f32" else None)
-        res.params[p.name] = repr(v)
-        res.defaulted.append(p.name)
-    dyn = cfg.dynamic_smem if cfg.dynamic_smem is not None else MAX_DYNAMIC_SMEM.get(arch, 232448)
+        res.params.clear()  # bound again below, with the inferred maps
+        res.defaulted.clear()
+    bound = _bind(fn, cfg, filename, buffer_bytes, res, inferred=inferred)
+    if bound is None:
+        return res
+    gmem, params = bound
     mach = Machine(prog, Launch(grid=grid, threads=threads, params=params, dynamic_smem=dyn,
-                                arch=arch), gmem, race=True, time_limit_s=time_limit_s)
-    t0 = time.perf_counter()
+                                arch=arch), gmem, race=True,
+                   time_limit_s=max(1.0, time_limit_s - (time.perf_counter() - t0)))
     try:
         outcome = mach.run()
     except EmulationUnsupported as exc:
@@ -468,6 +462,86 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     elif outcome.status != "ok":
         res.reason = outcome.message
     return res
+
+
+def _tmap_like(p) -> bool:
+    """A ``.b8 [128]`` parameter: a CUtensorMap passed by value (``__grid_constant__``)."""
+    return (p.type or "b64") == "b8" and tuple(p.dims) == (128,)
+
+
+def _bind(fn, cfg: LaunchConfig, filename: str, buffer_bytes: int, res: LaunchCheck, *,
+          probe: bool = False, inferred: dict | None = None
+          ) -> tuple[GlobalMemory, dict[str, bytes]] | None:
+    """Global memory and parameter bytes of the launch: what ``cfg`` gives, defaults for the
+    rest; an undescribed tensor map is a probe map (``probe``) or its ``inferred`` map
+    (:class:`emulator.tmap_infer.InferredMap`). Returns None with ``res`` set to the error
+    when a parameter cannot be bound."""
+    gmem = GlobalMemory()
+    params: dict[str, bytes] = {}
+    for i, p in enumerate(fn.params):
+        t = p.type or "b64"
+        sk = _key_for(cfg.scalars, p.name, i)
+        tk = _key_for(cfg.tensor_maps, p.name, i)
+        tmap_like = _tmap_like(p)
+        if tmap_like and tk is None and sk is None and (probe or inferred):
+            if probe:
+                params[p.name] = _tmap_infer.probe_map(i)
+                continue
+            im = inferred[i]
+            addr = gmem.add_zeros(p.name, im.tensor_bytes())
+            params[p.name] = im.encode(addr)
+            res.params[p.name] = (f"tensor map inferred from the kernel: box "
+                                  f"{'x'.join(map(str, reversed(im.box)))} of {im.esize}-byte "
+                                  f"elements ({im.how})")
+            res.inferred.append(p.name)
+            continue
+        if tk is not None:
+            if not tmap_like:
+                res.status = "error"
+                res.reason = (f"parameter {i} '{p.name}' (.{t}) at {filename}:{p.line}:{p.col} "
+                              "is given a tensor map, but is not a .b8 [128] parameter")
+                return None
+            spec = cfg.tensor_maps[tk]
+            addr = gmem.add_zeros(p.name, spec.nbytes)
+            params[p.name] = spec.encode(addr)
+            res.params[p.name] = (f"tensor map of a zero-filled {spec.dtype} "
+                                  f"{'x'.join(map(str, spec.shape))} tensor, block "
+                                  f"{'x'.join(map(str, spec.block))}, swizzle {spec.swizzle} B")
+            continue
+        if p.dims or t not in _PTR_TYPES | _FLOAT_TYPES | {"u32", "s32", "b32", "u16", "s16",
+                                                           "b16", "u8", "s8", "b8", "pred"}:
+            if sk is None:
+                res.status = "error"
+                res.reason = (f"parameter {i} '{p.name}' (.{t}{'[]' if p.dims else ''}) at "
+                              f"{filename}:{p.line}:{p.col} is neither a pointer nor a scalar "
+                              "this check can default (a struct/array parameter)")
+                return None
+        if sk is not None:
+            v = cfg.scalars[sk]
+            try:
+                params[p.name] = _pack(t, v, "fp32" if t == "f32" and isinstance(v, float)
+                                       else None)
+            except ValueError as exc:
+                res.status, res.reason = "error", f"parameter '{p.name}': {exc}"
+                return None
+            res.params[p.name] = repr(v)
+            continue
+        if t in _PTR_TYPES or p.is_ptr:
+            bk = _key_for(cfg.buffers, p.name, i)
+            nbytes = int(cfg.buffers[bk]) if bk is not None else buffer_bytes
+            addr = gmem.add_zeros(p.name, nbytes)
+            params[p.name] = _pack("u64", addr, None)
+            res.params[p.name] = f"zero-filled buffer of {nbytes} B"
+            if bk is None:
+                res.defaulted.append(p.name)
+            continue
+        v = DEFAULT_FLOAT_SCALAR if t in _FLOAT_TYPES else DEFAULT_INT_SCALAR
+        if t == "pred":
+            v = 1
+        params[p.name] = _pack(t, v, "fp32" if t == "f32" else None)
+        res.params[p.name] = repr(v)
+        res.defaulted.append(p.name)
+    return gmem, params
 
 
 def _buffer_of_fault(message: str, gmem: GlobalMemory) -> str:

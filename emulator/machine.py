@@ -171,6 +171,9 @@ class Machine:
     #: with coverage: ``emulator.barrier_use``'s recorder of TMEM cell accesses (write, lane,
     #: batch CTA, rows, columns, pc), called by ``emulator.tcgen05_ext``; None without
     tmem_note = None
+    #: in a probe run (``emulator.tmap_infer``): the log of copies through probe tensor maps,
+    #: whose phases complete when every live thread is blocked; None otherwise
+    tmap_probe = None
 
     def __init__(self, prog: Program, launch: Launch, gmem: GlobalMemory, *, race: bool = True,
                  race_budget: int = 1 << 22, time_limit_s: float = 120.0,
@@ -503,7 +506,11 @@ class Machine:
                     live = self._spin_release()
                 if not live.any():
                     if self.blocked.any():
+                        if self.tmap_probe is not None and self.tmap_probe.resolve(self):
+                            continue  # probe copies completed their phases (tmap_infer)
                         self._deadlock()
+                    if self.tmap_probe is not None:
+                        self.tmap_probe.resolve(self, every=True)
                     return
                 p = int(self.pc[live].min())
                 active = live & (self.pc == p)
@@ -1570,6 +1577,8 @@ class Machine:
 
     def mbar_init(self, lane: int, addr: int, count: int, pc: int) -> None:
         key = self.mbar_key(lane, addr, pc)
+        if self.tmap_probe is not None and key in self.mbar:
+            self.tmap_probe.close(self.mbar[key])  # a re-init ends the probed phase
         self.mbar[key] = {"count": count, "pending": count, "phase": 0, "tx": 0,
                           "vc": np.zeros(self.W, np.int32),
                           "phase_vc": np.zeros(self.W, np.int32),

@@ -1762,6 +1762,8 @@ def _mbarrier(m, ins, pc, exe, active):
         for ln in np.flatnonzero(exe):
             st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
             if st is not None:
+                if m.tmap_probe is not None:
+                    m.tmap_probe.close(st)
                 _async_copy.check_inval(m, st, int(addr[ln]), pc)
         return None
     if kind in ("arrive", "arrive_drop", "expect_tx", "complete_tx"):

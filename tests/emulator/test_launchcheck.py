@@ -113,10 +113,46 @@ def test_tensor_map_parameters_from_the_launch_file(tmp_path):
     assert c.status == "ok" and "HB1" in {f.rule for f in c.findings}, c.render()
 
 
-def test_a_tensor_map_parameter_without_a_description_says_what_to_give(tmp_path):
+def test_a_tensor_map_parameter_without_a_description_is_inferred():
+    # no launch file: the maps come from the kernel's expect_tx counts and coordinates
+    # (emulator.tmap_infer); the same missing wait is found as with the launch file
     (c,) = emulator.check_default_launch(TMA.read_text(), arch="sm_90a", filename="t.ptx")
-    assert c.status == "error" and not c.ran
+    assert c.status == "ok" and c.findings == [], c.render()
+    assert c.inferred == ["gemm_tma_persistent_kernel_param_0",
+                          "gemm_tma_persistent_kernel_param_5",
+                          "gemm_tma_persistent_kernel_param_10"]
+    assert "16384 B per copy" in c.params["gemm_tma_persistent_kernel_param_0"]
+    assert "is not race-checked" in c.render()
+    wait = "\tmbarrier.try_wait.parity.shared.b64 complete, [%r91], %r226;\n\t@!complete bra.uni waitLoop;"
+    (c,) = emulator.check_default_launch(TMA.read_text().replace(wait, ""), arch="sm_90a",
+                                         filename="t.ptx")
+    assert c.status == "ok" and "HB1" in {f.rule for f in c.findings}, c.render()
+
+
+def test_expect_tx_counts_no_box_fits_are_reported_by_the_checked_run():
+    # every expect_tx of the kernel announces 24 bytes more than the stage buffers hold: the
+    # maps get the distance between their stage buffers and the checked run reports the phase
+    # that never completes
+    text = TMA.read_text()
+    assert text.count("], 32768;") == 3
+    (c,) = emulator.check_default_launch(text.replace("], 32768;", "], 32792;"),
+                                         arch="sm_90a", filename="t.ptx")
+    assert "the expect_tx counts imply more" in c.params["gemm_tma_persistent_kernel_param_0"]
+    assert c.status == "deadlock" and {f.rule for f in c.findings} == {"HB2"}, c.render()
+
+
+def test_a_tensor_map_that_cannot_be_inferred_says_what_to_give():
+    # the loads' phases never complete (no expect_tx announces their bytes, and the arrivals
+    # complete the phase at once): no byte count to infer the maps from
+    text = TMA.read_text()
+    assert text.count(" mbarrier.arrive.expect_tx.shared.b64 _, [%r44], 32768;") == 1
+    for r in ("%r44", "%r67", "%r96"):
+        text = text.replace(f" mbarrier.arrive.expect_tx.shared.b64 _, [{r}], 32768;",
+                            f" mbarrier.arrive.shared.b64 _, [{r}];")
+    (c,) = emulator.check_default_launch(text, arch="sm_90a", filename="t.ptx")
+    assert c.status == "error" and not c.ran, c.render()
     assert "'gemm_tma_persistent_kernel_param_0' (.b8 [128]) at t.ptx:13:23" in c.reason
+    assert "could not be inferred from the kernel" in c.reason
     assert "tensor_maps: {gemm_tma_persistent_kernel_param_0: {dtype: fp16" in c.reason
 
 
