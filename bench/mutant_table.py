@@ -5,7 +5,7 @@ prints, per rule id, the mutants, whether the intended id reported each (as an e
 its severity and the other ids reported; then the ``docs/ptx_rules.md`` §7 bugs reproduced.
 
     python3 bench/mutant_table.py [--all]    # --all: one row per mutant
-    python3 bench/mutant_table.py --fast [PTX ...] [--misses] [--emulate]
+    python3 bench/mutant_table.py --fast [PTX ...] [--misses] [--emulate | --default-launch]
                       # issue 18: mutation classes over the fast corpus (fixtures/fast36
                       # and the hand-written kernels/fast/ptx/*.ptx)
 
@@ -99,7 +99,22 @@ def _verdict(res) -> tuple[bool | None, str]:
     return bad, (f"emulation {res.status}" + (f" {','.join(errs)}" if errs else ""))
 
 
-def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) -> dict:
+def _default_launch_rejects(text: str, path: Path, arch: str) -> tuple[bool, str]:
+    """(rejected, why) as ``ailower verify FILE`` without ``--kernel`` / ``--launch`` decides
+    on its happens-before part: an HB error on the default launch of any entry
+    (:func:`emulator.check_default_launch`, tensor maps inferred)."""
+    import emulator
+
+    errs, status = set(), []
+    for c in emulator.check_default_launch(text, arch=arch, filename=path.name):
+        errs |= {f.rule for f in c.findings if f.severity == "error"}
+        status.append(c.status)
+    return bool(errs), (f"default launch {'/'.join(sorted(set(status)))}"
+                        + (f" {','.join(sorted(errs))}" if errs else ""))
+
+
+def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False,
+                default_launch: bool = False) -> dict:
     """The numbers of the issue-18 table (see :func:`fast_table`) as a dict: ``tot``/``hit``
     (class -> mutants / rejected, Counters), ``rules`` (class -> Counter of rejecting rules),
     ``skipped`` (class -> Counter of left-out reasons), ``warned`` (class -> missed mutants
@@ -126,6 +141,14 @@ def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) ->
         arch = parse_ptx(text).arch
         if not verify(text, arch=arch, filename=path.name).ok:
             false_alarms.append(path.name)
+        dl_here = default_launch
+        if default_launch:
+            bad, why = _default_launch_rejects(text, path, arch)
+            if bad:
+                false_alarms.append(f"{path.name} ({why})")
+                dl_here = False
+            if "default launch ok" not in why:
+                static_only.append(f"{path.name} ({why})")
         emu_here = emulate
         reached = effects = bar_effects = None
         orig_warn: set = set()
@@ -150,6 +173,10 @@ def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) ->
             rep = verify(m.text, arch=arch, filename=path.name)
             errs = {f.rule for f in rep.findings if f.severity == "error"}
             new_warn: set = set()
+            if not errs and dl_here:
+                bad, why = _default_launch_rejects(m.text, path, arch)
+                if bad:
+                    errs = {why}
             if not errs and emu_here:
                 res = _emulate(m.text, path, False)
                 bad, why = res if isinstance(res, tuple) else _verdict(res)
@@ -172,7 +199,7 @@ def fast_counts(paths: list[Path], max_sites: int = 4, emulate: bool = False) ->
 
 
 def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
-               emulate: bool = False) -> int:
+               emulate: bool = False, default_launch: bool = False) -> int:
     """The issue-18 table: per mutation class of ``tests/verifier/fast_mutants.py``, mutants
     derived from ``paths`` and how many are rejected - by the verifier (an error, any rule)
     or, with ``emulate``, by emulation as ``ailower lower``/``eval`` reject without a GPU -,
@@ -182,7 +209,7 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     gated here: ``tests/verifier/test_verifier_fast_mutants.py`` gates them)."""
     from fast_mutants import CLASSES
 
-    c = fast_counts(paths, max_sites, emulate)
+    c = fast_counts(paths, max_sites, emulate, default_launch)
     tot, hit, rules, skipped, warned, misses = (c[k] for k in (
         "tot", "hit", "rules", "skipped", "warned", "misses"))
     false_alarms, static_only = c["false_alarms"], c["static_only"]
@@ -204,7 +231,7 @@ def fast_table(paths: list[Path], show_misses: bool, max_sites: int = 4,
     print(f"\n{k}/{n} mutants rejected over {len(paths)} files; false alarms on the originals: "
           f"{len(false_alarms)} {false_alarms or ''}; left out (equivalent / never executed / "
           f"inert wait at the emulated launch): {n_out}; {c['seconds']:.0f} s")
-    if emulate:
+    if emulate or default_launch:
         print(f"not emulated (verifier only): {len(static_only)} {static_only or ''}")
     return 1 if false_alarms else 0
 
@@ -219,6 +246,10 @@ def main() -> int:
     ap.add_argument("--emulate", action="store_true",
                     help="with --fast: a mutant the verifier passes is caught when emulation "
                          "rejects it (HB error, deadlock, fault, wrong output)")
+    ap.add_argument("--default-launch", action="store_true",
+                    help="with --fast: a mutant the verifier passes is caught when the "
+                         "happens-before check of 'ailower verify FILE' (no --kernel: a default "
+                         "launch, tensor maps inferred) reports an error")
     ap.add_argument("--max-sites", type=int, default=4,
                     help="with --fast: mutants per class and file (default 4)")
     args = ap.parse_args()
@@ -226,7 +257,8 @@ def main() -> int:
         paths = [Path(p) for p in args.fast] or [
             *sorted((ROOT / "tests" / "verifier" / "fixtures" / "fast36").glob("*.ptx")),
             *sorted((ROOT / "kernels" / "fast" / "ptx").glob("*.ptx"))]
-        return fast_table(paths, args.misses, args.max_sites, args.emulate)
+        return fast_table(paths, args.misses, args.max_sites, args.emulate,
+                          args.default_launch)
     by_rule: dict[str, list] = defaultdict(list)
     for m in MUTANTS:
         rep, _ = run(m)
