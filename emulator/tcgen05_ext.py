@@ -343,9 +343,45 @@ def _tcgen05(m, ins, pc, exe, active):
     if op == "dealloc" and m.ntr:
         _dealloc_check(m, ins, pc, exe)
     out = _ops._tcgen05(m, ins, pc, exe, active)
-    if op in ("st", "wait::st") and m.ntr:
+    if op in ("st", "wait::st", "wait::ld") and m.ntr:
         _tmem_track(m, ins, pc, exe, mods, op)
     return out
+
+
+def _tmem_war_check(m, sh: _TmemShadow, ln: int, c: int, rows, cols, pc: int,
+                    what: str) -> None:
+    """HB1 on tensor memory, write after read: lane ``ln`` issues a write (``what``: an MMA's
+    accumulator, a ``tcgen05.st``, a ``tcgen05.cp`` destination) of cells (CTA ``c``,
+    ``rows`` x ``cols``, broadcastable) last read by a ``tcgen05.ld`` of another thread whose
+    ``tcgen05.wait::ld`` is still to come or is not ordered before this issue (PTX ISA 9.1
+    §9.7.16.6.4: the load completes only at that wait; an epilogue that hands the accumulator
+    back before its last load overlaps the next tile's MMA). The cells' read records end."""
+    rows, cols = np.broadcast_arrays(np.asarray(rows), np.asarray(cols))
+    rl = sh.r_lane[c][rows, cols]
+    g = int(m.glane[ln])
+    other = (rl >= 0) & (rl != g)
+    if other.any():
+        T = m.T
+        rl_o = rl[other]
+        pend = sh.r_pend[c][rows, cols][other]
+        late = pend | ~sh.after_wait(m, ln, sh.r_wait[c][rows, cols][other])
+        key = ("HB1", "tmem-war", pc)
+        if late.any() and key not in m.findings:
+            from verifier.findings import Finding, Note
+            j = int(np.flatnonzero(late)[0])
+            ins = m.prog.insts[pc]
+            why = ("its 'tcgen05.wait::ld' has not completed the load" if pend[j] else
+                   "the reader's 'tcgen05.wait::ld' is not ordered before this issue")
+            m.findings[key] = Finding(
+                rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+                message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} {what} "
+                         f"TMEM that a 'tcgen05.ld' of {m._who(int(rl_o[j]))} reads: {why}"),
+                notes=[Note(message="missing synchronisation: the reader's 'tcgen05.wait::ld' "
+                                    "after its last tcgen05.ld of these cells, then "
+                                    "tcgen05.fence::before_thread_sync and the release (mbarrier "
+                                    "arrive / barrier) that hands the cells to the writer")])
+    sh.r_lane[c][rows, cols] = -1
+    sh.r_pend[c][rows, cols] = False
 
 
 # ------------------------------------------------------------------ TMEM: tcgen05.st -> readers
@@ -381,6 +417,36 @@ class _TmemShadow:
         self.done_pc = np.full((ncta, 128, 512), -1, np.int32)
         self.done_gen = np.zeros((ncta, 128, 512), np.int32)
         self.wclks: dict[int, list[int]] = {}
+        # the last tcgen05.ld of each cell: its reader (global lane, -1 none), whether its
+        # 'tcgen05.wait::ld' is still to come, and the reader's clock at that wait (a later
+        # write by another thread must be ordered after it: write-after-read)
+        self.r_lane = np.full((ncta, 128, 512), -1, np.int64)
+        self.r_pend = np.zeros((ncta, 128, 512), np.bool_)
+        # a completed read names its warp's wait: r_wait index into waits, (lanes, clocks) of
+        # the warp's 'tcgen05.wait::ld.sync.aligned' (warp-collective: every lane waits for the
+        # warp's loads, so a release by any of its lanes after it covers them all)
+        self.r_wait = np.full((ncta, 128, 512), -1, np.int64)
+        self.waits: list[tuple[np.ndarray, np.ndarray]] = []
+        # likewise the warp's 'tcgen05.wait::st' that completed a stored cell (-1: none yet)
+        self.w_wait = np.full((ncta, 128, 512), -1, np.int64)
+
+    def warp_wait(self, m, lanes: np.ndarray) -> int:
+        """Record the warp-collective wait of ``lanes`` (one warp): its index in ``waits``."""
+        self.waits.append((m.glane[lanes].astype(np.int64),
+                           m.vc[lanes, m.vcol[lanes]].astype(np.int64)))
+        return len(self.waits) - 1
+
+    def after_wait(self, m, ln: int, w: np.ndarray) -> np.ndarray:
+        """Per wait index in ``w``: whether lane ``ln`` is ordered after that warp wait (after
+        the wait of any of the warp's lanes: the wait is warp-collective, ``.sync.aligned``)."""
+        out = np.zeros(w.shape, np.bool_)
+        T = m.T
+        for x in np.unique(w[w >= 0]).tolist():
+            wl, wc = self.waits[x]
+            col = m.rk_of[wl // T] * (T + ASYNC_UNITS) + wl % T
+            if (m.vc[ln, col] >= wc).any():
+                out |= w == x
+        return out
 
 
 def _note(m, write: bool, ln: int, c: int, rows, cols, pc: int) -> None:
@@ -451,7 +517,8 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         # 'tcgen05.wait::st.sync.aligned' is warp-collective (every lane of the warp executes
         # it converged, PTX ISA 9.1 §9.7.16.8.5), so it precedes the warp's later ld in each lane
         warp = (wcta == g // T) & ((wl_o % T) // 32 == (g % T) // 32)
-        late = pend | (~warp & (sh.w_clk[c, r, cc][other] > m.vc[ln, col]))
+        late = pend | (~warp & (sh.w_clk[c, r, cc][other] > m.vc[ln, col]) &
+                       ~sh.after_wait(m, ln, sh.w_wait[c, r, cc][other]))
         if late.any():
             j = int(np.flatnonzero(late)[0])
             w = int(wl_o[j])
@@ -477,6 +544,21 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     sh = _tsh(m)
     if sh is None:
         return
+    if op == "wait::ld":
+        lanes = np.flatnonzero(exe)
+        lanes = lanes[lanes < m.ntr]
+        wid = m.cta_local[lanes].astype(np.int64) * m.T + m.tid[lanes] // 32
+        for w in np.unique(wid).tolist():
+            ln = lanes[wid == w]
+            c = int(m.cta_local[ln[0]])
+            g = m.glane[ln]
+            mine = sh.r_pend[c] & np.isin(sh.r_lane[c], g)
+            if mine.any():
+                sh.r_wait[c][mine] = sh.warp_wait(m, ln)
+                sh.r_pend[c][mine] = False
+        if lanes.size:
+            m._tick(lanes)
+        return
     if op == "wait::st":
         lanes = np.flatnonzero(exe)
         lanes = lanes[lanes < m.ntr]
@@ -484,6 +566,13 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
         # which generation completed the cells it depends on)
         for ln in lanes.tolist():
             sh.wclks.setdefault(int(m.glane[ln]), []).append(int(m.vc[ln, m.vcol[ln]]))
+        wid = m.cta_local[lanes].astype(np.int64) * m.T + m.tid[lanes] // 32
+        for w in np.unique(wid).tolist():
+            wln = lanes[wid == w]
+            c = int(m.cta_local[wln[0]])
+            mine = sh.pending[c] & np.isin(sh.w_lane[c], m.glane[wln])
+            if mine.any():
+                sh.w_wait[c][mine] = sh.warp_wait(m, wln)
         # per CTA at once (each cell has one writer, so the lanes' cells are disjoint): a
         # pending cell written by one of the waiting lanes completes at that lane's clock
         T = m.T
@@ -516,13 +605,19 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     if op == "st":
         R = rows
         C3 = np.broadcast_to(cta[:, None], cols.shape)
+        for i, ln in enumerate(lanes.tolist()):
+            _tmem_war_check(m, sh, ln, int(cta[i]), rows[i], cols[i], pc, "writes")
         sh.w_lane[C3, R, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
+        sh.w_wait[C3, R, cols] = -1
         sh.pending[C3, R, cols] = True
         sh.a_clk[C3, R, cols] = 0
         sh.done_pc[C3, R, cols] = -1
     else:
         _tmem_async_check(m, sh, lanes, cta, rows, cols, pc)
         _tmem_read_check(m, sh, lanes, cta, rows, cols, pc)
+        C3 = np.broadcast_to(cta[:, None], cols.shape)
+        sh.r_lane[C3, rows, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
+        sh.r_pend[C3, rows, cols] = True
 
 
 def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
@@ -660,6 +755,9 @@ def _tmem_mma_overwrites(m, ins, pc, exe) -> None:
                   np.arange(ac0, min(ac0 + 8, 512))[None, :], pc)
             _tmem_acc_read_check(m, sh, int(ln), c, arows[arows < 128], ac0,
                                  min(ac0 + 8, 512), pc, what="reads its A operand from")
+        _tmem_war_check(m, sh, int(ln), c, rows[:, None],
+                        np.arange(col0, min(col0 + n, 512))[None, :], pc, "writes its "
+                        "accumulator into")
         sh.w_lane[c, :, col0:col0 + n] = -1
         sh.pending[c, :, col0:col0 + n] = False
         sh.a_clk[c, rows[:, None], np.arange(col0, min(col0 + n, 512))[None, :]] = \
@@ -714,7 +812,8 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
     wl_o = wl[other]
     pend = sh.pending[c][rows, c0:c1][other]
     col = m.rk_of[wl_o // T] * (T + ASYNC_UNITS) + wl_o % T
-    late = pend | (sh.w_clk[c][rows, c0:c1][other] > m.vc[ln, col])
+    late = pend | ((sh.w_clk[c][rows, c0:c1][other] > m.vc[ln, col]) &
+                   ~sh.after_wait(m, ln, sh.w_wait[c][rows, c0:c1][other]))
     if not late.any():
         return
     key = ("HB1", "tmem-acc", what, pc)
@@ -742,6 +841,8 @@ def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int,
     sh = _tsh(m)
     if sh is None or ln >= m.ntr:
         return
+    _tmem_war_check(m, sh, ln, c, tl[:, None], np.arange(col0, col0 + ncol)[None, :], pc,
+                    "copies into")
     sh.w_lane[c, tl, col0:col0 + ncol] = -1
     sh.pending[c, tl, col0:col0 + ncol] = False
     sh.a_clk[c, tl, col0:col0 + ncol] = int(m.async_clk[c]) + 1
