@@ -8,7 +8,9 @@ finds (HB1 races, HB2 deadlocks, HB3/HB5/HB6) on that execution:
   its own zero-filled global buffer of ``buffer_bytes`` (16 MiB by default; ``numpy.zeros``
   pages are allocated by the OS on first touch, and the race shadow is sparse, so untouched
   bytes cost nothing);
-* a small grid (2 CTAs along x: two CTAs are enough for a cross-CTA conflict to show);
+* a small grid (2 CTAs along x: two CTAs are enough for a cross-CTA conflict to show), or one
+  cluster: the entry's ``.reqnctapercluster`` shape, or 2 CTAs for code that uses cluster
+  features without naming a shape (it is a launch attribute);
 * threads per CTA from ``.reqntid``, else ``.maxntid``, else 128;
 * 32-bit and narrower integer scalars are 256, float scalars 1.0;
 * dynamic shared memory is the arch's opt-in maximum (what ``extern .shared`` arrays may use).
@@ -68,7 +70,8 @@ DEFAULT_THREADS = 128
 
 _PTR_TYPES = {"u64", "b64", "s64"}
 _FLOAT_TYPES = {"f32", "f64", "f16", "bf16"}
-_LAUNCH_KEYS = {"grid", "block", "scalars", "buffers", "tensor_maps", "dynamic_smem", "entry"}
+_LAUNCH_KEYS = {"grid", "block", "cluster", "scalars", "buffers", "tensor_maps", "dynamic_smem",
+                "entry"}
 _TMAP_KEYS = {"dtype", "shape", "block", "swizzle"}
 #: swizzle span in bytes -> the CUtensorMap / PTX swizzle_mode enum
 _SWIZZLE_MODE = {0: 0, 32: 1, 64: 2, 128: 3}
@@ -161,6 +164,8 @@ class LaunchConfig:
     Attributes:
         grid: programs along x, y, z (1-3 positive ints).
         block: threads per CTA (an int, or 1-3 ints multiplied), 1..1024.
+        cluster: CTAs per cluster along x, y, z (the launch attribute; default the entry's
+            ``.reqnctapercluster``, else (2, 1, 1) for code using cluster features).
         scalars: parameter name or 0-based index (as a string) -> int/float value.
         buffers: parameter name or index -> bytes of its zero-filled buffer.
         tensor_maps: tensor-map parameter name or index -> :class:`TensorMapSpec`.
@@ -170,6 +175,7 @@ class LaunchConfig:
 
     grid: tuple[int, int, int] | None = None
     block: int | None = None
+    cluster: tuple[int, int, int] | None = None
     scalars: dict[str, int | float] = field(default_factory=dict)
     buffers: dict[str, int] = field(default_factory=dict)
     tensor_maps: dict[str, TensorMapSpec] = field(default_factory=dict)
@@ -193,6 +199,8 @@ def load_launch(path: str | Path) -> LaunchConfig:
 
         grid: [4, 1, 1]          # programs per axis (default [2, 1, 1])
         block: 256               # threads per CTA (default .reqntid/.maxntid, else 128)
+        cluster: [2, 1, 1]       # CTAs per cluster (default .reqnctapercluster, else 2 for
+                                 # code using cluster features, else none)
         scalars: {n_elements: 1000, add_kernel_param_3: 7}   # name or index -> value
         buffers: {0: 4096}       # pointer parameter -> bytes (default 16 MiB)
         tensor_maps:             # .b8 [128] tensor-map parameter -> its tensor (row-major)
@@ -225,6 +233,9 @@ def load_launch(path: str | Path) -> LaunchConfig:
     if "grid" in data:
         g = _ints(data["grid"], f"{p}: grid", 3, 1, 2**31 - 1)
         cfg.grid = tuple(g + [1] * (3 - len(g)))  # type: ignore[assignment]
+    if "cluster" in data:
+        c = _ints(data["cluster"], f"{p}: cluster", 3, 1, 16)
+        cfg.cluster = tuple(c + [1] * (3 - len(c)))  # type: ignore[assignment]
     if "block" in data:
         b = _ints(data["block"], f"{p}: block", 3, 1, 1024)
         cfg.block = int(np.prod(b))
@@ -390,13 +401,17 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
             if dv is not None and dv.args:
                 threads = int(np.prod([int(a) for a in dv.args]))
     threads = threads or DEFAULT_THREADS
-    grid = cfg.grid or DEFAULT_GRID
-    res = LaunchCheck(entry=fn.name, status="ok", grid=grid, threads=threads)
     try:
         prog = build_program(module, fn.name)
     except EmulationUnsupported as exc:
-        res.status, res.reason = "unsupported", str(exc)
-        return res
+        return LaunchCheck(entry=fn.name, status="unsupported", reason=str(exc),
+                           grid=cfg.grid or DEFAULT_GRID, threads=threads)
+    cluster = cfg.cluster or _default_cluster(prog, fn)
+    # the default grid holds one cluster (at least 2 CTAs): a grid that is not a multiple of
+    # the cluster shape is a launch the driver refuses
+    grid = cfg.grid or (tuple(cluster) if cluster is not None and
+                        cluster[0] * cluster[1] * cluster[2] >= 2 else DEFAULT_GRID)
+    res = LaunchCheck(entry=fn.name, status="ok", grid=grid, threads=threads)
     dyn = cfg.dynamic_smem if cfg.dynamic_smem is not None else MAX_DYNAMIC_SMEM.get(arch, 232448)
     undescribed = {i: p.name for i, p in enumerate(fn.params)
                    if _tmap_like(p) and _key_for(cfg.tensor_maps, p.name, i) is None
@@ -411,7 +426,8 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
             return res
         log = _tmap_infer.ProbeLog()
         mach = Machine(prog, Launch(grid=grid, threads=threads, params=bound[1],
-                                    dynamic_smem=dyn, arch=arch), bound[0], race=False,
+                                    dynamic_smem=dyn, arch=arch, cluster=cfg.cluster or cluster),
+                       bound[0], race=False,
                        time_limit_s=time_limit_s)
         mach.tmap_probe = log
         try:
@@ -441,7 +457,7 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
         return res
     gmem, params = bound
     mach = Machine(prog, Launch(grid=grid, threads=threads, params=params, dynamic_smem=dyn,
-                                arch=arch), gmem, race=True,
+                                arch=arch, cluster=cluster), gmem, race=True,
                    time_limit_s=max(1.0, time_limit_s - (time.perf_counter() - t0)))
     try:
         outcome = mach.run()
@@ -462,6 +478,31 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     elif outcome.status != "ok":
         res.reason = outcome.message
     return res
+
+
+#: what makes a kernel a cluster kernel when it names no cluster shape (PTX ISA 9.1 §10
+#: cluster special registers, ``mapa``, ``barrier.cluster``, multicast, remote mbarriers)
+_CLUSTER_USE = ("%cluster_ctarank", "%cluster_nctarank", "%cluster_ctaid", "%cluster_nctaid",
+                "%clusterid", "%is_explicit_cluster", "mapa", "barrier.cluster",
+                "multicast::cluster", "cta_group::2")
+
+
+def _default_cluster(prog, fn) -> tuple[int, int, int] | None:
+    """The cluster shape of a default launch: the entry's ``.reqnctapercluster``; else (2,1,1)
+    when it is ``.explicitcluster`` or its code (called functions included) uses cluster
+    features (the shape is a launch attribute, ``cudaLaunchKernelEx``, that the PTX need not
+    name); else None (no cluster)."""
+    req = fn.directive("reqnctapercluster")
+    if req is not None and req.args:
+        d = [int(a) for a in req.args] + [1, 1]
+        return (d[0], d[1], d[2])
+    if fn.directive("explicitcluster") is not None:
+        return (2, 1, 1)
+    for ins in prog.insts:
+        if any(k in ins.opcode for k in _CLUSTER_USE) or any(
+                (o.name or "") in _CLUSTER_USE for o in ins.operands):
+            return (2, 1, 1)
+    return None
 
 
 def _tmap_like(p) -> bool:

@@ -98,6 +98,29 @@ class _Copy:
     cta: int          # the grid's CTA id (batch-independent)
     smem: int         # shared offset of the destination (load) / source (store)
     load: bool
+    #: a store's source: bytes from it the kernel's threads had written (16-byte chunks that
+    #: differ from the undefined initial contents), 0 when not measured
+    written: int = 0
+
+
+def _written_extent(m, ln: int, off: int, limit: int = 1 << 16) -> int:
+    """Bytes from shared offset ``off`` of lane ``ln``'s CTA that were written since the launch:
+    the leading 16-byte chunks of which some byte differs from the emulator's undefined initial
+    contents (:data:`emulator.machine._GARBAGE`, tiled over the batch's shared memory)."""
+    from emulator.machine import _GARBAGE
+    c = int(m.cta_local[ln])
+    S = m.shared.shape[1]
+    end = min(S, off + limit)
+    if off < 0 or off >= end:
+        return 0
+    flat = c * S + np.arange(off, end)
+    diff = m.shared[c, off:end] != _GARBAGE[flat % _GARBAGE.size]
+    n = (end - off) // 16
+    if not n:
+        return 0
+    chunk = diff[:n * 16].reshape(n, 16).any(axis=1)
+    first_clean = int(np.argmin(chunk)) if not chunk.all() else n
+    return 16 * first_clean
 
 
 @dataclass
@@ -137,8 +160,9 @@ class ProbeLog:
         """A tensor store / reduction by lane ``ln`` through a probe map, from shared ``src``."""
         self._note(index, coords)
         c = int(m.cta_local[ln])
-        self.copies.append(_Copy(index, tuple(coords), int(m.batch_ids[c]), src & 0xFFFFFF,
-                                 False))
+        off = src & 0xFFFFFF
+        self.copies.append(_Copy(index, tuple(coords), int(m.batch_ids[c]), off, False,
+                                 _written_extent(m, ln, off)))
 
     def resolve(self, m, every: bool = False) -> bool:
         """Every live lane is blocked: complete the phase of each mbarrier a lane waits on (with
@@ -267,7 +291,8 @@ def infer_maps(log: ProbeLog, params: dict[int, str]) -> tuple[dict[int, Inferre
 
     Bytes per copy: a phase with one undecided map decides it; a phase with several is split
     by candidate sizes (the coordinate steps times an element size of 1, 2, 4 or 8 bytes; the
-    distance between a map's shared destinations), the first split that every phase's byte
+    distance between a map's shared destinations, or from its destination to the next copy's
+    in the phase), the first split that every phase's byte
     count agrees with and under which no two copies of one phase overlap in shared memory.
     A map's copies into different places of one CTA may not be larger than the distance
     between those places (its stage buffers): where the byte counts say more, the map gets that
@@ -306,19 +331,38 @@ def infer_maps(log: ProbeLog, params: dict[int, str]) -> tuple[dict[int, Inferre
             return {}, (f"parameter '{params[p]}': its loads complete on mbarriers whose phases "
                         f"never completed in the probe run, so their bytes are unknown")
         else:
-            # stored through only: 1-byte elements, a box of its coordinate steps (tiles do not
-            # overlap: the true box is no larger) and 16-byte rows where a coordinate did not
-            # move; the bytes read from shared memory are a prefix of the true box's
-            box = [min(st, 256) if st is not None else 1 for st in steps[p]]
-            if steps[p][0] is None:
-                box[0] = 16
-            box[0] = -(-box[0] // 16) * 16
-            out[p] = InferredMap(p, 1, tuple(box), "stores only: at most its coordinate steps, "
-                                                   "an under-estimate")
+            out[p] = _store_only(p, [c for c in log.copies if c.param == p], log.copies,
+                                 log.ranks[p], steps[p])
     for p in params:
         if p not in out:  # never used by a tensor copy: any map will do
             out[p] = InferredMap(p, 1, (16,), "not used by a tensor copy in this run")
     return out, ""
+
+
+def _store_only(p: int, stores: list[_Copy], every: list[_Copy], rank: int,
+                steps: list[int | None]) -> InferredMap:
+    """The map of a parameter only stored through: 1-byte elements and as many bytes as the
+    threads had written from every store's source (the staging tile), no more than the
+    distance to another copy's shared address in the same CTA; where nothing was measured,
+    its coordinate steps (tiles do not overlap: the true box is no larger) with 16-byte rows
+    where a coordinate did not move. Both under-estimate: the bytes read are a prefix of the
+    true box's."""
+    n = min(c.written for c in stores)
+    for c in stores:
+        above = [o.smem - c.smem for o in every if o.cta == c.cta and o.smem > c.smem]
+        if above:
+            n = min(n, min(above))
+    n = n // 16 * 16
+    if n >= 16:
+        ext = _factor(n, rank) or _factor(16, rank)
+        return InferredMap(p, 1, tuple(ext), f"stores only: the {n} B its threads wrote from "
+                                             f"the copy's source")
+    box = [min(st, 256) if st is not None else 1 for st in steps]
+    if steps[0] is None:
+        box[0] = 16
+    box[0] = -(-box[0] // 16) * 16
+    return InferredMap(p, 1, tuple(box), "stores only: at most its coordinate steps, an "
+                                         "under-estimate")
 
 
 def _distance(loads: list[_Copy]) -> int | None:
@@ -395,6 +439,14 @@ def _overlap(spans, x) -> bool:
     return any(a[0] == b[0] and b[1] < a[2] for a, b in zip(iv, iv[1:]))
 
 
+def _gap(spans, p: int) -> int | None:
+    """The least distance from a destination of map ``p`` to the next destination of another
+    copy of the same phase in the same CTA (the copies of one phase do not overlap), or None."""
+    d = [o - dst for q, cta, dst in spans if q == p
+         for _, c2, o in spans if c2 == cta and o > dst]
+    return min(d) if d else None
+
+
 def _split(eq, x, how, eqs, steps, dist, params) -> str:
     """A phase with several undecided maps: try candidate sizes for all but one of them (the
     equation gives the last, no larger than its stage distance), keep the first assignment
@@ -411,6 +463,9 @@ def _split(eq, x, how, eqs, steps, dist, params) -> str:
         if dist[p]:
             c.append((dist[p], "expect_tx split by the distance between its shared "
                                "destinations"))
+        gap = _gap(eq[2], p)
+        if gap:
+            c.append((gap, "expect_tx split by the distance to the next copy's destination"))
         cands[p] = [(v, w) for v, w in c if v > 0 and v % 16 == 0 and
                     (dist[p] is None or v <= dist[p])]
     for last in unknown:
