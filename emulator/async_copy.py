@@ -36,8 +36,9 @@ them as asynchronous:
   non-zero tx-count (bytes completed that no ``expect_tx`` announced, or announced bytes that
   never came) is HB7; a wait that can never succeed is HB2 (deadlock, with the tx-count).
 
+Multicast copies (tensor and bulk) into the CTAs of a cluster: :func:`emulator.cluster.tma_multicast`.
 Not modelled (reported as "emulation unsupported"): im2col mode, interleaved layouts, the 96 B
-/ atomicity swizzle variants, sub-byte element types, multicast (clusters).
+/ atomicity swizzle variants, sub-byte element types, multicast reductions.
 """
 
 from __future__ import annotations
@@ -370,6 +371,7 @@ def async_write_shared(m, ln: int, offs: np.ndarray, data: np.ndarray, pc: int,
     unit = _copy_unit(m, ln, mbar, pc)
     epoch = _epoch(m, c, unit)
     if m.ntr and ln < m.ntr:
+        war_proxy_check(m, ln, flat, pc)
         m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc, data[None, :],
                     "plain")
         slots = m.sshadow.slots(flat)
@@ -390,6 +392,62 @@ def async_read_shared(m, ln: int, offs: np.ndarray, pc: int, epoch: int) -> np.n
         m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc, None, "plain",
                     rec_lane=_unit_lane(m, c, 2), rec_clk=epoch)
     return m.shared.reshape(-1)[flat].copy()
+
+
+def war_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
+    """HB4 (an error), write after read across proxies: an asynchronous copy issued by ``ln``
+    writes the shared bytes ``flat`` that a thread last read through the generic proxy
+    (``ld.shared``, ``ldmatrix``) with no ``fence.proxy.async`` on the causality path from the
+    read to the copy - the reader's after its reads, ordered before the issue, or the issuer's
+    after it learned of the reads (PTX ISA 9.1 §8.9 proxy-preserved base causality order;
+    ptx_rules AP2: DeepEP#642, TransformerEngine#2695; a stage released by an mbarrier arrive
+    and refilled by TMA needs the fence: the mbarrier does not bridge proxies)."""
+    sh = m.sshadow
+    idx = sh.slots(flat)
+    rl = sh.r_lane[idx]
+    NT = m.n_ctas * m.T
+    real = (rl >= 0) & (rl < NT)
+    if not real.any():
+        return
+    rl_r, rc = rl[real], sh.r_clk[idx[real]].astype(np.int64)
+    # the reader's proxy fences before its read: its fence clocks up to the read's clock (a
+    # fence ticks the clock, so one after the read has a larger clock)
+    r_pf = np.zeros(rl_r.size, np.int64)
+    for g in np.unique(rl_r).tolist():
+        lc = int(m._batch_pos[g // m.T])
+        if lc < 0:
+            continue
+        loc = lc * m.T + g % m.T
+        sel = rl_r == g
+        if loc < m.ntr:
+            r_pf[sel] = np.searchsorted(np.asarray(m.pf_clk[loc], np.int64), rc[sel], "right")
+    bad, _ = m.proxy_unfenced(np.array([ln]), rl_r, r_pf, rc, own_fence=False)
+    if not bad.any():
+        return
+    j = int(np.flatnonzero(bad)[0])
+    rpc = int(sh.r_pc[idx[real]][j])
+    key = ("HB4", "war", rpc, pc)
+    if key in m.findings or rpc < 0:
+        return
+    i1, i2 = m.prog.insts[rpc], m.prog.insts[pc]
+    # a warning when the bytes read were the TMEM address tcgen05.alloc wrote: Triton 3.6's
+    # sm_100a kernels read that slot in every thread, then use the memory as the first
+    # pipeline stage with barriers but no proxy fence in between (like its cp.async operands,
+    # kept as a warning so that Triton 3.6's own kernels are not rejected)
+    wpc = int(sh.w_pc[idx[real]][j])
+    alloc_slot = wpc >= 0 and m.prog.insts[wpc].opcode.startswith("tcgen05.alloc")
+    m.findings[key] = Finding(
+        rule="HB4", severity="warning" if alloc_slot else "error", file=m.prog.filename,
+        line=i2.line, col=i2.col,
+        message=(f"'{i2.opcode}' writes shared memory through the async proxy that "
+                 f"{m._who(int(rl_r[j]))} read with '{i1.opcode}' (generic proxy) with no "
+                 f"'fence.proxy.async' between the read and this copy ({int(bad.sum())} bytes): "
+                 f"a write after read across proxies (the mbarrier or barrier that released "
+                 f"the buffer does not order the two proxies)"),
+        notes=[Note(message=f"generic-proxy read '{i1.opcode}'", line=i1.line, col=i1.col),
+               Note(message="missing synchronisation: 'fence.proxy.async.shared::cta' by the "
+                            "reading threads after their last read and before they release "
+                            "the buffer (or by the issuing thread after it acquired the release)")])
 
 
 _HB4_FIX = ("missing synchronisation: 'fence.proxy.async.shared::cta' by the writing threads "
@@ -696,8 +754,9 @@ def bulk(m, ins, pc, exe, active):
         return None
     if "prefetch" in mods:
         return None  # an L2 hint: no architectural effect
-    if "multicast::cluster" in mods and "tensor" in mods and mods[0] != "reduce":
-        from emulator import cluster as _cluster  # TMA multicast into the cluster's CTAs
+    if "multicast::cluster" in mods and mods[0] != "reduce" and (
+            "tensor" in mods or "global" in mods[mods.index("bulk"):]):
+        from emulator import cluster as _cluster  # TMA / bulk multicast into the cluster
         _cluster.tma_multicast(m, ins, pc, exe)
         return None
     # .cta_group::2 (PTX ISA 9.1 cp.async.bulk.tensor): the completion mbarrier may be in the

@@ -535,70 +535,98 @@ def special_flat(m, name: str) -> np.ndarray | None:
 
 # ------------------------------------------------------------------ TMA multicast
 def tma_multicast(m, ins, pc, exe) -> None:
-    """``cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes
-    .multicast::cluster [dst], [tmap, {coords}], [mbar], ctaMask`` (PTX ISA 9.1
-    ``cp.async.bulk.tensor``): the box lands at the same shared offset ``dst`` in every CTA of the
-    cluster whose rank bit is set in ``ctaMask``, and each of those CTAs' mbarrier at offset
-    ``mbar`` receives the ``complete_tx`` of the box's bytes. The writes belong to the issuing
-    CTA's copy unit of each destination's mbarrier (``registry.copy_unit``: its offset and the
-    destination's rank), one epoch per destination, which that CTA's complete_tx releases; a
-    reader is ordered after the bytes in its CTA only through its own mbarrier's phase, and
-    after those in a peer only through synchronisation with a thread of the peer that waited."""
+    """``cp.async.bulk{.tensor.Nd}.shared::cluster.global.mbarrier::complete_tx::bytes
+    .multicast::cluster [dst], [tmap, {coords}] | [src], size, [mbar], ctaMask`` (PTX ISA 9.1
+    ``cp.async.bulk.tensor``, ``cp.async.bulk``): the box (the ``size`` bytes at global ``src``)
+    lands at the same shared offset ``dst`` in every CTA of the cluster whose rank bit is set in
+    ``ctaMask``, and each of those CTAs' mbarrier at offset ``mbar`` receives the
+    ``complete_tx`` of its bytes. The writes belong to the issuing CTA's copy unit of each
+    destination's mbarrier (``registry.copy_unit``: its offset and the destination's rank), one
+    epoch per destination, which that CTA's complete_tx releases; a reader is ordered after the
+    bytes in its CTA only through its own mbarrier's phase, and after those in a peer only
+    through synchronisation with a thread of the peer that waited."""
     from emulator import async_copy as _ac
 
     mods = m._types[pc][0]
+    tensor = "tensor" in mods
     if "mbarrier::complete_tx::bytes" not in mods or "cta_group::2" in mods or any(
             x.startswith("im2col") for x in mods):
         raise m.prog.unsupported(pc)
     ops = ins.operands
-    if len(ops) < 4:
+    n_ops = 4 if tensor else 5
+    if len(ops) < n_ops:
         raise m.prog.unsupported(pc, f"'{ins.opcode}' without a ctaMask operand")
-    mask = np.broadcast_to(m.read(ops[3], "u16", pc), (m.N,))
-    S = m.shared.shape[1]
+    mask = np.broadcast_to(m.read(ops[n_ops - 1], "u16", pc), (m.N,))
+    mop = ops[2] if tensor else ops[3]
+    size = (None if tensor else np.broadcast_to(m.read(ops[2], "u32", pc), (m.N,)))
     for ln in np.flatnonzero(exe):
         ln = int(ln)
-        tm, coords, tag = _ac._tmap_operand(m, ops[1], ln, pc)
+        if tensor:
+            tm, coords, tag = _ac._tmap_operand(m, ops[1], ln, pc)
         dst = int(m.address(ops[0], pc)[ln]) & _OFF_MASK
-        if dst % 128:
-            raise _Fault("fault", f"TMA destination 0x{dst:x} is not 128-byte aligned "
-                                  f"({m.prog.where(pc)})")
-        mbar = int(m.address(ops[2], pc)[ln]) & _OFF_MASK
+        if dst % (128 if tensor else 16):
+            raise _Fault("fault", f"{'TMA' if tensor else 'bulk copy'} destination 0x{dst:x} is "
+                                  f"not {128 if tensor else 16}-byte aligned ({m.prog.where(pc)})")
+        mbar = int(m.address(mop, pc)[ln]) & _OFF_MASK
         bits = int(mask[ln]) & ((1 << m.C) - 1)
         if int(mask[ln]) >> m.C:
             raise _Fault("fault", f"ctaMask 0x{int(mask[ln]):x} names CTAs beyond the "
                                   f"{m.C}-CTA cluster ({m.prog.where(pc)})")
         me = int(m.rk_of[m.batch_ids[int(m.cta_local[ln])]])
-        if tag is not None and tag.probe:  # recorded on every destination CTA's mbarrier
+        if tensor and tag is not None and tag.probe:  # on every destination CTA's mbarrier
             for r in range(m.C):
                 if (bits >> r) & 1:
                     m.tmap_probe.load(m, ln, tag.index, coords, dst,
                                       mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar, pc)
             continue
-        _ac._check_tile(m, tm, pc, ins.opcode)
-        data = _ac._load_box(m, tm, coords, pc, ln if tag is None else None)
-        offs = _ac._swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
-        if offs.size and (int(offs.min()) < 0 or int(offs.max()) >= m.smem_bytes):
-            raise _Fault("fault", f"TMA multicast box outside the {m.smem_bytes} B of shared "
-                                  f"memory ({m.prog.where(pc)})")
-        c = int(m.cta_local[ln])
-        for r in range(m.C):
-            if not (bits >> r) & 1:
-                continue
-            a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar
-            # each destination CTA's bytes under the unit of its own mbarrier at one epoch,
-            # which only that mbarrier's complete_tx releases: a CTA that observed its own
-            # mbarrier is not ordered after the bytes the multicast wrote into its peers
-            unit = copy_unit(mbar, r, m.C)
-            epoch = _ac._epoch(m, c, unit)
-            tc = int(m.clb.peer[c, r])
-            if m.clb.exited[tc]:
-                _exit_access(m, pc, tc)
-            flat = tc * S + offs
-            if m.ntr and ln < m.ntr:
-                m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc,
-                            data[None, :], "plain")
-                slots = m.sshadow.slots(flat)
-                m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, unit)
-                m.sshadow.w_clk[slots] = epoch
-            m.shared.reshape(-1)[flat] = data
-            _ac._complete_tx(m, ln, a, data.size, epoch, pc)
+        if tensor:
+            _ac._check_tile(m, tm, pc, ins.opcode)
+            data = _ac._load_box(m, tm, coords, pc, ln if tag is None else None)
+            offs = _ac._swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
+        else:
+            n = int(size[ln])
+            src = int(m.address(ops[1], pc)[ln])
+            if n % 16 or n <= 0 or src % 16:
+                raise _Fault("fault", f"bulk copy of {n} bytes from 0x{src:x}: the size must be "
+                                      f"a positive multiple of 16 and the source 16-byte "
+                                      f"aligned ({m.prog.where(pc)})")
+            _ac.global_async_read(m, ln, np.array([src], np.uint64), n, pc)
+            data = m.gmem.read(np.array([src], np.uint64), n).reshape(-1)
+            offs = dst + np.arange(n, dtype=np.int64)
+        _multicast_write(m, ln, pc, offs, data, mbar, bits, me)
+
+
+def _multicast_write(m, ln: int, pc: int, offs: np.ndarray, data: np.ndarray, mbar: int,
+                     bits: int, me: int) -> None:
+    """The bytes ``data`` of a multicast copy by lane ``ln`` (cluster rank ``me``) at shared
+    offsets ``offs`` of every CTA whose rank bit is in ``bits``, each completing on its own
+    mbarrier at offset ``mbar`` (see :func:`tma_multicast`)."""
+    from emulator import async_copy as _ac
+
+    S = m.shared.shape[1]
+    if offs.size and (int(offs.min()) < 0 or int(offs.max()) >= m.smem_bytes):
+        raise _Fault("fault", f"multicast copy outside the {m.smem_bytes} B of shared "
+                              f"memory ({m.prog.where(pc)})")
+    c = int(m.cta_local[ln])
+    for r in range(m.C):
+        if not (bits >> r) & 1:
+            continue
+        a = mbar if r == me else ((r + 1) << RANK_SHIFT) | mbar
+        # each destination CTA's bytes under the unit of its own mbarrier at one epoch,
+        # which only that mbarrier's complete_tx releases: a CTA that observed its own
+        # mbarrier is not ordered after the bytes the multicast wrote into its peers
+        unit = copy_unit(mbar, r, m.C)
+        epoch = _ac._epoch(m, c, unit)
+        tc = int(m.clb.peer[c, r])
+        if m.clb.exited[tc]:
+            _exit_access(m, pc, tc)
+        flat = tc * S + offs
+        if m.ntr and ln < m.ntr:
+            _ac.war_proxy_check(m, ln, flat, pc)
+            m._hb_check(m.sshadow, "shared", np.array([ln]), flat[None, :], pc,
+                        data[None, :], "plain")
+            slots = m.sshadow.slots(flat)
+            m.sshadow.w_lane[slots] = _ac._unit_lane(m, c, unit)
+            m.sshadow.w_clk[slots] = epoch
+        m.shared.reshape(-1)[flat] = data
+        _ac._complete_tx(m, ln, a, data.size, epoch, pc)

@@ -1025,12 +1025,18 @@ class Machine:
     def async_commit(self, exe: np.ndarray) -> None:
         self.cp_committed[exe] += 1
 
-    def async_wait(self, exe: np.ndarray, n: int, pc: int) -> None:
+    def async_wait_all_groups(self, exe: np.ndarray, pc: int) -> None:
+        """Every ``cp.async`` of the lanes ``exe`` completes, committed or not
+        (``cp.async.mbarrier.arrive`` tracks all prior copies of the thread)."""
+        self.async_wait(exe, 0, pc, committed_only=False)
+
+    def async_wait(self, exe: np.ndarray, n: int, pc: int, committed_only: bool = True) -> None:
         view = self.shared.reshape(-1)
         keep = []
         for e in self.cp_entries:
             ln = e["lanes"]
-            due = e["open"] & exe[ln] & (e["grp"] < self.cp_committed[ln] - n)
+            due = e["open"] & exe[ln] & (
+                (e["grp"] < self.cp_committed[ln] - n) if committed_only else True)
             if due.any():
                 view[e["idx"][due]] = e["data"][due]
                 if self.ntr:
@@ -1095,7 +1101,8 @@ class Machine:
             self.pf_vc[lanes] = self.vc[lanes]  # what each knew at its latest proxy fence
 
     def proxy_unfenced(self, readers: np.ndarray, wl: np.ndarray, w_pf: np.ndarray,
-                       w_clk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                       w_clk: np.ndarray, own_fence: bool = True
+                       ) -> tuple[np.ndarray, np.ndarray]:
         """HB4's test for bytes written through the generic proxy by global lanes ``wl`` (k,)
         (threads, not async units) when their writer's own clock was ``w_clk`` and it had
         executed ``w_pf`` proxy fences, read through the async proxy on behalf of the tracked
@@ -1105,11 +1112,16 @@ class Machine:
         generic write to the async-proxy access (PTX ISA 9.1 §8.9, proxy-preserved base
         causality order), in any thread. Two such fences are recognised: the writer's first
         fence after the write, when the readers are ordered after it; a fence of a reader that
-        already knew of the write (the issuer fencing after the hand-off barrier, as
-        ThunderKittens and Triton 3.6's sm_100a code do). Returns ``(unfenced, late)`` (k,):
-        no recognised fence, and of those the ones whose writer did fence since the write
-        (the fence not ordered before the read). Writers of CTAs outside this batch: not
-        judged."""
+        already knew of the write (the issuer fencing after the hand-off barrier, Triton 3.6's
+        sm_100a code) - with ``own_fence``, only when the writer fenced its write too: the
+        PTX ISA's recipe for async-proxy operands has the *writing* threads execute the proxy
+        fence (§9.7.15 wgmma, §9.7.9.25 bulk copies; ptx_rules AP1), and a writer that never
+        fences relies on another thread's fence (issue 18's "proxy fence in another thread
+        than the writer", ThunderKittens' issuer-only fence) - an error by that recipe.
+        ``own_fence`` False (a generic *read* before an async-proxy write, AP2): either
+        fence. Returns ``(unfenced, late)`` (k,): no recognised fence, and of those the ones
+        whose writer did fence since the write (the fence not ordered before the read).
+        Writers of CTAs outside this batch: not judged."""
         T = self.T
         k = wl.size
         bad = np.zeros(k, np.bool_)
@@ -1125,10 +1137,10 @@ class Machine:
         col = np.where(same, self.rk_of[wc] * (T + ASYNC_UNITS) + wt, 0)
         known = self.vc[readers].max(axis=0)
         ok = np.zeros(k, np.bool_)
+        fenced = inb & (self.pfence[loc] > w_pf)
         if self.pf_vc is not None:  # (b) a reader's fence that knew of the write
             fk = self.pf_vc[readers].max(axis=0)
-            ok = same & (fk[col] >= w_clk)
-        fenced = inb & (self.pfence[loc] > w_pf)
+            ok = same & (fk[col] >= w_clk) & (fenced if own_fence else True)
         # (a) also across the CTAs of a cluster (a CTA pair's odd CTA fences its operand
         # writes before the cluster barrier; Lustig et al., "Mixed-proxy extensions for the
         # NVIDIA PTX memory consistency model", ISCA 2022, §5.4, put the fence in the CTA of

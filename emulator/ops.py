@@ -1397,6 +1397,17 @@ def _cp(m, ins, pc, exe, active):
     mods = _mods(m, pc)
     if "bulk" in mods:  # cp.async.bulk{.tensor}, cp.reduce.async.bulk{.tensor}
         return _async_copy.bulk(m, ins, pc, exe, active)
+    if mods[:3] == ["async", "mbarrier", "arrive"]:
+        # cp.async.mbarrier.arrive{.noinc} [mbar] (PTX ISA 9.1 §9.7.9.25.3.4): an arrive-on
+        # the mbarrier once every prior cp.async of the thread completed; without .noinc the
+        # pending count is incremented first, so only .noinc counts as one of the arrivals.
+        # Modelled at once: the thread's copies complete now, then the arrive
+        addr = _addr_u(m, ins.operands[0], pc)
+        _async_copy.mbar_access(m, exe, addr, pc, write=False)
+        m.async_wait_all_groups(exe, pc)
+        for ln in np.flatnonzero(exe):
+            m.mbar_arrive(int(ln), int(addr[ln]), 1 if "noinc" in mods else 0, 0, pc)
+        return None
     if not mods or mods[0] != "async" or any(x in mods for x in ("tensor", "mbarrier")):
         raise m.prog.unsupported(pc)
     if "commit_group" in mods:

@@ -331,10 +331,15 @@ bar.sync 0;
 @%p1 mbarrier.inval.shared::cta.b64 [%r9];"""
 
 
-@pytest.mark.parametrize("bar", ["bar.sync 0;", ""])
+@pytest.mark.parametrize("bar", ["fence.proxy.async.shared::cta;\nbar.sync 0;",
+                                 "bar.sync 0;\nfence.proxy.async.shared::cta;", "bar.sync 0;",
+                                 ""])
 def test_tma_refill_of_a_buffer_other_threads_still_read(bar):
     # write-after-read across proxies: the second copy overwrites what every thread just read;
-    # only a barrier between the reads and the issue orders them
+    # a barrier between the reads and the issue orders them, and a proxy fence on the way from
+    # the generic reads to the async-proxy write (the readers' before the barrier, or the
+    # issuer's after it) orders the two proxies (ptx_rules AP2; DeepEP#642): with the barrier
+    # alone it is HB4
     tail = "bar.sync 0;\n@%p1 mbarrier.inval.shared::cta.b64 [%r9];"
     assert tail in LOAD
     text = LOAD.replace(tail, REFILL.replace("{bar}", bar))
@@ -347,8 +352,12 @@ def test_tma_refill_of_a_buffer_other_threads_still_read(bar):
                                  init_fence="fence.proxy.async.shared::cta;"),
                      launch, gmem, filename="tma.ptx")
     hb1 = [f for f in res.findings if f.rule == "HB1"]
-    if bar:
+    if "fence" in bar:
         assert res.status == "ok" and res.findings == [], res.findings
+    elif bar:
+        assert [(f.rule, f.severity) for f in res.findings] == [("HB4", "error")], res.findings
+        assert "write after read across proxies" in res.findings[0].message
+        assert "'ld.shared" in res.findings[0].message
     else:
         assert hb1 and "cp.async.bulk.tensor" in hb1[0].message
         assert "ld.shared" in hb1[0].message and "(read)" in hb1[0].message
@@ -556,13 +565,17 @@ def test_bulk_reduction_into_shared_memory_reduces(op, t, want):
 
 @pytest.mark.parametrize("fences,bad", [
     ("fence.proxy.async.shared::cta;", False),       # every thread, the issuer included
-    ("@%p1 fence.proxy.async.shared::cta;", False),  # the issuer alone (ThunderKittens)
+    # the issuer alone (ThunderKittens): the other writers never fence their writes (issue
+    # 18's "proxy fence in another thread than the writer"; ptx_rules AP1: the writing
+    # threads fence), though the formal model's causality path runs through the issuer's
+    ("@%p1 fence.proxy.async.shared::cta;", True),
     ("@!%p1 fence.proxy.async.shared::cta;", True),  # every writer but not the issuer
 ])
 def test_fences_after_the_hand_off_barrier(fences, bad):
     # st.shared; bar.sync; {fences}; the issuer's TMA store. A fence counts on the causality
     # path from the write to the copy (PTX ISA 9.1 §8.9, proxy-preserved base causality
-    # order): the issuer's own fence after the barrier is one (red team round 8: it was HB4);
+    # order): the issuer's own fence after the barrier is one when every writer fenced its
+    # writes too (Triton 3.6's fence after the barrier in every thread);
     # the writers' fences after the barrier run concurrently with the issue and are not
     gmem = GlobalMemory()
     dst = gmem.add("c", np.full(ROWS * COLS, 7, np.uint32))
@@ -573,7 +586,7 @@ def test_fences_after_the_hand_off_barrier(fences, bad):
     res = run_launch(text.format(wait="@%p1 cp.async.bulk.wait_group.read 0;"), launch, gmem,
                      filename="st.ptx")
     hb4 = [f for f in res.findings if f.rule == "HB4"]
-    if bad:  # (the first unfenced byte is the issuer's own: it never fenced)
+    if bad:  # (the first unfenced byte is a writer's that never fenced)
         assert hb4 and hb4[0].severity == "error", res.findings
     else:
         assert res.status == "ok" and res.findings == [], res.findings
