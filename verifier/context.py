@@ -91,8 +91,42 @@ class Context:
                 for x in d.args:
                     threads *= int(x)
             a = FunctionAnalysis(fi, threads)
+            # what each called function does to mbarrier / TMEM lifecycles (its callees
+            # included): the caller's properties account a call for it (MB3, TA4/TA5)
+            a.cache["callee_effects"] = self.callee_effects()
             self._analyses[id(fi)] = a
         return a
+
+    def callee_effects(self) -> dict[str, frozenset[str]]:
+        """Per function name with a body: the lifecycle operations it executes, itself or
+        through the functions it calls (``mbar_init``, ``tmem_alloc``, ``tmem_dealloc``)."""
+        eff = getattr(self, "_callee_effects", None)
+        if eff is not None:
+            return eff
+        own: dict[str, set[str]] = {}
+        calls: dict[str, set[str]] = {}
+        for fi in self.bodies():
+            mine = own.setdefault(fi.fn.name, set())
+            for ins, _ in fi.instructions:
+                p = ins.parts
+                if p[0] == "mbarrier" and len(p) > 1 and p[1] == "init":
+                    mine.add("mbar_init")
+                elif p[0] == "tcgen05" and len(p) > 1 and p[1] in ("alloc", "dealloc"):
+                    mine.add("tmem_" + p[1])
+                elif p[0] == "call":
+                    calls.setdefault(fi.fn.name, set()).update(
+                        o.name for o in ins.operands if o.kind == "symbol" and o.name)
+        changed = True
+        while changed:  # transitive closure over the call graph
+            changed = False
+            for f, cs in calls.items():
+                for c in cs:
+                    add = own.get(c, set()) - own[f]
+                    if add:
+                        own[f] |= add
+                        changed = True
+        self._callee_effects = {f: frozenset(e) for f, e in own.items()}
+        return self._callee_effects
 
     def bodies(self) -> list[FunctionInfo]:
         """Functions with a body, in source order."""

@@ -165,7 +165,9 @@ class _Assume:
                 c = values.const(ops[2], i)
                 ak = cfg.reg_key(a.name, i) if a.kind == "reg" and a.name else None
                 t = ins.parts[-1]
-                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1 \
+                # the compared register may have several definitions (a loop counter): a
+                # range then speaks of its value where the compare read it (_range_holds)
+                if ak is not None and c is not None and values.def_sites.get(ak) \
                         and t[:1] in ("s", "u", "b") and t[1:] in ("16", "32", "64"):
                     w = int(t[1:])
                     dom = ("s" if t[0] == "s" else "u") + t[1:]
@@ -198,7 +200,7 @@ class _Assume:
                 c = values.const(ops[2], i)
                 ak = cfg.reg_key(a.name, i) if a.kind == "reg" and a.name else None
                 t = ins.parts[-1]
-                if ak is not None and c is not None and len(values.def_sites.get(ak, ())) == 1 \
+                if ak is not None and c is not None and values.def_sites.get(ak) \
                         and t[:1] in ("s", "u", "b") and t[1:] in ("16", "32", "64"):
                     w = int(t[1:])
                     dom = ("s" if t[0] == "s" else "u") + t[1:]
@@ -368,20 +370,23 @@ class _Assume:
         return found
 
     def _fixed(self, key: str) -> bool:
-        """Whether single-definition register ``key`` keeps one value once defined (its
-        definition is on no CFG cycle, so no later execution redefines it)."""
-        return self.cfg.block_of[self.v.def_sites[key][0]] not in self.cfg.in_cycle
+        """Whether register ``key`` keeps one value once defined (a single definition on no
+        CFG cycle, so no later execution redefines it)."""
+        sites = self.v.def_sites.get(key, ())
+        return len(sites) == 1 and self.cfg.block_of[sites[0]] not in self.cfg.in_cycle
 
     def _range_holds(self, setp_i: int, rk: str, at: int | None) -> bool:
         """Whether the range a ``setp`` at ``setp_i`` states about ``rk`` holds for ``rk``'s
         current value at instruction ``at``: ``rk`` is never redefined, or the setp precedes
         ``at`` in the same block with no definition of ``rk`` in between (in a loop, a predicate
-        set in an earlier iteration speaks of an earlier value)."""
+        set in an earlier iteration speaks of an earlier value). Past the block, the solver
+        drops (or, for a counter, moves: :func:`_advance`) the range where ``rk`` is
+        redefined."""
         if self._fixed(rk):
             return True
-        d = self.v.def_sites[rk][0]
         return (at is not None and self.cfg.block_of[setp_i] == self.cfg.block_of[at]
-                and setp_i < at and not setp_i < d < at)
+                and setp_i < at and not any(setp_i < d < at
+                                            for d in self.v.def_sites.get(rk, ())))
 
     def add(self, A: frozenset, key: str, value: bool, depth: int = 0,
             at: int | None = None) -> frozenset:
@@ -584,7 +589,7 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
                 cur = new
             if A and block_defs[b]:
                 stale = _DefinedIn(values, pos, blk.end) if pos != blk.start else block_defs[b]
-                A = frozenset(a for a in A if a[1] not in stale)
+                A = _advance(A, stale, values, instrs, pos, blk.end)
             for e in blk.succs:
                 A2 = A
                 w2 = w
@@ -629,6 +634,54 @@ def solve(prop: Property) -> tuple[list[Event], bool]:
     return _confirm(prop, events, facts_at, assume), True
 
 
+def _advance(A: frozenset, stale, values: Values, instrs, lo: int, hi: int) -> frozenset:
+    """``A`` past the definitions in instructions ``[lo, hi)`` (the registers in ``stale``):
+    assumptions about a redefined register are dropped, except a range of a counter whose one
+    definition there is ``add``/``sub`` of a constant to itself: the range moves with it and is
+    widened in the direction of the step (``%i`` in [0, 0], then ``add %i, %i, 1``: ``%i >= 1``),
+    so a branch taken only when the counter has its start value (a producer that skips its
+    first wait: ``setp.eq %p, %i, 0; @%p bra``) is not taken again on a later iteration. A
+    counter that wraps around is not modelled (the wrap would make such a branch feasible
+    again: a missed path, never a false error)."""
+    out = []
+    steps: dict = {}
+    for a in A:
+        k = a[1]
+        if k not in stale:
+            out.append(a)
+            continue
+        if a[0] != "r":
+            continue
+        if k not in steps:
+            steps[k] = _self_step(values, instrs, k, lo, hi)
+        c = steps[k]
+        if c is None:
+            continue
+        _, _, rlo, rhi, dom = a
+        if c > 0:
+            out.append(("r", k, rlo + c, _INF, dom))
+        elif c < 0:
+            out.append(("r", k, -_INF, rhi + c, dom))
+    return frozenset(out)
+
+
+def _self_step(values: Values, instrs, key: str, lo: int, hi: int) -> int | None:
+    """``c`` when register ``key``'s only definition in ``[lo, hi)`` is ``add key, key, c`` (or
+    ``sub key, key, -c``) with an immediate ``c``, unpredicated; else None."""
+    sites = values.def_sites.get(key, ())
+    j = bisect.bisect_left(sites, lo)
+    here = [d for d in sites[j:] if d < hi]
+    if len(here) != 1:
+        return None
+    ins = instrs[here[0]]
+    ops = ins.operands
+    if ins.predicate is not None or ins.parts[0] not in ("add", "sub") or len(ops) != 3 or \
+            ops[1].kind != "reg" or ops[0].name != ops[1].name or ops[2].kind != "imm":
+        return None
+    c = int(ops[2].value or 0)
+    return c if ins.parts[0] == "add" else -c
+
+
 class _DefinedIn:
     """``key in x``: register ``key`` has a definition at an index in ``[lo, hi)`` (binary search
     over its sorted definition sites; no per-instruction set building)."""
@@ -657,7 +710,7 @@ def _merge(old: tuple, A: frozenset) -> tuple | None:
     Returns None when nothing changed. Terminates: every collapse strictly shrinks the set.
     """
     for S in old:
-        if S <= A:
+        if S <= A or _implies(A, S):
             return None
     alts = [S for S in old if not A <= S] + [A]
     if len(alts) > MAX_ALTERNATIVES:
@@ -666,6 +719,21 @@ def _merge(old: tuple, A: frozenset) -> tuple | None:
             inter = inter & S
         return (inter,)
     return tuple(alts)
+
+
+def _implies(A: frozenset, S: frozenset) -> bool:
+    """Every assumption of ``S`` holds under ``A``: it is in ``A``, or it is a register range
+    that a range of ``A`` for the same register and domain lies inside (a moved counter's
+    ``%i >= 2`` implies the kept ``%i >= 1``)."""
+    for s_ in S:
+        if s_ in A:
+            continue
+        if s_[0] != "r":
+            return False
+        if not any(a[0] == "r" and a[1] == s_[1] and a[4] == s_[4] and a[2] >= s_[2]
+                   and a[3] <= s_[3] for a in A):
+            return False
+    return True
 
 
 def _modelled_path(cfg: CFG, ev: Event, assume: _Assume) -> bool:

@@ -565,7 +565,8 @@ class Values:
             elif key(n, i) in self._tid:
                 self._tid.add(dk[0])
         if b == "elect":
-            for o, k in zip(ops[0].elems or (ops[0],), dk):
+            # 'elect.sync _|%p' (a sink for the leader id): only register elements are defined
+            for o, k in zip([o for o in (ops[0].elems or (ops[0],)) if o.kind == "reg"], dk):
                 if o.kind == "reg" and _is_pred_operand(ins, o):
                     self.single_lane.add(k)
                     out.append((k, DIVERGENT))

@@ -64,6 +64,15 @@ def _callee(ins: Instruction) -> str | None:
     return None
 
 
+def call_effects(fa, ins: Instruction) -> frozenset[str]:
+    """What a direct ``call`` does to mbarrier / TMEM lifecycles (its callee's
+    :meth:`verifier.context.Context.callee_effects`; empty for any other instruction)."""
+    name = _callee(ins)
+    if name is None:
+        return frozenset()
+    return fa.cache.get("callee_effects", {}).get(name, frozenset())
+
+
 def _call_sites(ctx: Context):
     """Every direct ``call``: ``(caller name, callee name, caller's FunctionAnalysis, instruction
     index, instruction)``, over the bodies that contain a call."""

@@ -290,6 +290,40 @@ def barrier_partial_cta(ctx: Context) -> list[Finding]:
     return out
 
 
+def _invariant_guard(fa, ins, i) -> tuple[object, bool] | None:
+    """(value token, negated) of ``ins``'s guard when the predicate is the same each time a
+    thread reaches ``ins``: every definition reaching ``ins`` is the same register-only
+    instruction (``setp.eq %p, %r30, 0`` written twice) over registers defined outside every
+    loop, by the same definitions; or one definition outside every loop. Else None."""
+    if ins.predicate is None:
+        return None
+    cfg, v = fa.cfg, fa.values
+    key = cfg.reg_key(ins.predicate, i)
+    defs = v.reaching(key, i)
+    if not defs:
+        return None
+    if len(defs) == 1 and cfg.block_of[defs[0]] not in cfg.in_cycle:
+        return (("def", defs[0]), ins.negated)
+    tokens = set()
+    for d in defs:
+        dins = cfg.instrs[d]
+        if dins.parts[0] not in ("setp", "not", "mov", "and", "or", "xor") or dins.predicate:
+            return None
+        srcs = []
+        for o in dins.operands[1:]:
+            if o.kind == "reg":
+                rd = v.reaching(cfg.reg_key(o.name or "", d), d)
+                if not rd or any(cfg.block_of[x] in cfg.in_cycle for x in rd):
+                    return None
+                srcs.append((o.name, tuple(sorted(rd))))
+            elif o.kind == "imm":
+                srcs.append((o.text, ()))
+            else:
+                return None
+        tokens.add((dins.opcode, tuple(srcs)))
+    return (tokens.pop(), ins.negated) if len(tokens) == 1 else None
+
+
 def _nonaligned_id(fa, ins, i) -> int | None:
     """The constant barrier id of a non-``.aligned`` ``barrier.sync/arrive`` (else None)."""
     if ins.parts[0] != "barrier" or "aligned" in ins.parts:
@@ -355,16 +389,23 @@ class ArriveReuse(Property):
             ins.parts[0] == "barrier" and "cluster" in ins.parts)
 
     def transfer(self, i, ins, fact, report):
+        # fact: (barrier id, guard) of the arrives since the last wait; guard: (predicate,
+        # negated) when the arrive's guard is a loop-invariant predicate, else None
         if not _bar(ins):
             return frozenset()
         bid, cnt, has = _id_count(self.fa, ins, i)
         if bid is None:
             return frozenset()
-        if bid in fact:
+        g = _invariant_guard(self.fa, ins, i)
+        # '@%p bar.arrive 3; @!%p bar.arrive 2' then '@%p bar.sync 2; @!%p bar.sync 3' (a
+        # ping-pong of two consumer warpgroups): complementary guards of one unchanged
+        # predicate are never both taken by a thread
+        if any(b == bid and not (g is not None and ag is not None and ag[0] == g[0]
+                                 and ag[1] != g[1]) for b, ag in fact):
             report("B5", f"second operation on barrier {bid} after 'bar.arrive' with no wait in "
                          "between: this warp may run a generation ahead")
         if ins.parts[1] == "arrive":
-            return frozenset({bid}) | frozenset(x for x in fact if x == bid)
+            return frozenset({(bid, g)}) | frozenset(x for x in fact if x[0] == bid)
         return frozenset()
 
     def describe(self, i, ins, old, new):
@@ -436,6 +477,37 @@ class ClusterBarrier(Property):
         return ins.opcode
 
 
+def _cluster_rendezvous(fa, i: int) -> bool:
+    """Cluster barrier ``i`` in thread-dependent code is a rendezvous of roles: on every side
+    of every thread-dependent branch whose region holds it, a cluster barrier of the same kind
+    (arrive / wait) or the kernel's exit is reachable (exited threads do not take part, PTX
+    ISA 9.1 §9.7.13.3 "all non-exited threads")."""
+    cfg, v = fa.cfg, fa.values
+    op = cfg.instrs[i].parts[2]
+    sites = {cfg.block_of[j] for j, x in enumerate(cfg.instrs)
+             if _cluster(x) and x.parts[2] == op}
+    b = cfg.block_of[i]
+    branches = [d for d, c in v.branch_class.items() if c != UNIFORM and b in cfg.region(d)]
+    if not branches:
+        return False
+
+    def met(side: int) -> bool:
+        seen, work = {side}, [side]
+        while work:
+            x = work.pop()
+            if x in sites:
+                return True
+            for d in cfg.succ_ids(x):
+                if d == cfg.exit_id:
+                    return True
+                if d not in seen:
+                    seen.add(d)
+                    work.append(d)
+        return False
+
+    return all(met(sd) for d in branches for sd in cfg.succ_ids(d) if sd != cfg.exit_id)
+
+
 def cluster_barrier_partial(ctx: Context) -> list[Finding]:
     """Cluster barrier not executed by every thread, or arrive/wait unpaired (B7).
 
@@ -464,7 +536,17 @@ def cluster_barrier_partial(ctx: Context) -> list[Finding]:
     for fi, fa in each_function(ctx, _cluster):
         v = fa.values
         for i, ins in enumerate(fa.cfg.instrs):
-            if _cluster(ins) and v.context_class(i) != UNIFORM:
+            if not _cluster(ins) or v.context_class(i) == UNIFORM:
+                continue
+            aligned_ok = v.context_class(i) == WARP or "aligned" not in ins.parts
+            if aligned_ok and _cluster_rendezvous(fa, i):
+                out.append(note_finding(
+                    ctx, "B7", ins,
+                    f"'{ins.opcode}' is reached from thread-dependent branches; every side of "
+                    "them reaches a 'barrier.cluster." + ins.parts[2] + "' or the exit (each "
+                    "role arrives at its own site, allowed: PTX ISA 9.1 §9.7.13.3): whether "
+                    "every thread arrives once per phase is left to emulation"))
+            else:
                 out.append(ctx.finding("B7", ins.line, ins.col,
                                        f"'{ins.opcode}' is executed by only some threads of the "
                                        "cluster",

@@ -21,6 +21,7 @@ from verifier.rules._flow import (
     eval_concrete,
     induction,
     addr_val,
+    call_effects,
     each_function,
     event_findings,
     fmt_addr,
@@ -189,13 +190,19 @@ class MbarLifecycle(Property):
         return (frozenset(), frozenset())
 
     def relevant(self, ins):
-        return _uses_mbar(ins)
+        return _uses_mbar(ins) or "mbar_init" in call_effects(self.fa, ins)
 
     def transfer(self, i, ins, fact, report):
         states, pend = fact
-        b = addr_val(self.fa, mbar_operand(ins), i)
         st = dict(states)
         p = ins.parts
+        if p[0] == "call":
+            # the callee initializes mbarriers (their addresses passed in): like an init at
+            # an unknown address
+            st = {k: v for k, v in st.items() if v in ("live", "fresh")}
+            st["*"] = "live"
+            return (frozenset(st.items()), pend)
+        b = addr_val(self.fa, mbar_operand(ins), i)
         if is_mbar_wait(ins):
             pend = frozenset() if b is None else frozenset(
                 x for x in pend if x != b and x != ("?", b))
@@ -305,6 +312,7 @@ def _handed_over_inits(fa) -> dict[tuple[int, int], object]:
     cfg = fa.cfg
     inits: dict = {}
     bars: list[int] = []
+    calls: list[int] = []  # calls of functions that initialize mbarriers (any address)
     for i, ins in enumerate(cfg.instrs):
         p = ins.parts
         if p[0] == "mbarrier" and len(p) > 1 and p[1] == "init":
@@ -313,6 +321,12 @@ def _handed_over_inits(fa) -> dict[tuple[int, int], object]:
                 inits.setdefault(b, []).append(i)
         elif is_cta_barrier(ins):
             bars.append(i)
+        elif "mbar_init" in call_effects(fa, ins):
+            calls.append(i)
+    if calls:
+        for b in {addr_val(fa, mbar_operand(x), i) for i, x in enumerate(cfg.instrs)
+                  if _uses_mbar(x)} - {None}:
+            inits.setdefault(b, []).extend(calls)
     if not inits or not bars:
         return {}
     def bid(j: int):
@@ -496,49 +510,64 @@ class MbarParity(Property):
         return ins.opcode.split(".shared")[0]
 
     def _data_bars(self) -> set:
-        """mbarriers that asynchronous data completes (bulk copies with ``complete_tx``,
-        ``expect_tx``, ``tcgen05.commit``, ``cp.async.mbarrier.arrive``): a first wait that
-        passes at once on one of them reads data that has not landed. The others are credit
-        ("empty") barriers whose arrivals are plain ``mbarrier.arrive``s of consumers: their
-        initial phase is free (PTX ISA 9.1 §9.7.13.15.16: parity 1 on a fresh barrier succeeds
-        at once, the idiom CUTLASS' ``PipelineTmaAsync`` producer start state relies on)."""
+        """:func:`data_barriers` of this function (cached)."""
         if getattr(self, "_data", None) is None:
-            data: set = set()
-            for i, ins in enumerate(self.cfg.instrs):
-                p = ins.parts
-                if is_tc(ins, "commit") or (p[0] == "cp" and any(
-                        x.startswith("mbarrier::complete_tx") for x in p)) or (
-                        p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
-                    o = mbar_operand(ins)
-                elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
-                    o = next((x for x in ins.operands if x.kind == "address"), None)
-                else:
-                    continue
-                v = addr_val(self.fa, o, i)
-                if v is not None:
-                    data.add(v)
-            plain = set()
-            for i, ins in enumerate(self.cfg.instrs):
-                p = ins.parts
-                if p[0] == "mbarrier" and len(p) > 1 and p[1].startswith("arrive") \
-                        and not any("expect_tx" in x for x in p):
-                    v = addr_val(self.fa, mbar_operand(ins), i)
-                    if v is not None:
-                        plain.add(v)
-            # a barrier counts as a credit barrier only when plain arrivals on it are known and
-            # no data arrival resolves to it (ring-indexed data arrivals at unresolved
-            # addresses are taken to target their own "full" ring)
-            self._data = data | (self._all_bars() - plain)
+            self._data = data_barriers(self.fa)
         return self._data
 
-    def _all_bars(self) -> set:
-        out = set()
-        for i, ins in enumerate(self.cfg.instrs):
-            if ins.parts[0] == "mbarrier":
-                v = addr_val(self.fa, mbar_operand(ins), i)
-                if v is not None:
-                    out.add(v)
-        return out
+
+def data_barriers(fa) -> set:
+    """mbarriers that asynchronous data completes (bulk copies with ``complete_tx``,
+    ``expect_tx``, ``tcgen05.commit``, ``cp.async.mbarrier.arrive``): a first wait that
+    passes at once on one of them reads data that has not landed. The others are credit
+    ("empty") barriers whose arrivals are plain ``mbarrier.arrive``s of consumers: their
+    initial phase is free (PTX ISA 9.1 §9.7.13.15.16: parity 1 on a fresh barrier succeeds
+    at once, the idiom CUTLASS' ``PipelineTmaAsync`` producer start state relies on)."""
+    cfg = fa.cfg
+    data: set = set()
+    for i, ins in enumerate(cfg.instrs):
+        p = ins.parts
+        if is_tc(ins, "commit") or (p[0] == "cp" and any(
+                x.startswith("mbarrier::complete_tx") for x in p)) or (
+                p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+            o = mbar_operand(ins)
+        elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
+            o = next((x for x in ins.operands if x.kind == "address"), None)
+        else:
+            continue
+        v = addr_val(fa, o, i)
+        if v is not None:
+            data.add(v)
+    plain = set()
+    every = set()
+    for i, ins in enumerate(cfg.instrs):
+        p = ins.parts
+        if p[0] != "mbarrier":
+            continue
+        v = addr_val(fa, mbar_operand(ins), i)
+        if v is None:
+            continue
+        every.add(v)
+        if len(p) > 1 and p[1].startswith("arrive") and not any("expect_tx" in x for x in p):
+            plain.add(v)
+    # a barrier counts as a credit barrier only when plain arrivals on it are known and
+    # no data arrival resolves to it (ring-indexed data arrivals at unresolved
+    # addresses are taken to target their own "full" ring)
+    return data | (every - plain)
+
+
+def credit_barriers(fa) -> set:
+    """Resolved mbarriers known to be credit ("empty") barriers: plain ``mbarrier.arrive``s
+    resolve to them and no data arrival does (:func:`data_barriers`)."""
+    plain = set()
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        if p[0] == "mbarrier" and len(p) > 1 and p[1].startswith("arrive") \
+                and not any("expect_tx" in x for x in p):
+            v = addr_val(fa, mbar_operand(ins), i)
+            if v is not None:
+                plain.add(v)
+    return plain - data_barriers(fa)
 
 
 def mbar_parity(ctx: Context) -> list[Finding]:
@@ -701,9 +730,14 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
         if len(seq) < 2:
             continue
         consumer = _wait_role(fa, i) == "consumer"
+        credits = credit_barriers(fa)
         last: dict = {}
         for t, (a, par, _e) in enumerate(seq):
-            if a not in last and par == 1 and consumer \
+            # a credit ("empty") barrier's free initial phase is the producer's start state
+            # even when an MMA follows the wait (an accumulator-empty barrier of a persistent
+            # tcgen05 kernel: the MMA warp produces into TMEM)
+            credit = _as_addr(a, syms) in credits
+            if a not in last and par == 1 and consumer and not credit \
                     and not _waited_before(fa, loop, b, _as_addr(a, syms)):
                 out.append(ctx.finding(
                     "MB5", ins.line, ins.col,
@@ -1055,7 +1089,20 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
                         len([o for o in ins.operands if o.kind != "address"]) >= 2:
                     each = v.const(ins.operands[-1], i) or 1
                 total += n * each
-            if total is not None and total != count:
+            blocks = sorted({cfg.block_of[i] for i in arr})
+            exclusive = any(not _reaches(cfg, a, c) and not _reaches(cfg, c, a)
+                            for k, a in enumerate(blocks) for c in blocks[k + 1:])
+            if total is not None and total != count and exclusive:
+                # sites on paths that exclude each other (a branch on the cluster rank: one
+                # CTA arrives here, its peer there) do not all run in one CTA: the sum is
+                # not the count of one execution
+                first = cfg.instrs[arr[0]]
+                out.append(note_finding(ctx, "MB7", first,
+                                        f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
+                                        f"phase and its arrival sites lie on paths that exclude "
+                                        f"each other ({total} if all ran): not decided "
+                                        f"statically"))
+            elif total is not None and total != count:
                 first = cfg.instrs[arr[0]]
                 out.append(ctx.finding("MB7", first.line, first.col,
                                        f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
@@ -1322,23 +1369,40 @@ def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
         for i, ins in enumerate(cfg.instrs):
             if not (is_mbar_wait(ins) and ins.parts[1] == "try_wait") or not v.defs[i]:
                 continue
-            key = v.defs[i][0]
             bi = cfg.block_of[i]
-            ok = False
-            for u in v.use_sites.get(key, ()):
-                un = cfg.instrs[u]
-                if un.parts[0] != "bra":
-                    continue
-                bu = cfg.block_of[u]
-                if bu in cfg.in_cycle and bi in cfg.in_cycle and _reaches(cfg, bu, bi):
-                    ok = True
+            ok = unsure = False
+            # the predicate and what register arithmetic derives from it (CCCL's
+            # 'selp r, 1, 0, p; setp.eq r, 0', 'not.pred', 'and.pred' ...)
+            keys, work = {v.defs[i][0]}, [v.defs[i][0]]
+            while work:
+                for u in v.use_sites.get(work.pop(), ()):
+                    un = cfg.instrs[u]
+                    if un.parts[0] == "bra":
+                        bu = cfg.block_of[u]
+                        if bu in cfg.in_cycle and bi in cfg.in_cycle and _reaches(cfg, bu, bi):
+                            ok = True
+                    elif un.parts[0] in _DERIVING and v.defs[u]:
+                        for k in v.defs[u]:
+                            if k not in keys:
+                                keys.add(k)
+                                work.append(k)
+                    else:
+                        unsure = True  # stored, passed on: the retry may be elsewhere
             if not ok:
-                out.append(ctx.finding("MB10", ins.line, ins.col,
-                                       "'mbarrier.try_wait' result is not retried in a loop; it "
-                                       "may return false after a time-out",
-                                       notes=[Note(message="branch back to the try_wait while "
-                                                   "its predicate is false")]))
+                msg = ("'mbarrier.try_wait' result is not retried in a loop; it may return false "
+                       "after a time-out")
+                if unsure:
+                    out.append(note_finding(ctx, "MB10", ins, msg + " (its predicate flows into "
+                                            "an instruction the rule does not follow)"))
+                else:
+                    out.append(ctx.finding("MB10", ins.line, ins.col, msg,
+                                           notes=[Note(message="branch back to the try_wait "
+                                                       "while its predicate is false")]))
     return out
+
+
+#: register-only instructions a try_wait predicate is followed through (MB10)
+_DERIVING = frozenset({"selp", "setp", "not", "and", "or", "xor", "mov", "cvt", "set"})
 
 
 def _reaches(cfg, a: int, b: int) -> bool:

@@ -16,6 +16,7 @@ from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
     addr_val,
+    call_effects,
     called_single_lane,
     each_function,
     event_findings,
@@ -271,12 +272,23 @@ class TmemLifecycle(Property):
     def relevant(self, ins):
         return is_tc(ins, "alloc", "dealloc", "relinquish_alloc_permit") or (
             ins.parts[0] == "barrier" and len(ins.parts) > 2 and ins.parts[1] == "cluster"
-            and ins.parts[2] in ("wait", "sync"))
+            and ins.parts[2] in ("wait", "sync")) or bool(
+            call_effects(self.fa, ins) & {"tmem_alloc", "tmem_dealloc"})
 
     def transfer(self, i, ins, fact, report):
         outs, rel, last, cs = fact
         if ins.parts[0] == "barrier":
             return (outs, rel, last, True)
+        if ins.parts[0] == "call":
+            # a callee that allocates and/or frees (a setup / teardown .func): an allocation
+            # of unknown columns, or one outstanding allocation freed
+            eff = call_effects(self.fa, ins)
+            lst = list(outs)
+            if "tmem_alloc" in eff and "tmem_dealloc" not in eff:
+                lst.append(-1)
+            elif "tmem_dealloc" in eff and "tmem_alloc" not in eff and lst:
+                lst.pop(0)
+            return (tuple(sorted(lst))[:4], rel, last, cs)
         op = ins.parts[1]
         n = self.values.const(ins.operands[-1], i) if ins.operands else None
         if op == "relinquish_alloc_permit":
@@ -359,7 +371,9 @@ def tmem_leak_on_exit(ctx: Context) -> list[Finding]:
         PTX ISA 9.1 §9.7.16.1.2, §9.7.16.7.1; docs/ptx_rules.md TA4.
     """
     out: list[Finding] = []
-    for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc")):
+    for fi, fa in each_function(ctx, lambda x: is_tc(x, "alloc") or x.parts[0] == "call"):
+        if fi.fn.kind != "entry":
+            continue  # a .func's allocation is its caller's to free (a call counts as alloc)
         out += event_findings(ctx, fi, fa, TmemLifecycleWarp, "TA4",
                               "free it with 'tcgen05.dealloc' (same nCols) before this exit")
     return out
@@ -743,7 +757,8 @@ class TmemAccess(Property):
             if op == "ld":
                 if mma:
                     report("TF2", "'tcgen05.ld' reads TMEM while an issued 'tcgen05.mma' may "
-                                  "still write it (no commit -> mbarrier wait in between)")
+                                  "still write it (no commit -> mbarrier wait in between)"
+                           + _TF2_CROSSED[mma == 3], severity="note" if mma == 3 else None)
                 if ps and _conflict(ps, reg):
                     report("TL5", "'tcgen05.ld' after 'tcgen05.st' without 'tcgen05.wait::st'")
                 return ((pl | {reg}) if len(pl) < 8 else pl | {None}, ps, mma, mbar, True, aw,
@@ -754,7 +769,8 @@ class TmemAccess(Property):
                                   "earlier 'tcgen05.ld' (no 'tcgen05.wait::ld')")
                 if mma:
                     report("TF2", "'tcgen05.st' writes TMEM while an issued 'tcgen05.mma' may "
-                                  "still access it")
+                                  "still access it" + _TF2_CROSSED[mma == 3],
+                           severity="note" if mma == 3 else None)
                 return (pl, (ps | {reg}) if len(ps) < 8 else ps | {None}, mma, mbar, True, aw,
                         needf, unc)
             if op in ("mma", "cp", "shift"):
@@ -766,7 +782,7 @@ class TmemAccess(Property):
                                   "'tcgen05.wait::st'")
                 return (pl, ps, 1, None, True, aw, needf, unc)
             if op == "commit":
-                if mma == 1:
+                if mma in (1, 3):
                     v = addr_val(self.fa, mbar_operand(ins), i)
                     return (pl, ps, 2, v, since, aw, needf, unc)
                 return (pl, ps, mma, mbar, since, aw, needf, unc)
@@ -784,7 +800,8 @@ class TmemAccess(Property):
                                   "(no 'tcgen05.wait::ld')")
                 if mma:
                     report("TF2", "'tcgen05.dealloc' while an issued 'tcgen05.mma' may still "
-                                  "write TMEM")
+                                  "write TMEM" + _TF2_CROSSED[mma == 3],
+                           severity="note" if mma == 3 else None)
                 if since:
                     report("TA10", "'tcgen05.dealloc' is not ordered after the TMEM accesses of "
                                    "the other warps by a barrier")
@@ -792,7 +809,7 @@ class TmemAccess(Property):
             return (pl, ps, mma, mbar, since, aw, needf, unc)
         if is_mbar_wait(ins):
             v = addr_val(self.fa, mbar_operand(ins), i)
-            if mma == 2:
+            if mma in (2, 3):
                 if mbar is None or v is None or v == mbar:
                     mma = 0
             if v is not None and v in self._fenced_mbars:
@@ -822,7 +839,10 @@ class TmemAccess(Property):
                 report("TF3", f"'{ins.opcode}' hands TMEM results to other threads without "
                               "'tcgen05.fence::before_thread_sync'", severity=sev)
             if is_cta_barrier(ins):
-                return (pl, ps, mma, mbar, False, aw, needf, unc)
+                # committed MMAs: another thread may have waited on the commit's mbarrier before
+                # this barrier (CUTLASS's MMA warp frees TMEM after the epilogue's wait and a
+                # CTA barrier), which the per-thread path cannot see: a note, for emulation
+                return (pl, ps, 3 if mma == 2 else mma, mbar, False, aw, needf, unc)
         return (pl, ps, mma, mbar, since, aw, needf, unc)
 
     def describe(self, i, ins, old, new):
@@ -830,6 +850,11 @@ class TmemAccess(Property):
             return None
         return ins.opcode.split(".sync")[0]
 
+
+#: TF2's message tail: (no barrier since the commit, a CTA barrier since the commit)
+_TF2_CROSSED = ("", "; the MMAs were committed and a CTA barrier followed, so another thread's "
+                    "wait on the commit may order this after their completion (not decided "
+                    "statically)")
 
 _HINTS = {
     "TL4": "insert 'tcgen05.wait::ld.sync.aligned;' after the 'tcgen05.ld'",
