@@ -212,3 +212,12 @@ def test_a_parameter_given_twice_is_bad_input(tmp_path):
     with pytest.raises(emulator.LaunchFileError, match="given in scalars and buffers"):
         emulator.check_default_launch(RACY.read_text(), arch="sm_90a",
                                       launch=emulator.load_launch(lf), filename="r.ptx")
+
+
+def test_a_cluster_shape_from_the_launch_file_and_its_bad_values(tmp_path):
+    lf = tmp_path / "launch.yaml"
+    lf.write_text("cluster: [2]\n")
+    assert emulator.load_launch(lf).cluster == (2, 1, 1)
+    lf.write_text("cluster: [0, 1]\n")
+    with pytest.raises(emulator.LaunchFileError, match=r"cluster: 0 is outside \[1, 16\]"):
+        emulator.load_launch(lf)
