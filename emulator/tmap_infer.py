@@ -377,28 +377,29 @@ def _distance(loads: list[_Copy]) -> int | None:
 
 def _typical(equations) -> list:
     """The equations to solve: of the phases with the same copies (per map), those with the
-    most common byte count. A tensor map has one box, so phases with the same copies expect
-    the same bytes; a phase expecting other bytes (one wrong ``expect_tx`` among several) is
-    left to the checked run, where it is the deadlock or HB7 it causes. A tie keeps all (the
-    solver then says the counts disagree)."""
+    most common byte count (a tie: the count of the earliest phase). A tensor map has one box,
+    so phases with the same copies expect the same bytes; a phase expecting other bytes (a
+    wrong ``expect_tx`` site: the prologue's, or the loop's) is left to the checked run, where
+    it is the deadlock (HB2), the early completion (HB1) or the leftover tx-count (HB7) it
+    causes."""
     groups: dict[frozenset, list] = {}
     for cnt, t, spans in equations:
         groups.setdefault(frozenset(cnt.items()), []).append((dict(cnt), t, spans))
     out = []
     for eqs in groups.values():
-        freq = Counter(t for _, t, _ in eqs).most_common()
-        if len(freq) > 1 and freq[0][1] > freq[1][1]:
-            eqs = [e for e in eqs if e[1] == freq[0][0]]
-        out += eqs
+        freq = Counter(t for _, t, _ in eqs)
+        best = max(freq.values())
+        keep = next(t for _, t, _ in eqs if freq[t] == best)
+        out += [e for e in eqs if e[1] == keep]
     return out
 
 
-def _propagate(x: dict[int, int], how: dict[int, str], eqs, params, dist) -> str:
+def _propagate(x: dict[int, int], how: dict[int, str], eqs, params, dist,
+               clamped: bool = False) -> str:
     """Decide every map that is the one undecided map of some phase, until none is; check
     every fully decided phase (byte count, no two copies overlapping) unless a map was clamped
     to its stage distance (the checked run then reports the byte counts). Returns an error
     line or ""."""
-    clamped = False
     progress = True
     while progress:
         progress = False
@@ -483,10 +484,12 @@ def _split(eq, x, how, eqs, steps, dist, params) -> str:
                 how.clear(), how.update(th)
                 return ""
     if all(dist[p] for p in unknown):
+        # the byte counts fit no split: the stage buffers decide, and the checked run reports
+        # the phases whose expect_tx disagrees with them
         for p in unknown:
             x[p] = dist[p]
             how[p] = "the distance between its shared destinations"
-        return _propagate(x, how, eqs, params, dist)
+        return _propagate(x, how, eqs, params, dist, clamped=True)
     names = ", ".join(f"'{params[p]}'" for p in unknown)
     return (f"parameters {names} share their mbarrier phases, and neither their coordinate "
             f"steps nor their shared destinations split the expected bytes between them")
