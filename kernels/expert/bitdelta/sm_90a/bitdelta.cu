@@ -307,8 +307,11 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
     for (int kt = 0; kt < KT; ++kt) {
 #if !X_TMA
       cp_async_wait<STAGES - 2>();
-      fence_proxy_async();           // cp.async (generic proxy) writes -> wgmma (async proxy) reads
 #endif
+      // cp.async (generic proxy) writes -> wgmma (async proxy) reads; and this thread's ldmatrix
+      // reads of stage kt-1 (generic) -> the TMA / bulk refill of it issued after the barrier
+      // (async-proxy writes: a write after read across proxies, ptx_rules AP2)
+      fence_proxy_async();
       const uint32_t st = consumed % STAGES, ph = (consumed / STAGES) & 1;
 #if W_BULK
       mbar_wait(bars + 8 * st, ph);
@@ -370,6 +373,7 @@ KNAME(const __half* __restrict__ x, const __half* __restrict__ w, const uint32_t
         if (m < M && n < N) y[(int64_t)m * N + n] = __float2half_rn(d[4 * i + e]);
       }
     }
+    fence_proxy_async();             // this tile's ldmatrix reads before the next tile's refills
     __syncthreads();                 // the ring is reused by the next tile
   }
 }
