@@ -502,10 +502,9 @@ def _is_wait(ins) -> bool:
 
 
 def _is_proxy_fence(ins) -> bool:
-    """Whether ``ins`` is a ``fence.proxy.async{.space}`` (the fences the HB4 check counts,
-    ``emulator.ops._fence``; not ``fence.mbarrier_init``)."""
-    return ins.base == "fence" and counts_as_proxy_fence(ins) and \
-        "mbarrier_init" not in ins.parts
+    """Whether ``ins`` is a ``fence.proxy.async{.space}`` that fences shared memory (the fences
+    the shared-memory HB4 check counts, ``emulator.ops._fence``)."""
+    return ins.base == "fence" and counts_as_proxy_fence(ins)
 
 
 def _instrument(mach: Machine, use: BarrierUse | None = None
@@ -536,9 +535,9 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
         fn = compile_step(p)
         ins = mach.prog.insts[p]
         fence = _is_proxy_fence(ins)
-        # every fence the HB4 check counts (emulator.ops._fence: fence.mbarrier_init too) goes
-        # into the lane's fence log, so its positions match the lane's fence count
-        logged = ins.base == "fence" and counts_as_proxy_fence(ins)
+        # every fence the shared-memory HB4 check counts goes into the lane's fence log, so
+        # its positions match the lane's fence count (Machine.pfence)
+        logged = fence
         wait = _is_wait(ins) and not ins.opcode.startswith("tcgen05.") and not fence
         guard, neg = ins.predicate, ins.negated
 

@@ -511,7 +511,7 @@ def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
     real = (wl >= 0) & (wl < NT)
     if real.any():
         stale, _ = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
-                                    sh.w_clk[idx[real]])
+                                    sh.w_clk[idx[real]], space="global")
         if stale.any():
             j = int(np.flatnonzero(stale)[0])
             wpc = int(sh.w_pc[idx[real]][j])

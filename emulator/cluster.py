@@ -452,8 +452,10 @@ def _fence(m, ins, pc, exe, active):
     ``fence.sc`` (PTX ISA 9.1 ``membar/fence``), then the proxy fences of :mod:`emulator.ops`."""
     parts = ins.parts[1:]
     if "mbarrier_init" in parts:
+        # orders only the inits (PTX ISA 9.1 'fence': .mbarrier_init "only applies to the prior
+        # mbarrier.init operations"): not a proxy fence for data (red team round 12)
         release_fence(m, exe, init_only=True)
-        return _ops._fence(m, ins, pc, exe, active)  # also a proxy fence for the init (ops)
+        return None
     alvl = _flags.acquire_level(parts)
     if alvl is not None:
         m.acquire_fence(exe, alvl)

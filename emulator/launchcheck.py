@@ -424,7 +424,8 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
         bound = _bind(fn, cfg, filename, buffer_bytes, res, probe=True)
         if bound is None:
             return res
-        log = _tmap_infer.ProbeLog()
+        log = _tmap_infer.ProbeLog(subbyte=any(
+            k in ins.opcode for ins in prog.insts for k in ("e2m1", "mxf4", ".b4x16", "f4e2m1")))
         mach = Machine(prog, Launch(grid=grid, threads=threads, params=bound[1],
                                     dynamic_smem=dyn, arch=arch, cluster=cfg.cluster or cluster),
                        bound[0], race=False,

@@ -464,11 +464,15 @@ class Machine:
         # per batch CTA and warpgroup: the epoch of its latest wgmma.commit_group (async unit
         # WGMMA_UNIT + warpgroup, registry.WGMMA_UNIT)
         self.wg_clk = np.zeros((ncta, WGMMA_UNITS), dtype=np.int32)
-        self.pfence = np.zeros(n, dtype=np.int32)  # fence.proxy.async executed per lane
-        # per tracked lane, its own clock at each of its fence.proxy.async, and its clocks at
-        # the latest one (proxy_fence, proxy_unfenced)
+        # proxy fences per state space (ops.proxy_fence_spaces): per lane the count of its
+        # fences that order shared (pfence) / global (gpfence) memory; per tracked lane its own
+        # clock at each, and its clocks at the latest one (proxy_fence, proxy_unfenced)
+        self.pfence = np.zeros(n, dtype=np.int32)
         self.pf_clk: list[list[int]] = [[] for _ in range(self.ntr)]
         self.pf_vc: np.ndarray | None = None
+        self.gpfence = np.zeros(n, dtype=np.int32)
+        self.gpf_clk: list[list[int]] = [[] for _ in range(self.ntr)]
+        self.gpf_vc: np.ndarray | None = None
         self.wg_groups: dict[tuple[int, int], list[int]] = {}
         # wgmma registers in flight: register key -> per lane the commit-group number (1-based,
         # per thread) the mma_async belongs to, 0 when not in flight; wg_committed per lane
@@ -1084,24 +1088,40 @@ class Machine:
         self._hb_check(self.sshadow, "shared", lanes, idx, pc, None, "plain",
                        rec_lane=rec_lane, rec_clk=rec_clk)
 
-    def proxy_fence(self, exe: np.ndarray) -> None:
-        """A ``fence.proxy.async`` by the lanes ``exe``: counted (``pfence``) and, for tracked
-        lanes, timestamped with the lane's own clock after a tick, so that only readers ordered
-        after the fence itself (not merely after an earlier release of the writer) see it
-        (:meth:`proxy_unfenced`)."""
-        self.pfence[exe] += 1
+    def _fences(self, space: str):
+        """(count per lane, clocks per tracked lane, clocks at the latest) of the proxy fences
+        that order ``space`` (``shared`` / ``global``) memory."""
+        if space == "shared":
+            return self.pfence, self.pf_clk, self.pf_vc
+        return self.gpfence, self.gpf_clk, self.gpf_vc
+
+    def proxy_fence(self, exe: np.ndarray, spaces: tuple[str, ...] = ("shared", "global")
+                    ) -> None:
+        """A ``fence.proxy.async{.space}`` by the lanes ``exe`` ordering ``spaces``: counted
+        (``pfence`` / ``gpfence``) and, for tracked lanes, timestamped with the lane's own clock
+        after a tick, so that only readers ordered after the fence itself (not merely after an
+        earlier release of the writer) see it (:meth:`proxy_unfenced`)."""
         lanes = np.flatnonzero(exe[:self.ntr]) if self.ntr else np.zeros(0, np.int64)
         if lanes.size:
             self._tick(lanes)
-            clk = self.vc[lanes, self.vcol[lanes]]
+        clk = self.vc[lanes, self.vcol[lanes]] if lanes.size else None
+        for space in spaces:
+            count, clks, vc = self._fences(space)
+            count[exe] += 1
+            if not lanes.size:
+                continue
             for ln, c in zip(lanes.tolist(), clk.tolist()):
-                self.pf_clk[ln].append(int(c))
-            if self.pf_vc is None:
-                self.pf_vc = np.zeros_like(self.vc)
-            self.pf_vc[lanes] = self.vc[lanes]  # what each knew at its latest proxy fence
+                clks[ln].append(int(c))
+            if vc is None:
+                vc = np.zeros_like(self.vc)
+                if space == "shared":
+                    self.pf_vc = vc
+                else:
+                    self.gpf_vc = vc
+            vc[lanes] = self.vc[lanes]  # what each knew at its latest proxy fence
 
     def proxy_unfenced(self, readers: np.ndarray, wl: np.ndarray, w_pf: np.ndarray,
-                       w_clk: np.ndarray, own_fence: bool = True
+                       w_clk: np.ndarray, own_fence: bool = True, space: str = "shared"
                        ) -> tuple[np.ndarray, np.ndarray]:
         """HB4's test for bytes written through the generic proxy by global lanes ``wl`` (k,)
         (threads, not async units) when their writer's own clock was ``w_clk`` and it had
@@ -1121,7 +1141,9 @@ class Machine:
         ``own_fence`` False (a generic *read* before an async-proxy write, AP2): either
         fence. Returns ``(unfenced, late)`` (k,): no recognised fence, and of those the ones
         whose writer did fence since the write (the fence not ordered before the read).
-        Writers of CTAs outside this batch: not judged."""
+        Writers of CTAs outside this batch: not judged. ``space``: the memory accessed (the
+        fences counted are those ordering it)."""
+        pfence, pf_clk, pf_vc = self._fences(space)
         T = self.T
         k = wl.size
         bad = np.zeros(k, np.bool_)
@@ -1137,9 +1159,9 @@ class Machine:
         col = np.where(same, self.rk_of[wc] * (T + ASYNC_UNITS) + wt, 0)
         known = self.vc[readers].max(axis=0)
         ok = np.zeros(k, np.bool_)
-        fenced = inb & (self.pfence[loc] > w_pf)
-        if self.pf_vc is not None:  # (b) a reader's fence that knew of the write
-            fk = self.pf_vc[readers].max(axis=0)
+        fenced = inb & (pfence[loc] > w_pf)
+        if pf_vc is not None:  # (b) a reader's fence that knew of the write
+            fk = pf_vc[readers].max(axis=0)
             ok = same & (fk[col] >= w_clk) & (fenced if own_fence else True)
         # (a) also across the CTAs of a cluster (a CTA pair's odd CTA fences its operand
         # writes before the cluster barrier; Lustig et al., "Mixed-proxy extensions for the
@@ -1151,8 +1173,8 @@ class Machine:
             for e in todo.tolist():
                 pairs.setdefault((int(loc[e]), int(w_pf[e]), int(col[e])), []).append(e)
             for (ln, kk, cc), es in pairs.items():
-                if ln < self.ntr and kk < len(self.pf_clk[ln]) and \
-                        int(known[cc]) >= self.pf_clk[ln][kk]:
+                if ln < self.ntr and kk < len(pf_clk[ln]) and \
+                        int(known[cc]) >= pf_clk[ln][kk]:
                     ok[es] = True
         bad = inb & ~ok
         late = bad & fenced
@@ -1273,6 +1295,7 @@ class Machine:
         level = (1 if kind.endswith("_cta") else 2) if strong else 0
         hk = self._hk
         NT = self.n_ctas * T
+        pfence = self.pfence if space == "shared" else self.gpfence  # the writer's count
         if hk.access is not None and kind != "async_complete":
             # one fused compiled pass: check and record when no byte is unordered; when one
             # is (code 1) nothing was recorded and the separate passes below name the race
@@ -1286,7 +1309,7 @@ class Machine:
             code = hk.access(I, lanes, gl, nb, self.vc, self.vcol, sh.w_lane, sh.w_clk,
                              sh.w_pc, sh.w_val, sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane,
                              sh.r_clk, sh.r_pc, sh.r_atomic, vals, write, strong, level, pc, T,
-                             NT, self.cl_of, self.rk_of, kind == "async_issue", self.pfence,
+                             NT, self.cl_of, self.rk_of, kind == "async_issue", pfence,
                              rl_arr, rc_arr, use_rec, write and not strong and k > 1)
             if code == 0:
                 return
@@ -1304,7 +1327,7 @@ class Machine:
             sh.w_clk[I] = self.vc[L, self.vcol[L]]
             sh.w_async[I] = False
             sh.w_atomic[I] = 0
-            sh.w_pf[I] = self.pfence[L]
+            sh.w_pf[I] = pfence[L]
             return
         n = I.size
         vals = (np.ascontiguousarray(data if every else data[tr], dtype=np.uint8).reshape(-1)
@@ -1348,7 +1371,7 @@ class Machine:
         if write:
             dup = np.zeros(n, np.bool_)
             hk.record_write(I, lanes, gl, nb, my_clk, vals, pc, kind == "async_issue",
-                                 level, self.pfence, sh.w_lane, sh.w_clk, sh.w_pc, sh.w_val,
+                                 level, pfence, sh.w_lane, sh.w_clk, sh.w_pc, sh.w_val,
                                  sh.w_async, sh.w_atomic, sh.w_pf, sh.r_lane, dup)
             # two lanes of this instruction storing different values to one byte: one value
             # survives per byte, so a byte whose lanes disagree has a lane that lost

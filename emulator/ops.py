@@ -1730,17 +1730,32 @@ def _wgmma(m, ins, pc, exe, active):
     return None
 
 
+def proxy_fence_spaces(ins) -> tuple[str, ...]:
+    """The state spaces whose generic / async-proxy accesses fence ``ins`` orders (HB4):
+    ``fence.proxy.async`` both, ``fence.proxy.async.shared::{cta,cluster}`` shared memory,
+    ``fence.proxy.async.global`` global memory (PTX ISA 9.1 §9.7.13.4: the optional state space
+    restricts the fence to it); every other fence none (``fence.mbarrier_init`` orders only
+    the mbarrier inits, for other CTAs: not a proxy fence for data)."""
+    p = ins.parts
+    if "proxy" not in p or not any(x.startswith("async") for x in p[2:]):
+        return ()
+    if any(x.startswith("shared") for x in p):
+        return ("shared",)
+    if "global" in p:
+        return ("global",)
+    return ("shared", "global")
+
+
 def counts_as_proxy_fence(ins) -> bool:
-    """Whether fence ``ins`` counts for HB4 (``Machine.pfence``): ``fence.proxy.async{.space}``
-    and ``fence.mbarrier_init`` (a proxy fence for the inits)."""
-    return ("proxy" in ins.parts and any(x.startswith("async") for x in ins.parts[2:])) or \
-        "mbarrier_init" in ins.parts
+    """Whether fence ``ins`` counts for HB4 on shared memory (``Machine.pfence``)."""
+    return "shared" in proxy_fence_spaces(ins)
 
 
 @handler("fence")
 def _fence(m, ins, pc, exe, active):
-    if counts_as_proxy_fence(ins):
-        m.proxy_fence(exe)
+    spaces = proxy_fence_spaces(ins)
+    if spaces:
+        m.proxy_fence(exe, spaces)
     return None
 
 

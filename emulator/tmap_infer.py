@@ -136,6 +136,8 @@ class ProbeLog:
     ranks: dict[int, int] = field(default_factory=dict)
     #: a reason the probe saw that makes a map impossible to infer (rank mismatch ...)
     conflict: str = ""
+    #: the kernel uses 4-bit element types (half a byte per element is a plausible box)
+    subbyte: bool = False
 
     def _note(self, index: int, coords: list[int]) -> None:
         r = self.ranks.setdefault(index, len(coords))
@@ -317,9 +319,10 @@ def infer_maps(log: ProbeLog, params: dict[int, str]) -> tuple[dict[int, Inferre
         open_eq = next((e for e in eqs if sum(p not in x for p in e[0]) > 1), None)
         if open_eq is None:
             break
-        err = _split(open_eq, x, how, eqs, steps, dist, params)
+        err = _split(open_eq, x, how, eqs, steps, dist, params, loads)
     if err:
         return {}, err
+    _check_steps(x, how, steps, dist, log.subbyte)
     out: dict[int, InferredMap] = {}
     for p in sorted(used):
         if p in x:
@@ -352,6 +355,11 @@ def _store_only(p: int, stores: list[_Copy], every: list[_Copy], rank: int,
         above = [o.smem - c.smem for o in every if o.cta == c.cta and o.smem > c.smem]
         if above:
             n = min(n, min(above))
+    if steps and all(s_ is not None for s_ in steps):
+        # no more than a box of the coordinate steps of the largest element size that fits
+        # (the written bytes may run on into data next to the staging tile)
+        prod = math.prod(steps)
+        n = max((prod * es for es in (1, 2, 4, 8) if prod * es <= n), default=n)
     n = n // 16 * 16
     if n >= 16:
         ext = _factor(n, rank) or _factor(16, rank)
@@ -363,6 +371,47 @@ def _store_only(p: int, stores: list[_Copy], every: list[_Copy], rank: int,
     box[0] = -(-box[0] // 16) * 16
     return InferredMap(p, 1, tuple(box), "stores only: at most its coordinate steps, an "
                                          "under-estimate")
+
+
+def _check_steps(x: dict[int, int], how: dict[int, str], steps, dist, subbyte: bool) -> None:
+    """A map whose every coordinate moved has a box of at most those steps (tiles side by side)
+    and an element size of 1, 2, 4 or 8 bytes (half a byte in a kernel with 4-bit types): bytes
+    per copy that are no such multiple of the steps' product come from a wrong ``expect_tx``
+    (one that leaves out a box, or counts only this CTA's half of a multicast, in every phase
+    alike); the map then takes the steps' box and the checked run reports the byte counts."""
+    sizes = (0.5, 1, 2, 4, 8) if subbyte else (1, 2, 4, 8)
+    for p, v in list(x.items()):
+        st = steps.get(p)
+        if not st or any(s_ is None for s_ in st):
+            continue
+        prod = math.prod(st)
+        if any(v == prod * es for es in sizes):
+            continue
+        fit = next((int(prod * es) for es in sizes if prod * es >= v and prod * es % 16 == 0),
+                   None)
+        if fit is None or (dist.get(p) and fit > dist[p]):
+            continue
+        x[p] = fit
+        how[p] = (f"its coordinate steps ({' x '.join(map(str, st))} elements; the expect_tx "
+                  f"counts imply {v} B per copy, no whole element size)")
+
+
+def _layout_ok(x: dict[int, int], loads: dict[int, list[_Copy]]) -> bool:
+    """No two loads of different shared destinations overlap with these bytes per copy (a
+    split that makes one map's box run into the next stage's buffer is wrong; the same
+    destination loaded again is a buffer reused)."""
+    per_cta: dict[int, set[tuple[int, int]]] = {}
+    for p, cs in loads.items():
+        if p not in x:
+            continue
+        for c in cs:
+            per_cta.setdefault(c.cta, set()).add((c.smem, c.smem + x[p]))
+    for iv in per_cta.values():
+        srt = sorted(iv)
+        for (a0, a1), (b0, b1) in zip(srt, srt[1:]):
+            if b0 != a0 and b0 < a1:
+                return False
+    return True
 
 
 def _distance(loads: list[_Copy]) -> int | None:
@@ -448,7 +497,7 @@ def _gap(spans, p: int) -> int | None:
     return min(d) if d else None
 
 
-def _split(eq, x, how, eqs, steps, dist, params) -> str:
+def _split(eq, x, how, eqs, steps, dist, params, loads) -> str:
     """A phase with several undecided maps: try candidate sizes for all but one of them (the
     equation gives the last, no larger than its stage distance), keep the first assignment
     every phase agrees with; failing that, each map its stage distance when all have one."""
@@ -476,7 +525,7 @@ def _split(eq, x, how, eqs, steps, dist, params) -> str:
             for p, (v, w) in zip(fixed, combo):
                 tx[p], th[p] = v, w
             if not _propagate(tx, th, eqs, params, dist) and last in tx and (
-                    dist[last] is None or tx[last] <= dist[last]):
+                    dist[last] is None or tx[last] <= dist[last]) and _layout_ok(tx, loads):
                 th.setdefault(last, "expect_tx less the other maps' bytes")
                 if th[last] == "expect_tx of its mbarrier phases":
                     th[last] = "expect_tx less the other maps' bytes"

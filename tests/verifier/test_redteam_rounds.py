@@ -1,4 +1,5 @@
-"""Red team round 11 (``fixtures/redteam11``, README there): each file gets the verdict of
+"""Red team rounds 11 and 12 (``fixtures/redteam11``, ``fixtures/redteam12``, READMEs there):
+each file gets the verdict of
 ``ailower verify FILE --arch ARCH`` without ``--kernel`` or a launch file - ``flag`` when the
 static verifier reports an error or the happens-before check of the default launch
 (:func:`emulator.check_default_launch`: tensor maps inferred, one cluster for cluster code)
@@ -14,18 +15,28 @@ import pytest
 import emulator
 from verifier import verify
 
-FIX = Path(__file__).parent / "fixtures" / "redteam11"
-with open(FIX / "expect.tsv", newline="") as fh:
-    ROWS = [(r["file"], r["arch"], r["expect"]) for r in csv.DictReader(fh, delimiter="\t")]
+FIXTURES = Path(__file__).parent / "fixtures"
+FOLDERS = ("redteam11", "redteam12")
 
 
-def test_every_file_has_an_expectation():
-    assert {r[0] for r in ROWS} == {p.name for p in FIX.glob("*.ptx")}
+def _rows(folder: str) -> list[tuple[str, str, str, str]]:
+    with open(FIXTURES / folder / "expect.tsv", newline="") as fh:
+        return [(folder, r["file"], r["arch"], r["expect"])
+                for r in csv.DictReader(fh, delimiter="\t")]
 
 
-@pytest.mark.parametrize("name,arch,expect", ROWS, ids=[r[0] for r in ROWS])
-def test_verdict_of_ailower_verify(name, arch, expect):
-    text = (FIX / name).read_text()
+ROWS = [r for f in FOLDERS for r in _rows(f)]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_every_file_has_an_expectation(folder):
+    assert {r[1] for r in ROWS if r[0] == folder} == \
+        {p.name for p in (FIXTURES / folder).glob("*.ptx")}
+
+
+@pytest.mark.parametrize("folder,name,arch,expect", ROWS, ids=[f"{r[0]}/{r[1]}" for r in ROWS])
+def test_verdict_of_ailower_verify(folder, name, arch, expect):
+    text = (FIXTURES / folder / name).read_text()
     static = [f"{f.rule}:{f.line} {f.message}" for f in verify(text, arch=arch,
                                                                filename=name).errors]
     checks = emulator.check_default_launch(text, arch=arch, filename=name)
