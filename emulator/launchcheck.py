@@ -427,15 +427,11 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
         log = _tmap_infer.ProbeLog(subbyte=any(
             k in ins.opcode for ins in prog.insts for k in ("e2m1", "mxf4", ".b4x16", "f4e2m1")))
         mach = Machine(prog, Launch(grid=grid, threads=threads, params=bound[1],
-                                    dynamic_smem=dyn, arch=arch, cluster=cfg.cluster or cluster),
-                       bound[0], race=False,
-                       time_limit_s=time_limit_s)
+                                    dynamic_smem=dyn, arch=arch, cluster=cluster),
+                       bound[0], race=False, time_limit_s=time_limit_s)
         mach.tmap_probe = log
-        try:
-            probe_out = mach.run()
-        except EmulationUnsupported as exc:
-            res.status, res.reason = "unsupported", str(exc)
-            res.seconds = time.perf_counter() - t0
+        probe_out = _run(mach, res, t0)
+        if probe_out is None:
             return res
         inferred, why = _tmap_infer.infer_maps(log, undescribed)
         if not inferred:
@@ -460,11 +456,8 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     mach = Machine(prog, Launch(grid=grid, threads=threads, params=params, dynamic_smem=dyn,
                                 arch=arch, cluster=cluster), gmem, race=True,
                    time_limit_s=max(1.0, time_limit_s - (time.perf_counter() - t0)))
-    try:
-        outcome = mach.run()
-    except EmulationUnsupported as exc:
-        res.status, res.reason = "unsupported", str(exc)
-        res.seconds = time.perf_counter() - t0
+    outcome = _run(mach, res, t0)
+    if outcome is None:
         return res
     res.seconds = time.perf_counter() - t0
     res.findings = list(outcome.findings)
@@ -504,6 +497,17 @@ def _default_cluster(prog, fn) -> tuple[int, int, int] | None:
                 (o.name or "") in _CLUSTER_USE for o in ins.operands):
             return (2, 1, 1)
     return None
+
+
+def _run(mach: Machine, res: LaunchCheck, t0: float):
+    """``mach.run()``'s outcome, or None with ``res`` saying which instruction the emulator
+    lacks (and the seconds since ``t0``)."""
+    try:
+        return mach.run()
+    except EmulationUnsupported as exc:
+        res.status, res.reason = "unsupported", str(exc)
+        res.seconds = time.perf_counter() - t0
+        return None
 
 
 def _tmap_like(p) -> bool:

@@ -365,21 +365,16 @@ def _tmem_war_check(m, sh: _TmemShadow, ln: int, c: int, rows, cols, pc: int,
         rl_o = rl[other]
         pend = sh.r_pend[c][rows, cols][other]
         late = pend | ~sh.after_wait(m, ln, sh.r_wait[c][rows, cols][other])
-        key = ("HB1", "tmem-war", pc)
-        if late.any() and key not in m.findings:
-            from verifier.findings import Finding, Note
+        if late.any():
             j = int(np.flatnonzero(late)[0])
-            ins = m.prog.insts[pc]
             why = ("its 'tcgen05.wait::ld' has not completed the load" if pend[j] else
                    "the reader's 'tcgen05.wait::ld' is not ordered before this issue")
-            m.findings[key] = Finding(
-                rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
-                message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} {what} "
-                         f"TMEM that a 'tcgen05.ld' of {m._who(int(rl_o[j]))} reads: {why}"),
-                notes=[Note(message="missing synchronisation: the reader's 'tcgen05.wait::ld' "
-                                    "after its last tcgen05.ld of these cells, then "
-                                    "tcgen05.fence::before_thread_sync and the release (mbarrier "
-                                    "arrive / barrier) that hands the cells to the writer")])
+            _tmem_race(m, ("HB1", "tmem-war", pc), pc,
+                       f"{m._who(g)} {what} TMEM that a 'tcgen05.ld' of "
+                       f"{m._who(int(rl_o[j]))} reads: {why}",
+                       "the reader's 'tcgen05.wait::ld' after its last tcgen05.ld of these "
+                       "cells, then tcgen05.fence::before_thread_sync and the release (mbarrier "
+                       "arrive / barrier) that hands the cells to the writer")
     sh.r_lane[c][rows, cols] = -1
     sh.r_pend[c][rows, cols] = False
 
@@ -816,21 +811,27 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
                    ~sh.after_wait(m, ln, sh.w_wait[c][rows, c0:c1][other]))
     if not late.any():
         return
-    key = ("HB1", "tmem-acc", what, pc)
-    if key in m.findings:
-        return
     j = int(np.flatnonzero(late)[0])
-    from verifier.findings import Finding, Note
-    ins = m.prog.insts[pc]
     why = ("its 'tcgen05.wait::st' has not completed the store" if pend[j] else
            "the writer's 'tcgen05.wait::st' is not ordered before the MMA's issue")
+    _tmem_race(m, ("HB1", "tmem-acc", what, pc), pc,
+               f"{m._who(g)} {what} TMEM written by 'tcgen05.st' of {m._who(int(wl_o[j]))}: "
+               f"{why}",
+               "'tcgen05.wait::st' by the writers, tcgen05.fence::before_thread_sync, a "
+               "barrier, then tcgen05.fence::after_thread_sync before the MMA")
+
+
+def _tmem_race(m, key: tuple, pc: int, what: str, fix: str) -> None:
+    """Record the HB1 finding ``key`` (once) at ``pc``: "data race on tensor memory: '<opcode>'
+    by ``what``", with the missing synchronisation ``fix`` as a note."""
+    if key in m.findings:
+        return
+    from verifier.findings import Finding, Note
+    ins = m.prog.insts[pc]
     m.findings[key] = Finding(
         rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
-        message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} {what} "
-                 f"TMEM written by 'tcgen05.st' of {m._who(int(wl_o[j]))}: {why}"),
-        notes=[Note(message="missing synchronisation: 'tcgen05.wait::st' by the writers, "
-                            "tcgen05.fence::before_thread_sync, a barrier, then "
-                            "tcgen05.fence::after_thread_sync before the MMA")])
+        message=f"data race on tensor memory: '{ins.opcode}' by {what}",
+        notes=[Note(message=f"missing synchronisation: {fix}")])
 
 
 def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int,
