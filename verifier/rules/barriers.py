@@ -353,29 +353,35 @@ def _rendezvous(fa, cta: list[int], i: int) -> bool:
     if not branches:
         return False
 
-    def reach(start: int) -> set[int]:
-        seen, work = {start}, [start]
-        while work:
-            x = work.pop()
-            for d in cfg.succ_ids(x):
-                if d != cfg.exit_id and d not in seen:
-                    seen.add(d)
-                    work.append(d)
-        return seen
-
-    def met(side: int) -> bool:
-        r = reach(side)
-        # a side that reaches a same-id site arrives; a side that runs to the kernel's exit
-        # releases the barrier when it exits (PTX ISA 9.1 §9.7.12 exit: "if the exiting threads
-        # are holding up the barrier, the barrier is released"). Whether the sides' timing
-        # matches (a partition parked at another barrier first) is a question of the concrete
-        # execution, left to emulation.
-        return bool(r & sites) or any(cfg.exit_id in cfg.succ_ids(x) for x in r)
-
+    # a side that reaches a same-id site arrives; a side that runs to the kernel's exit
+    # releases the barrier when it exits (PTX ISA 9.1 §9.7.12 exit: "if the exiting threads
+    # are holding up the barrier, the barrier is released"). Whether the sides' timing
+    # matches (a partition parked at another barrier first) is a question of the concrete
+    # execution, left to emulation.
     others = sites - {b} or {cfg.block_of[j] for j in cta if j != i
                              and _nonaligned_id(fa, cfg.instrs[j], j) == bid}
-    return bool(others) and all(met(s) for d in branches for s in cfg.succ_ids(d)
-                                if s != cfg.exit_id)
+    return bool(others) and _sides_meet(cfg, branches, sites)
+
+
+def _sides_meet(cfg, branches, sites: set[int]) -> bool:
+    """Every side of every branch in ``branches`` reaches a block of ``sites`` or the kernel's
+    exit (:func:`_rendezvous`, :func:`_cluster_rendezvous`)."""
+
+    def met(side: int) -> bool:
+        seen, work = {side}, [side]
+        while work:
+            x = work.pop()
+            if x in sites:
+                return True
+            for d in cfg.succ_ids(x):
+                if d == cfg.exit_id:
+                    return True
+                if d not in seen:
+                    seen.add(d)
+                    work.append(d)
+        return False
+
+    return all(met(s) for d in branches for s in cfg.succ_ids(d) if s != cfg.exit_id)
 
 
 class ArriveReuse(Property):
@@ -488,24 +494,7 @@ def _cluster_rendezvous(fa, i: int) -> bool:
              if _cluster(x) and x.parts[2] == op}
     b = cfg.block_of[i]
     branches = [d for d, c in v.branch_class.items() if c != UNIFORM and b in cfg.region(d)]
-    if not branches:
-        return False
-
-    def met(side: int) -> bool:
-        seen, work = {side}, [side]
-        while work:
-            x = work.pop()
-            if x in sites:
-                return True
-            for d in cfg.succ_ids(x):
-                if d == cfg.exit_id:
-                    return True
-                if d not in seen:
-                    seen.add(d)
-                    work.append(d)
-        return False
-
-    return all(met(sd) for d in branches for sd in cfg.succ_ids(d) if sd != cfg.exit_id)
+    return bool(branches) and _sides_meet(cfg, branches, sites)
 
 
 def cluster_barrier_partial(ctx: Context) -> list[Finding]:
