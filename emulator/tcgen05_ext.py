@@ -361,7 +361,6 @@ def _tmem_war_check(m, sh: _TmemShadow, ln: int, c: int, rows, cols, pc: int,
     g = int(m.glane[ln])
     other = (rl >= 0) & (rl != g)
     if other.any():
-        T = m.T
         rl_o = rl[other]
         pend = sh.r_pend[c][rows, cols][other]
         late = pend | ~sh.after_wait(m, ln, sh.r_wait[c][rows, cols][other])
