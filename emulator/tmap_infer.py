@@ -215,25 +215,26 @@ class InferredMap:
     def box_bytes(self) -> int:
         return math.prod(self.box) * self.esize
 
+    def _strides(self) -> tuple[int, ...]:
+        """Byte strides of dims 1.. of the tensor of exactly one box (16-byte multiples)."""
+        strides, acc = [], self.esize
+        for d in self.box[:-1]:
+            acc = -(-(acc * d) // 16) * 16
+            strides.append(acc)
+        return tuple(strides)
+
     def encode(self, address: int) -> bytes:
         """The 128 bytes of this map over a tensor of exactly one box at ``address`` (coordinates
         outside it are out of bounds: zero-filled loads, dropped stores), marked inferred."""
         from emulator.async_copy import encode_tensor_map
-        strides, acc = [], self.esize
-        for d in self.box[:-1]:
-            acc *= d
-            strides.append(-(-acc // 16) * 16)
-            acc = strides[-1]
         elem = {1: 0, 2: 1, 4: 2, 8: 4}[self.esize]
-        return tag_map(encode_tensor_map(address, elem, self.box, tuple(strides), self.box),
+        return tag_map(encode_tensor_map(address, elem, self.box, self._strides(), self.box),
                        "I", self.index)
 
     def tensor_bytes(self) -> int:
         """Bytes of the zero-filled tensor behind :meth:`encode`."""
-        acc = self.esize
-        for d in self.box[:-1]:
-            acc = -(-(acc * d) // 16) * 16
-        return acc * self.box[-1]
+        strides = self._strides()
+        return (strides[-1] if strides else self.esize) * self.box[-1]
 
 
 def _steps(copies: list[_Copy], rank: int) -> list[int | None]:
