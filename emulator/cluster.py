@@ -364,6 +364,7 @@ def on_exit(m, exe: np.ndarray) -> None:
             if m.ntr and c * T < m.ntr:
                 _exit_check(m, c)
                 _cta_pair.exit_check(m, c)  # HB9: a CTA-pair MMA still using this CTA
+                _arrival_check(m, c)
         _complete(m, int(cb.bcl[c]))
 
 
@@ -412,6 +413,36 @@ def _exit_check(m, c: int) -> None:
                                 "(barrier.cluster.arrive + barrier.cluster.wait) after the "
                                 "peer's last access and before the owner exits")])
         return
+
+
+def _arrival_check(m, c: int) -> None:
+    """HB9 at the exit of CTA ``c``: a peer's asynchronous arrival on one of its mbarriers
+    (:meth:`Machine.mbar_remote_async`) in a phase no thread of ``c`` observed. Only an
+    observed phase shows that the arrival was performed; a cluster barrier the issuer reaches
+    after issuing does not (the arrival is made by the async proxy at completion: CUTLASS's
+    "producer tail" waits on every stage's empty barrier for this reason)."""
+    for (cta, off), st in m.mbar.items():
+        if cta != c or not st.get("remote"):
+            continue
+        seen = int(st.get("seen", 0))
+        late = [(pc, ph, who) for pc, (ph, who) in st["remote"].items() if ph >= seen]
+        if not late:
+            continue
+        pc, ph, who = min(late)
+        key = ("HB9", "arrival", pc)
+        if key in m.findings:
+            continue
+        i1 = m.prog.insts[pc]
+        m.findings[key] = Finding(
+            rule="HB9", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
+            message=(f"CTA {int(m.batch_ids[c])} exits while the asynchronous arrival of "
+                     f"'{i1.opcode}' (issued by CTA {who}) on its mbarrier at shared 0x{off:x} "
+                     f"is not known to have been performed: no thread of CTA "
+                     f"{int(m.batch_ids[c])} waited on phase {ph} or a later one"),
+            notes=[Note(message="missing synchronisation: before exiting, wait on the phases "
+                                "of the mbarrier that peers' asynchronous operations arrive on "
+                                "(a producer tail); a cluster barrier after the issue does not "
+                                "order an asynchronous arrival")])
 
 
 # ------------------------------------------------------------------ fences, mapa

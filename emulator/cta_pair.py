@@ -407,6 +407,7 @@ def _commit(m, ins, pc, exe) -> None:
         st = m.mbar_get(int(ln), a, pc)
         ac = int(m.acol[c])
         st["vc"][ac] = max(int(st["vc"][ac]), epoch)
+        m.mbar_remote_async(int(ln), a, pc)
         m.mbar_arrive(int(ln), a, 1, 0, pc)
 
 

@@ -1654,7 +1654,30 @@ class Machine:
             self._mbar_complete(lane, addr, st)
         return before
 
-    def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int) -> None:
+    def mbar_remote_async(self, lane: int, addr: int, pc: int) -> None:
+        """An asynchronous operation issued by ``lane`` (a ``tcgen05.commit``, a TMA or bulk
+        copy's complete-tx, an ``st.async``) arrives on the mbarrier at ``addr``: when that
+        mbarrier is a peer CTA's, record the phase it arrives in, which a thread of the owning
+        CTA must observe (a successful wait on that phase or a later one) before the CTA exits
+        (HB9, :func:`emulator.cluster.on_exit`). The issuer's own synchronisation (a cluster
+        barrier after the issue) does not order an asynchronous arrival (PTX ISA 9.1
+        §9.7.16.7.1 'tcgen05.commit', §9.7.9.25.4 the bulk copies: the arrival is made by the
+        async proxy when the operation completes)."""
+        key = self.mbar_key(lane, addr, pc)
+        if key[0] == int(self.cta_local[lane]):
+            return
+        st = self.mbar.get(key)
+        if st is not None:
+            st.setdefault("remote", {})[pc] = (int(st["phase"]),
+                                               int(self.batch_ids[self.cta_local[lane]]))
+
+    def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int,
+                         asynchronous: bool = True) -> None:
+        """Complete ``nbytes`` of transactions on the mbarrier at ``addr`` (an asynchronous
+        operation's complete-tx unless ``asynchronous`` is False: the ``mbarrier.complete_tx``
+        instruction, which the issuing thread performs in program order)."""
+        if asynchronous:
+            self.mbar_remote_async(lane, addr, pc)
         st = self.mbar_get(lane, addr, pc)
         st["tx"] -= nbytes
         if st["pending"] <= 0 and st["tx"] == 0:
@@ -1795,6 +1818,8 @@ class Machine:
             done = par[inv == gi] != (st["phase"] & 1)
             okl, blk = grp[done], grp[~done]
             ok[okl] = True
+            if okl.size:  # the owning CTA observed every phase completed so far
+                st["seen"] = int(st["phase"])
             if self.ntr:
                 tl = okl[okl < self.ntr]
                 if tl.size and acquire:

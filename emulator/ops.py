@@ -1806,7 +1806,7 @@ def _mbarrier(m, ins, pc, exe, active):
                 st = m.mbar_get(int(ln), a, pc)
                 st["tx"] += int(val[ln])
             elif kind == "complete_tx":
-                m.mbar_complete_tx(int(ln), a, int(val[ln]), pc)
+                m.mbar_complete_tx(int(ln), a, int(val[ln]), pc, asynchronous=False)
             elif "expect_tx" in mods:
                 states[ln] = m.mbar_arrive(int(ln), a, 1, int(val[ln]), pc)
             else:

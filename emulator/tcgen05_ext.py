@@ -312,6 +312,7 @@ def _tc_commit_multicast(m, ins, pc, exe, mods):
             a = off if r == int(m.rk_of[m.batch_ids[c]]) else ((r + 1) << 24) | off
             st = m.mbar_get(int(ln), a, pc)
             st["vc"][ac] = max(int(st["vc"][ac]), epoch)
+            m.mbar_remote_async(int(ln), a, pc)
             m.mbar_arrive(int(ln), a, 1, 0, pc)
     return None
 

@@ -509,6 +509,29 @@ def test_bulk_copy_into_a_peers_shared_memory_completes_on_its_mbarrier(copy):
     assert res.status == "fault" and "another CTA" in res.message
 
 
+@pytest.mark.parametrize("copy", sorted(PEER_COPIES))
+@pytest.mark.parametrize("wait", ["", PEER_WAIT])
+def test_a_cta_that_exits_before_observing_a_peers_copy_arrival_is_hb9(copy, wait):
+    # the destination CTA neither reads the bytes nor (without `wait`) waits on the mbarrier
+    # they complete on: the cluster barrier after the issue does not order the copy's
+    # asynchronous arrival, so it may land after the CTA exited (red team round 11, m15)
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(4, np.uint32))
+    src = gmem.add("src", np.arange(4, dtype=np.uint32) + 1000)
+    launch = Launch(grid=(2, 1, 1), threads=64, params={"out": out.to_bytes(8, "little"),
+                                                        "src": src.to_bytes(8, "little")})
+    text = PEER_COPY.format(cluster=CL2, copy=PEER_COPIES[copy], wait=wait, mrank=1).replace(
+        "ld.shared.u32 %r5, [buf+128];\nst.global.u32 [%rd1], %r5;\n", "")
+    assert "buf+128" not in text.split("mapa")[-1]
+    res = run_launch(text, launch, gmem, filename="cl.ptx")
+    if wait:
+        assert res.status == "ok" and res.findings == [], (res.message, res.findings)
+    else:
+        assert _rules(res) == ["HB9"], [str(f) for f in res.findings]
+        f = res.findings[0]
+        assert "asynchronous arrival" in f.message and "cp.async.bulk" in f.message, f.message
+
+
 # ---- st.async / red.async into the peer, completing on its mbarrier (red team round 8) -----
 # each CTA arms its own mbarrier for 4 bytes, then stores its rank into the peer's buf[0]
 # ({op}) completing on the peer's mbarrier; after its wait it reads buf[0] and writes out[rank]
