@@ -42,7 +42,7 @@ MAX_WITNESS = 12
 #: Assumption sets kept per fact and block (a bounded disjunction; see :func:`_merge`).
 MAX_ALTERNATIVES = 4
 _MAX_VISITS = 200_000
-_MAX_FORKS = 8          # guard forks per block visit
+_MAX_FORKS = 32         # guard forks per block visit
 #: CPU-time budget of one property on one function (seconds, process time so that a loaded
 #: machine does not cut the analysis short). Past it the solver stops and
 #: the rule reports a note ("did not reach a fixed point") instead of running away.
@@ -129,6 +129,7 @@ class _Assume:
         self._shift: dict[str, tuple[str, int, int]] = {}   # r = s + c mod 2^w (single-def)
         self._align: dict[str, int] = {}    # r is a multiple of this power of two
         self._shr: dict[str, tuple[str, int, int]] = {}    # r = s >> c, logical (single-def)
+        self._since: dict[tuple[int, str, int], bool] = {}  # _unchanged_since cache
         for key, sites in values.def_sites.items():
             if len(sites) != 1:
                 continue
@@ -173,6 +174,10 @@ class _Assume:
                     dom = ("s" if t[0] == "s" else "u") + t[1:]
                     c = _wrap(c, w) if dom[0] == "s" else c & ((1 << w) - 1)
                     self._defs[key] = ("cmp", ins.parts[1], ak, c, dom, i)
+                elif ak is not None and c is None and ops[2].kind == "reg" and ops[2].name \
+                        and t[:1] in ("s", "u") and t[1:] in ("16", "32", "64"):
+                    bk = cfg.reg_key(ops[2].name, i)
+                    self._defs[key] = ("cmp2", ins.parts[1], ak, bk, t, i)
             elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
                 ks = []
                 for o in ops[1:]:
@@ -271,6 +276,8 @@ class _Assume:
             if lo > hi:
                 return None       # contradictory assumptions: the caller prunes the path
             return _cmp_decide(cmp, lo, hi, c)
+        if d[0] == "cmp2":
+            return self._decide_cmp2(A, d)
         if d[0] == "not":
             r = self.decide(A, d[1], depth + 1)
             return None if r is None else not r
@@ -289,6 +296,38 @@ class _Assume:
         if all(x is False for x in vals):
             return False
         return None
+
+    def _decide_cmp2(self, A: frozenset, d: tuple) -> bool | None:
+        """A compare of two registers (``setp.lt %p15, %a, %b``) decided by an assumption on
+        another compare of the same two registers and type (Triton's ``setp.ge %p14, %a, %b``
+        that skips the loop, next to the ``%p15`` guarding the prologue copies), when both
+        compares read the same values: the registers never change, or the two ``setp`` s are
+        in one block with no definition of either between them."""
+        _, cmp, ak, bk, t, si = d
+        for a in A:
+            if a[0] != "p":
+                continue
+            d2 = self._defs.get(a[1])
+            if d2 is None or d2[0] != "cmp2" or d2[4] != t or {d2[2], d2[3]} != {ak, bk} \
+                    or not self._same_reads(si, d2[5], (ak, bk)):
+                continue
+            rel = d2[1] if a[2] else _NEGATE.get(d2[1])
+            if rel is not None and d2[2] != ak:
+                rel = _SWAP.get(rel)
+            r = _REL_IMPLIES.get((rel, cmp))
+            if r is not None:
+                return r
+        return None
+
+    def _same_reads(self, i: int, j: int, regs: tuple[str, ...]) -> bool:
+        """Whether instructions ``i`` and ``j`` read the same values of ``regs``."""
+        if all(self._fixed(r) for r in regs):
+            return True
+        cfg = self.cfg
+        if cfg.block_of[i] != cfg.block_of[j]:
+            return False
+        lo, hi = min(i, j), max(i, j)
+        return not any(lo < x < hi for r in regs for x in self.v.def_sites.get(r, ()))
 
     def contradicts(self, A: frozenset) -> bool:
         """Whether the register ranges in ``A`` are unsatisfiable: some register's assumed
@@ -384,9 +423,60 @@ class _Assume:
         redefined."""
         if self._fixed(rk):
             return True
-        return (at is not None and self.cfg.block_of[setp_i] == self.cfg.block_of[at]
-                and setp_i < at and not any(setp_i < d < at
-                                            for d in self.v.def_sites.get(rk, ())))
+        return at is not None and self._unchanged_since(setp_i, rk, at)
+
+    def _unchanged_since(self, si: int, rk: str, at: int) -> bool:
+        """Whether register ``rk`` holds at instruction ``at`` the value it had when the
+        instruction at ``si`` last executed before it: no definition of ``rk`` lies on a CFG
+        path from ``si`` to ``at`` that does not pass ``si`` again (a re-execution of ``si``
+        speaks of the new value). A loop body's ``setp`` on a value computed earlier in the
+        same iteration (Triton's ``k_tiles > 0`` guard of the prologue copies, tested again by
+        the branch that skips the K loop) thus keeps its range; a compare from an earlier
+        iteration of a redefined register does not."""
+        ck = (si, rk, at)
+        got = self._since.get(ck)
+        if got is None:
+            got = self._since[ck] = self._unchanged_walk(si, rk, at)
+        return got
+
+    def _unchanged_walk(self, si: int, rk: str, at: int) -> bool:
+        cfg = self.cfg
+        defs = [d for d in self.v.def_sites.get(rk, ()) if d != si]
+        bs, ba = cfg.block_of[si], cfg.block_of[at]
+        if bs == ba and si < at:
+            return not any(si < d < at for d in defs)     # straight-line in one block
+        if any(d > si and cfg.block_of[d] == bs for d in defs):
+            return False                                  # redefined after si in its block
+
+        def walk(starts, step):
+            seen: set[int] = set()
+            work = [b for b in starts if b != bs and b < len(cfg.blocks)]
+            while work:
+                b = work.pop()
+                if b in seen:
+                    continue
+                seen.add(b)
+                work.extend(e for e in step(b) if e != bs and e < len(cfg.blocks))
+            return seen
+
+        fwd = walk([e.dst for e in cfg.blocks[bs].succs],
+                   lambda b: [e.dst for e in cfg.blocks[b].succs])
+        if ba != bs and ba not in fwd:
+            return False                                  # at is not reached from si
+        # blocks from which `at` is reached without passing si: ba's predecessors backwards
+        back = walk([e.src for e in cfg.blocks[ba].preds],
+                    lambda b: [e.src for e in cfg.blocks[b].preds])
+        for d in defs:
+            b = cfg.block_of[d]
+            if b == bs:
+                if d < si and ba == bs and d < at:
+                    # bs re-entered from its top (a loop), d before at: on the path
+                    if any(e.dst == bs for x in fwd | {bs} for e in cfg.blocks[x].succs):
+                        return False
+                continue
+            if b in fwd and (b in back or (b == ba and d < at)):
+                return False
+        return True
 
     def add(self, A: frozenset, key: str, value: bool, depth: int = 0,
             at: int | None = None) -> frozenset:
@@ -481,6 +571,21 @@ def _cmp_range(cmp: str, c: int, value: bool, dom: str = "") -> tuple[float, flo
     if cmp == "ne" and c == 0 and dom.startswith("u"):
         return (1, _INF)
     return None
+
+
+_NEGATE = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "eq": "ne", "ne": "eq"}
+_SWAP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "eq": "eq", "ne": "ne"}
+#: (known relation of a to b, compare of a with b) -> its value, where implied
+_REL_IMPLIES = {
+    **{("lt", c): v for c, v in (("lt", True), ("le", True), ("ne", True), ("gt", False),
+                                 ("ge", False), ("eq", False))},
+    **{("gt", c): v for c, v in (("gt", True), ("ge", True), ("ne", True), ("lt", False),
+                                 ("le", False), ("eq", False))},
+    **{("eq", c): v for c, v in (("eq", True), ("le", True), ("ge", True), ("ne", False),
+                                 ("lt", False), ("gt", False))},
+    ("le", "le"): True, ("le", "gt"): False, ("ge", "ge"): True, ("ge", "lt"): False,
+    ("ne", "ne"): True, ("ne", "eq"): False,
+}
 
 
 def _cmp_decide(cmp: str, lo: float, hi: float, c: int) -> bool | None:
@@ -738,14 +843,24 @@ def _implies(A: frozenset, S: frozenset) -> bool:
 
 def _modelled_path(cfg: CFG, ev: Event, assume: _Assume) -> bool:
     """Every branch decision on the event's witness tests a predicate the assumptions model
-    (a comparison with a constant, or ``and``/``or``/``not`` of such): the path is feasible as
-    far as the solver can tell, not merely undecided."""
+    (a comparison with a constant, or ``and``/``or``/``not`` of such, or a compare of two
+    registers): the path is feasible as far as the solver can tell, not merely undecided.
+    Compares of two registers model a path only while no two of them on it pair one register
+    with different partners (``%r3 >= %r69`` and ``%r3 >= %r66`` with ``%r69 = %r66 - 64``:
+    linear relations between registers are beyond the solver, so the pair is undecided)."""
+    pairs: dict[str, set[str]] = {}
     for i, d in ev.witness:
         if not d.startswith("branch"):
             continue
         ins = cfg.instrs[i]
-        if ins.predicate is None or cfg.reg_key(ins.predicate, i) not in assume._defs:
+        d = None if ins.predicate is None else assume._defs.get(cfg.reg_key(ins.predicate, i))
+        if d is None:
             return False
+        if d[0] == "cmp2":
+            for a, b in ((d[2], d[3]), (d[3], d[2])):
+                pairs.setdefault(a, set()).add(b)
+                if len(pairs[a]) > 1:
+                    return False
     return True
 
 
