@@ -671,7 +671,14 @@ def _tmem_region(fa, ins, i):
 
 
 _CROSSED = "@crossed"
-"""Tag of a pending ``tcgen05.st`` region that a CTA barrier / arrive has already published."""
+"""Tag of a pending ``tcgen05.st`` region (or unread ``tcgen05.ld``) that a CTA barrier /
+arrive has already published."""
+
+
+def _ld_of(j) -> int:
+    """The ``tcgen05.ld`` index of an entry of :class:`TmemAccess`'s unread set (``j`` or
+    ``(_CROSSED, j)``)."""
+    return j[1] if isinstance(j, tuple) else j
 
 
 def _conflict(pending, region) -> bool:
@@ -716,6 +723,7 @@ class TmemAccess(Property):
                           for i, ins in enumerate(instrs)]
         # mbarriers every arrive on which is preceded (same block) by fence::before_thread_sync
         fenced: dict = {}
+        self._arrive_spans: list[tuple[tuple, bool]] = []   # ((sym, lo, hi), fenced)
         for blk in cfg.blocks:
             armed = False
             for i in range(blk.start, blk.end):
@@ -728,11 +736,35 @@ class TmemAccess(Property):
                         and ins.parts[1].startswith("arrive"):
                     v = addr_val(fa, mbar_operand(ins), i) if fa is not None else None
                     fenced[v] = fenced.get(v, True) and armed
+                    span = _mbar_span(fa, ins, i, v)
+                    self._arrive_spans.append((span, armed))
         self._fenced_mbars = {v for v, ok in fenced.items() if ok and v is not None}
 
     def relevant(self, ins):
         return ins.parts[0] == "tcgen05" or is_mbar_wait(ins) or is_cta_barrier(ins) \
             or is_arrive_signal(ins)
+
+    def _fenced_span(self, span) -> bool | None:
+        """A wait on an mbarrier somewhere in ``span`` (``(sym, lo, hi)``: a computed address,
+        CUTLASS's ``tmem_empty + 8 * (i & 1)``) orders the arriving threads' TMEM accesses:
+        some ``mbarrier.arrive`` may target the span and every one that may is fenced (an
+        arrive whose address is unknown may target it: then None, undecided, when the arrives
+        known to target it are all fenced)."""
+        if span is None:
+            return False
+        hits = [(ok, sp is None) for sp, ok in self._arrive_spans
+                if sp is None or (sp[0] == span[0] and sp[1] < span[2] + 8
+                                  and span[1] < sp[2] + 8)]
+        known = [ok for ok, unknown in hits if not unknown]
+        if not known or not all(known):
+            return False
+        return None if any(unknown for _, unknown in hits) else True
+
+    def at_exit(self, i, fact, report):
+        if any(isinstance(j, tuple) for j in fact[7]):
+            report("TL4", "the thread exits while a 'tcgen05.ld' whose registers it never read "
+                          "is still in flight past a signal to other threads (no "
+                          "'tcgen05.wait::ld')")
 
     def relevant_index(self, i):
         return self._reads_ld[i] or self.relevant(self.cfg.instrs[i])
@@ -742,7 +774,7 @@ class TmemAccess(Property):
         p = ins.parts
         if unc and self._reads_ld[i]:
             uses = self.values.uses[i]
-            unc = frozenset(j for j in unc if self._ld_regs[j].isdisjoint(uses))
+            unc = frozenset(j for j in unc if self._ld_regs[_ld_of(j)].isdisjoint(uses))
             if not self.relevant(ins):
                 return (pl, ps, mma, mbar, since, aw, needf, unc)
         if p[0] == "tcgen05":
@@ -802,7 +834,13 @@ class TmemAccess(Property):
                     report("TF2", "'tcgen05.dealloc' while an issued 'tcgen05.mma' may still "
                                   "write TMEM" + _TF2_CROSSED[mma == 3],
                            severity="note" if mma == 3 else None)
-                if since:
+                if since == _SINCE_UNDECIDED:
+                    report("TA10", "'tcgen05.dealloc' follows a wait on an mbarrier whose "
+                                   "arrives known statically all follow "
+                                   "'tcgen05.fence::before_thread_sync', but an arrive whose "
+                                   "address is not known may target it: not decided statically",
+                           severity="note")
+                elif since:
                     report("TA10", "'tcgen05.dealloc' is not ordered after the TMEM accesses of "
                                    "the other warps by a barrier")
                 return (pl, ps, mma, mbar, since, aw, needf, unc)
@@ -814,15 +852,25 @@ class TmemAccess(Property):
                     mma = 0
             if v is not None and v in self._fenced_mbars:
                 since = False
+            elif v is None and since:
+                f = self._fenced_span(_mbar_span(self.fa, ins, i, None))
+                since = False if f else (_SINCE_UNDECIDED if f is None else since)
             return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
             # a pending ld at a barrier is not reported: Triton 3.9 syncs before its
             # 'wait::ld' once the registers are consumed; the TMEM write that would race is
             # checked where this thread issues it (st / mma / dealloc)
-            if unc:
+            # an ld still unread and unwaited at a signal is reported at the next signal (or
+            # at exit, or at a TMEM write / dealloc of this thread): Triton 3.9 emits
+            # 'tcgen05.ld; bar.sync; tcgen05.wait::ld' where the bar.sync guards shared
+            # scratch, and a TMEM write by another thread after the first signal is checked
+            # concretely by the emulator (its TMEM write-after-read check); an ld that this
+            # thread never reads nor waits for (cutlass#3652) still reaches the next signal
+            if any(isinstance(j, tuple) for j in unc):
                 report("TL4", f"'{ins.opcode}' signals other threads while a 'tcgen05.ld' whose "
                               "registers this thread never read is still in flight (no "
                               "'tcgen05.wait::ld')")
+            unc = frozenset((_CROSSED, _ld_of(j)) for j in unc)
             # a store pending at one signal is reported at the next one: Triton's epilogue
             # stores P, signals, stores O, then 'wait::st' (completing both) before the barrier
             # that hands TMEM to the MMA issuer; consumers in this thread are checked at their
@@ -1115,6 +1163,22 @@ def _tmem_slots(fa) -> dict:
                 slots[s] = 0
     fa.cache["tmem_slots"] = slots
     return slots
+
+
+#: TmemAccess's "TMEM accessed since the last ordering point" when the ordering is a wait the
+#: static rule cannot decide (:meth:`TmemAccess._fenced_span` None)
+_SINCE_UNDECIDED = 2
+
+
+def _mbar_span(fa, ins, i: int, v) -> tuple | None:
+    """``(sym, lo, hi)``: the mbarrier operand of ``ins`` lies at ``sym + lo .. sym + hi``
+    (``v``, its resolved value, when known; else the interval analysis); None when unknown."""
+    if v is not None:
+        return (v[1], v[2], v[2]) if v[0] == "s" else None
+    if fa is None:
+        return None
+    from verifier.rules.async_proxy import _ranges
+    return _ranges(fa).address(mbar_operand(ins), i)
 
 
 def _per_warp(fa, o, i) -> list[int | None] | None:
