@@ -87,8 +87,8 @@ def parse_ptx(text: str, filename: str = "<ptx>") -> Module:
 
 
 class _Parser:
-    __slots__ = ("_call", "_l0", "_l1", "_ln", "filename", "i", "loc", "ls", "mod", "starts",
-                 "text", "toks")
+    __slots__ = ("_call", "_l0", "_l1", "_ln", "_plain", "filename", "i", "loc", "ls", "mod",
+                 "starts", "text", "toks")
 
     def __init__(self, text: str, filename: str):
         self.text = text
@@ -100,6 +100,10 @@ class _Parser:
         self._ln, self._l0, self._l1 = 1, 0, -1
         self.mod = Module(filename=filename)
         self._call = False  # parsing a 'call': '(' opens an argument list, else an expression
+        # registers declared without '%' ('.reg .b32 remAddr32;' in CUTLASS's inline asm: any
+        # identifier names a register, PTX ISA 9.1 §5.3.1), per open scope: name -> count
+        # of a parameterized declaration ('.reg .b32 r<4>;' names r0..r3) or None
+        self._plain: list[dict[str, int | None]] = []
 
     # ----------------------------------------------------------------- positions and errors
 
@@ -143,6 +147,20 @@ class _Parser:
             raise self.expected(f"'{tok}'")
         self.i = k + 1
         return k
+
+    def _plain_reg(self, t: str) -> bool:
+        """Whether identifier ``t`` names a register declared without '%' in an open scope."""
+        for sc in self._plain:
+            if t in sc and sc[t] is None:
+                return True
+            i = len(t)
+            while i and t[i - 1].isdigit():
+                i -= 1
+            if 0 < i < len(t) and (t[i] != "0" or i == len(t) - 1):
+                n = sc.get(t[:i])
+                if n is not None and int(t[i:]) < n:
+                    return True
+        return False
 
     def ident(self, what: str = "an identifier", allow_reg: bool = False) -> str:
         k = self.i
@@ -534,6 +552,8 @@ class _Parser:
             line, col = self.lc(nk)
             out.append(RegDecl(name=name, type=typ, line=line, col=col, count=count, vec=vec,
                                align=align))
+            if name[:1] != "%" and self._plain:
+                self._plain[-1][name] = count
             t = toks[self.i]
             self.i += 1
             if t == ";":
@@ -552,6 +572,7 @@ class _Parser:
         open_ks = [self.i]
         self.i += 1
         stack = [root]
+        self._plain = [{}]
         cur = root.stmts
         instr = self.instruction
         while True:
@@ -574,6 +595,7 @@ class _Parser:
                 self.body_directive(cur)
             elif t == "}":
                 sc = stack.pop()
+                self._plain.pop()
                 open_ks.pop()
                 sc.end_line, sc.end_col = self.lc(k)
                 self.i = k + 1
@@ -585,6 +607,7 @@ class _Parser:
                 sc = Scope([], line, col)
                 cur.append(sc)
                 stack.append(sc)
+                self._plain.append({})
                 open_ks.append(k)
                 if len(stack) > _MAX_DEPTH:
                     raise self.error(k, "scopes nested too deeply")
@@ -717,7 +740,7 @@ class _Parser:
             self.i = k + 1
             if t == "_":
                 op = Operand("sink", t, line, col)
-            elif c == "%":
+            elif c == "%" or (self._plain and self._plain_reg(t)):
                 op = Operand("reg", t, line, col, name=t)
             else:
                 op = Operand("symbol", t, line, col, name=t)
@@ -792,7 +815,8 @@ class _Parser:
         off = 0
         bl, bc = self.lc(self.i)
         if c in _ID_START and t != "_":
-            base = Operand("reg" if c == "%" else "symbol", t, bl, bc, name=t)
+            base = Operand("reg" if c == "%" or (self._plain and self._plain_reg(t))
+                           else "symbol", t, bl, bc, name=t)
             self.i += 1
             while toks[self.i] in ("+", "-"):
                 sign = toks[self.i]
