@@ -148,6 +148,9 @@ class Values:
         self._busy: set[str] = set()
         self.cls: dict[str, int] = {}
         self.single_lane: set[str] = set()
+        #: (definition site, key) of the single-lane definitions (a predicate register reused
+        #: for a uniform test later is single-lane only where such a definition reaches)
+        self.single_sites: set[tuple[int, str]] = set()
         self._tid: set[str] = set()     # registers equal to %tid.x
         self._lane: set[str] = set()    # registers equal to %laneid
         self.branch_class: dict[int, int] = {}
@@ -540,7 +543,7 @@ class Values:
         if ins.predicate is not None:
             pk = key(ins.predicate, i)
             guard = uc(pk, i)
-            if pk in self.single_lane:
+            if self.is_single_lane(pk, i):
                 guard = DIVERGENT
 
         def oc(o: Operand) -> int:
@@ -568,7 +571,7 @@ class Values:
             # 'elect.sync _|%p' (a sink for the leader id): only register elements are defined
             for o, k in zip([o for o in (ops[0].elems or (ops[0],)) if o.kind == "reg"], dk):
                 if o.kind == "reg" and _is_pred_operand(ins, o):
-                    self.single_lane.add(k)
+                    self._mark_single(i, k)
                     out.append((k, DIVERGENT))
                 else:
                     out.append((k, max(WARP, guard)))
@@ -600,8 +603,8 @@ class Values:
                     c = WARP
         elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
             ks = [key(o.name, i) for o in ops[1:] if o.kind == "reg"]
-            if b == "and" and any(k in self.single_lane for k in ks):
-                self.single_lane.add(dk[0])
+            if b == "and" and any(self.is_single_lane(k, i) for k in ks):
+                self._mark_single(i, dk[0])
                 c = DIVERGENT
         elif b in ("and", "rem") and len(ops) == 3:
             src = key(ops[1].name, i) if ops[1].kind == "reg" else None
@@ -622,7 +625,7 @@ class Values:
             if (src_tid or src_lane) and cv is not None:
                 if cmp == "eq":
                     for k in dk[:1]:
-                        self.single_lane.add(k)
+                        self._mark_single(i, k)
                 elif src_tid and ((cmp in ("lt", "ge") and cv % 32 == 0)
                                   or (cmp in ("le", "gt") and (cv + 1) % 32 == 0)):
                     c = WARP
@@ -661,7 +664,7 @@ class Values:
             else:
                 pk = conds[0].cond[0]
                 c = self.use_class(pk, blk.end - 1)
-                if pk in self.single_lane:
+                if self.is_single_lane(pk, blk.end - 1):
                     c = DIVERGENT
                     for e in conds:
                         if e.cond[1]:
@@ -683,15 +686,29 @@ class Values:
         if ins.predicate is None:
             return UNIFORM
         k = self.cfg.reg_key(ins.predicate, i)
-        if k in self.single_lane:
+        if self.is_single_lane(k, i):
             return DIVERGENT
         return self.use_class(k, i)
+
+    def _mark_single(self, i: int, key: str) -> None:
+        self.single_lane.add(key)
+        self.single_sites.add((i, key))
+
+    def is_single_lane(self, key: str, i: int) -> bool:
+        """Predicate ``key`` as read by instruction ``i`` is true in at most one lane per warp:
+        every definition reaching ``i`` is a single-lane one (``elect.sync``, a lane / thread
+        index ``setp.eq`` with a constant, an ``and`` with such a predicate). A register reused
+        for a uniform test (hand-written PTX with one ``%p`` for every test) is not."""
+        if key not in self.single_lane:
+            return False
+        reach = self.reaching(key, i)
+        return bool(reach) and all((d, key) in self.single_sites for d in reach)
 
     def guard_single_lane(self, i: int) -> bool:
         """Instruction ``i`` runs in at most one lane per warp (guard or region)."""
         ins = self.cfg.instrs[i]
         if ins.predicate is not None and not ins.negated \
-                and self.cfg.reg_key(ins.predicate, i) in self.single_lane:
+                and self.is_single_lane(self.cfg.reg_key(ins.predicate, i), i):
             return True
         return self.cfg.block_of[i] in self.single_blocks
 
