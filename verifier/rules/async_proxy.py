@@ -469,6 +469,15 @@ class Proxy(Property):
             sz = _span(ins)
             for d, dsz in pend:
                 ov = _overlap(a, sz, d, dsz)
+                if ov and dsz is None and a[2] != d[2]:
+                    # a tensor copy of unknown size (its box is in the tensor map, its mbarrier
+                    # has no constant expect_tx) that starts below the read: it may or may not
+                    # reach it; the emulation decides (HB1)
+                    report("AP3", f"'{ins.opcode}' reads '{fmt_addr(a)}', above the "
+                                  f"destination '{fmt_addr(d)}' of a bulk copy that has not been "
+                                  "waited for and whose size the static rule does not know",
+                           severity="note")
+                    break
                 if ov:
                     report("AP3", f"'{ins.opcode}' reads '{fmt_addr(a)}', the destination of a "
                                   "bulk copy that has not been waited for")
@@ -500,6 +509,9 @@ class Proxy(Property):
             if "tensor" not in p:
                 sz = [o for o in ins.operands if o.kind != "address"]
                 size = self.values.const(sz[0], i) if sz else None
+            else:
+                bar = addr_val(fa, mbar_operand(ins), i)
+                size = _tx_bounds(fa).get(bar) if bar is not None else None
             hits = []
             for item in gr:
                 if item[0] == "?":
@@ -554,6 +566,34 @@ class Proxy(Property):
         if not new[0] and old[0]:
             return "proxy fence"
         return None
+
+
+def _tx_bounds(fa) -> dict:
+    """Resolved mbarrier address -> bytes (an upper bound) one tensor copy completing on it
+    writes: the sum of the constant ``expect_tx`` / ``arrive.expect_tx`` counts of every site
+    on that barrier (a copy's bytes count against the phase's expected transaction count, PTX
+    ISA 9.1 §9.7.13.15.2 tx-count); absent where a site's count is not a constant. Cached."""
+    got = fa.cache.get("tx_bounds")
+    if got is not None:
+        return got
+    out: dict = {}
+    unknown: set = set()
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        if p[0] != "mbarrier" or not any("expect_tx" in x for x in p):
+            continue
+        b = addr_val(fa, mbar_operand(ins), i)
+        if b is None:
+            continue
+        c = fa.values.const(ins.operands[-1], i) if ins.operands else None
+        if c is None:
+            unknown.add(b)
+        else:
+            out[b] = out.get(b, 0) + c
+    for b in unknown:
+        out.pop(b, None)
+    fa.cache["tx_bounds"] = out
+    return out
 
 
 def _proxy_rule(rule: str, hint: str):

@@ -463,10 +463,22 @@ class MbarParity(Property):
         return frozenset()
 
     def relevant(self, ins):
-        return _is_mbar(ins) and len(ins.parts) > 1 and (ins.parts[1] == "init"
-                                                         or is_mbar_wait(ins))
+        return (_is_mbar(ins) and len(ins.parts) > 1 and (ins.parts[1] == "init"
+                                                          or is_mbar_wait(ins))) \
+            or is_cta_barrier(ins)
 
     def transfer(self, i, ins, fact, report):
+        if is_cta_barrier(ins):
+            # another thread may re-initialize a barrier while this one waits at the CTA
+            # barrier (Triton 3.6's warp-specialized regions: the default warpgroup invalidates
+            # and re-inits every mbarrier while the workers sit in 'barrier.sync 1'): a barrier
+            # with several init sites has an unknown phase count after a CTA barrier, unless
+            # this thread initialized it itself and has not waited on it since
+            re = self._reinit_bars()
+            if not re or not any(x[0] in re and (x[1], x[2]) != (0, -1) for x in fact):
+                return fact
+            return frozenset((k, -1, -1) if k in re and (n, last) != (0, -1) else (k, n, last)
+                             for k, n, last in fact)
         b = addr_val(self.fa, mbar_operand(ins), i)
         st = {x[0]: (x[1], x[2]) for x in fact}
         if ins.parts[1] == "init":
@@ -508,6 +520,18 @@ class MbarParity(Property):
 
     def describe(self, i, ins, old, new):
         return ins.opcode.split(".shared")[0]
+
+    def _reinit_bars(self) -> set:
+        """Resolved mbarriers with more than one ``mbarrier.init`` site (cached)."""
+        if getattr(self, "_reinit", None) is None:
+            sites: dict = {}
+            for i, ins in enumerate(self.fa.cfg.instrs):
+                if _is_mbar(ins) and len(ins.parts) > 1 and ins.parts[1] == "init":
+                    b = addr_val(self.fa, mbar_operand(ins), i)
+                    if b is not None:
+                        sites[b] = sites.get(b, 0) + 1
+            self._reinit = {b for b, n in sites.items() if n > 1}
+        return self._reinit
 
     def _data_bars(self) -> set:
         """:func:`data_barriers` of this function (cached)."""
@@ -1042,6 +1066,7 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
         inits: dict = {}
         waits: dict = {}
         arrivals: dict = {}
+        all_waits: dict = {}
         # a call may arrive on any mbarrier (its address passed as an argument)
         unknown = any(ins.parts[0] == "call" for ins in cfg.instrs)
         has_mma = any(is_tc(ins, "mma") for ins in cfg.instrs)
@@ -1058,6 +1083,7 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
                 inits.setdefault(b, (i, v.const(ins.operands[-1], i)))
             elif is_mbar_wait(ins):
                 waits.setdefault(b, i)
+                all_waits.setdefault(b, []).append(i)
             elif is_arr:
                 arrivals.setdefault(b, []).append(i)
         for b, (ii, count) in inits.items():
@@ -1092,7 +1118,18 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
             blocks = sorted({cfg.block_of[i] for i in arr})
             exclusive = any(not _reaches(cfg, a, c) and not _reaches(cfg, c, a)
                             for k, a in enumerate(blocks) for c in blocks[k + 1:])
-            if total is not None and total != count and exclusive:
+            phased = any(_in_order(cfg, a, w) and _in_order(cfg, w, c)
+                         for w in all_waits.get(b, ()) for a in arr for c in arr if a != c)
+            if total is not None and total != count and phased:
+                # a wait on the barrier between two arrival sites (arrive; wait; arrive; wait):
+                # the sites may serve different phases
+                first = cfg.instrs[arr[0]]
+                out.append(note_finding(ctx, "MB7", first,
+                                        f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
+                                        f"phase and a wait on it lies between its arrival sites "
+                                        f"({total} if all served one phase): not decided "
+                                        f"statically"))
+            elif total is not None and total != count and exclusive:
                 # sites on paths that exclude each other (a branch on the cluster rank: one
                 # CTA arrives here, its peer there) do not all run in one CTA: the sum is
                 # not the count of one execution
@@ -1403,6 +1440,13 @@ def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
 
 #: register-only instructions a try_wait predicate is followed through (MB10)
 _DERIVING = frozenset({"selp", "setp", "not", "and", "or", "xor", "mov", "cvt", "set"})
+
+
+def _in_order(cfg, i: int, j: int) -> bool:
+    """Instruction ``j`` can execute after instruction ``i`` (same block and later, or a block
+    reached from ``i``'s block)."""
+    bi, bj = cfg.block_of[i], cfg.block_of[j]
+    return (bi == bj and i < j) or _reaches(cfg, bi, bj)
 
 
 def _reaches(cfg, a: int, b: int) -> bool:
