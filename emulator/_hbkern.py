@@ -114,6 +114,14 @@ def _record_write(I, lanes, glane, nb, my_clk, vals, pc, async_issue, level, pfe
     for e in range(n):
         a = e // nb
         s = I[e]
+        if level > 0 and w_lane[s] == glane[a] and w_atomic[s] == 0 and not w_async[s]:
+            # a strong write after the thread's own plain write keeps the plain record (a
+            # later access must be ordered after the plain write; one ordered after the
+            # strong write is, by program order): atomics of other threads not ordered after
+            # a zeroing store are races although this thread's own atomic came between
+            w_val[s] = vals[e]
+            r_lane[s] = -1
+            continue
         w_lane[s] = glane[a]
         w_clk[s] = my_clk[e]
         w_pc[s] = pc
@@ -239,6 +247,10 @@ def _access(I, lanes, glane, nb, vc, tid, w_lane, w_clk, w_pc, w_val, w_async, w
             for b in range(nb):
                 e = a * nb + b
                 s = I[e]
+                if level > 0 and w_lane[s] == g and w_atomic[s] == 0 and not w_async[s]:
+                    w_val[s] = vals[e]   # the thread's own plain record stays (_record_write)
+                    r_lane[s] = -1
+                    continue
                 w_lane[s] = g
                 w_clk[s] = me
                 w_pc[s] = pc
@@ -317,13 +329,17 @@ def _record_write_np(I, lanes, glane, nb, my_clk, vals, pc, async_issue, level, 
                      w_lane, w_clk, w_pc, w_val, w_async, w_atomic, w_pf, r_lane, dup):
     """:func:`_record_write` as numpy scatters (a repeated slot keeps its last byte, as the
     loop's later lanes win; numpy assigns repeated indices in order)."""
-    w_lane[I] = np.repeat(glane, nb)
-    w_clk[I] = my_clk
-    w_pc[I] = pc
+    G = np.repeat(glane, nb)
+    keep = ((w_lane[I] == G) & (w_atomic[I] == 0) & ~w_async[I].astype(np.bool_)
+            if level > 0 else np.zeros(I.size, np.bool_))   # _record_write: own plain record
+    J = I[~keep]
+    w_lane[J] = G[~keep]
+    w_clk[J] = my_clk[~keep]
+    w_pc[J] = pc
     w_val[I] = vals
-    w_async[I] = async_issue
-    w_atomic[I] = level
-    w_pf[I] = np.repeat(pfence[lanes], nb)
+    w_async[J] = async_issue
+    w_atomic[J] = level
+    w_pf[J] = np.repeat(pfence[lanes], nb)[~keep]
     r_lane[I] = -1
     dup[:] = w_val[I] != vals
 

@@ -346,3 +346,29 @@ $L_end:
     # lanes 1..31 arrive first and wait on lane 0, which exits: reported as HB2 (a fault when
     # the mask names a lane that exited before the arrival)
     assert res.status == "deadlock" and [f.rule for f in res.findings] == ["HB2"]
+
+
+# red team round 13: a counter zeroed by thread 0 and then incremented by every thread. The
+# zeroing thread's own atomic used to replace its plain-store record, so the other threads'
+# atomics (not ordered after the store without the barrier) were compared with an atomic only
+ZERO_THEN_ATOM = """
+setp.eq.u32 %p1, %r1, 0;
+@%p1 st.shared.u32 [buf], 0;
+{sync}
+atom.shared.add.u32 %r5, [buf], 1;
+bar.sync 0;
+ld.shared.u32 %r6, [buf];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r6;
+"""
+
+
+@pytest.mark.parametrize("threads", [32, 128])
+def test_atomics_not_ordered_after_the_zeroing_store_race_with_it(threads):
+    res, out = _run(ZERO_THEN_ATOM.format(sync="bar.sync 0;"), threads=threads)
+    assert res.status == "ok" and res.findings == [], res.findings
+    assert (out == threads).all()
+    res, _ = _run(ZERO_THEN_ATOM.format(sync=""), threads=threads)
+    hb1 = [f for f in res.findings if f.rule == "HB1"]
+    assert hb1 and "atom" in hb1[0].message and "st.shared" in hb1[0].message, res.findings
