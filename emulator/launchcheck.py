@@ -35,6 +35,7 @@ findings".
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -434,6 +435,18 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
         if probe_out is None:
             return res
         inferred, why = _tmap_infer.infer_maps(log, undescribed)
+        hb2 = [f for f in probe_out.findings if f.rule == "HB2" and f.severity == "error"]
+        if not inferred and probe_out.status == "deadlock" and hb2:
+            # the probe completes every phase whose arrivals are in as soon as probe copies
+            # reached it, whatever their bytes (tmap_infer.ProbeLog.resolve): a deadlock there
+            # does not depend on the maps' boxes - the kernel hangs on any launch of this shape
+            res.status = "deadlock"
+            res.findings = hb2
+            res.reason = ("the probe run that infers the tensor maps deadlocked although every "
+                          "phase that copies reached was completed as soon as its arrivals were "
+                          f"in: the hang does not depend on the maps ({why})")
+            res.seconds = time.perf_counter() - t0
+            return res
         if not inferred:
             i = min(undescribed)
             p = fn.params[i]
@@ -462,7 +475,18 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     res.seconds = time.perf_counter() - t0
     res.findings = list(outcome.findings)
     res.status = outcome.status
-    if outcome.status == "fault":
+    if outcome.status == "fault" and _TMEM_SLAB.search(outcome.message):
+        # a warp outside its TMEM lane slab is illegal whatever the launch values (the lane is
+        # the warp's position, not data): a concrete witness of TL2, not a launch misfit
+        m = _TMEM_SLAB.search(outcome.message)
+        res.findings.append(Finding(
+            rule="TL2", severity="error", file=m.group("file"), line=int(m.group("line")),
+            col=int(m.group("col")),
+            message=outcome.message[:m.start("loc")].rstrip(" (") + " on the default launch "
+                    "(PTX ISA 9.1 §9.7.16.8.1: warp w of a warpgroup accesses TMEM lanes "
+                    "32*(w%4) .. 32*(w%4)+31 only)"))
+        res.reason = outcome.message
+    elif outcome.status == "fault":
         res.reason = (f"{outcome.message}: the default values may not fit this kernel (a "
                       "scalar bounding an index, a 64-bit parameter that is not a pointer, a "
                       "buffer smaller than the kernel reads); give them in --launch")
@@ -472,6 +496,11 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     elif outcome.status != "ok":
         res.reason = outcome.message
     return res
+
+
+#: the emulator's fault for a tcgen05.ld/st outside the warp's TMEM lane slab (emulator.ops)
+_TMEM_SLAB = re.compile(r"32-lane slab of its position in the warpgroup\) "
+                        r"(?P<loc>\((?P<file>.+):(?P<line>\d+):(?P<col>\d+)\))$")
 
 
 #: what makes a kernel a cluster kernel when it names no cluster shape (PTX ISA 9.1 §10
