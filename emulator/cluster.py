@@ -365,6 +365,7 @@ def on_exit(m, exe: np.ndarray) -> None:
                 _exit_check(m, c)
                 _cta_pair.exit_check(m, c)  # HB9: a CTA-pair MMA still using this CTA
                 _arrival_check(m, c)
+                _outgoing_check(m, c)
         _complete(m, int(cb.bcl[c]))
 
 
@@ -425,7 +426,7 @@ def _arrival_check(m, c: int) -> None:
         if cta != c or not st.get("remote"):
             continue
         seen = int(st.get("seen", 0))
-        late = [(pc, ph, who) for pc, (ph, who) in st["remote"].items() if ph >= seen]
+        late = [(pc, ph, who) for (pc, who), ph in st["remote"].items() if ph >= seen]
         if not late:
             continue
         pc, ph, who = min(late)
@@ -443,6 +444,43 @@ def _arrival_check(m, c: int) -> None:
                                 "of the mbarrier that peers' asynchronous operations arrive on "
                                 "(a producer tail); a cluster barrier after the issue does not "
                                 "order an asynchronous arrival")])
+
+
+def _outgoing_check(m, c: int) -> None:
+    """HB9 at the exit of CTA ``c``: a bulk copy it issued from its own shared memory to a
+    peer (``cp.async.bulk.shared::cluster.shared::cta``) whose completion, observed by a wait
+    of a thread of the peer on the peer's mbarrier, is not ordered before the exit. The copy
+    reads its source until it completes (PTX ISA 9.1 §9.7.9.25.4.1: the source must stay
+    valid); a CTA's shared memory is released at its exit, and only the receiver's mbarrier
+    tells that the copy completed: the sender learns it through a cluster barrier after the
+    receiver's wait."""
+    me = int(m.batch_ids[c])
+    cb = m.clb
+    if cb.exit_vc is None:
+        return
+    for (cta, off), st in m.mbar.items():
+        if cta == c or not st.get("remote"):
+            continue
+        obs = st.get("obs", {})
+        for (pc, who), ph in sorted(st["remote"].items()):
+            op = m.prog.insts[pc].opcode
+            if who != me or not op.startswith("cp.async.bulk.shared::cluster.shared::cta"):
+                continue
+            if any(p > ph and cb.exit_vc[c, m.vcol[ln]] >= k for p, (ln, k) in obs.items()):
+                continue
+            key = ("HB9", "outgoing", pc)
+            if key in m.findings:
+                continue
+            i1 = m.prog.insts[pc]
+            peer = int(m.batch_ids[cta])
+            m.findings[key] = Finding(
+                rule="HB9", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
+                message=(f"CTA {me} exits while its bulk copy '{op}' from its shared memory to "
+                         f"CTA {peer} may still read the source: CTA {peer}'s wait on the "
+                         f"copy's completion (phase {ph} of its mbarrier at shared 0x{off:x}) "
+                         f"is not ordered before the exit"),
+                notes=[Note(message="missing synchronisation: a cluster barrier after the "
+                                    "receivers' waits and before the sender exits")])
 
 
 # ------------------------------------------------------------------ fences, mapa

@@ -1668,8 +1668,8 @@ class Machine:
             return
         st = self.mbar.get(key)
         if st is not None:
-            st.setdefault("remote", {})[pc] = (int(st["phase"]),
-                                               int(self.batch_ids[self.cta_local[lane]]))
+            who = int(self.batch_ids[self.cta_local[lane]])
+            st.setdefault("remote", {})[(pc, who)] = int(st["phase"])
 
     def mbar_complete_tx(self, lane: int, addr: int, nbytes: int, pc: int,
                          asynchronous: bool = True) -> None:
@@ -1822,6 +1822,13 @@ class Machine:
                 st["seen"] = int(st["phase"])
             if self.ntr:
                 tl = okl[okl < self.ntr]
+                if tl.size and st.get("remote"):
+                    # the first observation of each phase count by a traced thread: a peer's
+                    # outgoing bulk copy needs it ordered before its exit (cluster._outgoing)
+                    obs = st.setdefault("obs", {})
+                    if int(st["phase"]) not in obs:
+                        l0 = int(tl[0])
+                        obs[int(st["phase"])] = (l0, int(self.vc[l0, self.vcol[l0]]))
                 if tl.size and acquire:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
                     px = st.get("phase_x")
