@@ -1,4 +1,5 @@
-"""Red team rounds 11 and 12 (``fixtures/redteam11``, ``fixtures/redteam12``, READMEs there):
+"""Red team rounds 11, 12 and 13 (``fixtures/redteam11`` ... ``fixtures/redteam13``, READMEs
+there):
 each file gets the verdict of
 ``ailower verify FILE --arch ARCH`` without ``--kernel`` or a launch file - ``flag`` when the
 static verifier reports an error or the happens-before check of the default launch
@@ -16,7 +17,7 @@ import emulator
 from verifier import verify
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FOLDERS = ("redteam11", "redteam12")
+FOLDERS = ("redteam11", "redteam12", "redteam13")
 
 
 def _rows(folder: str) -> list[tuple[str, str, str, str]]:
