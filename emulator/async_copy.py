@@ -434,12 +434,8 @@ def war_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
     # sm_100a kernels read that slot in every thread, then use the memory as the first
     # pipeline stage with barriers but no proxy fence in between (like its cp.async operands,
     # kept as a warning so that Triton 3.6's own kernels are not rejected)
-    # The same for the staging area of device-built tensor maps: Triton 3.6 builds them with
-    # tensormap.replace at shared offset 0, copies them out with 'tensormap.cp_fenceproxy'
-    # (a synchronous read fused with a tensormap-proxy fence) and reuses offset 0 as stage 0
     wpc = int(sh.w_pc[idx[real]][j])
-    alloc_slot = (wpc >= 0 and m.prog.insts[wpc].opcode.startswith("tcgen05.alloc")) or \
-        i1.opcode.startswith("tensormap.cp_fenceproxy")
+    alloc_slot = wpc >= 0 and m.prog.insts[wpc].opcode.startswith("tcgen05.alloc")
     m.findings[key] = Finding(
         rule="HB4", severity="warning" if alloc_slot else "error", file=m.prog.filename,
         line=i2.line, col=i2.col,
