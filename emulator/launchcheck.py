@@ -475,16 +475,12 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     res.seconds = time.perf_counter() - t0
     res.findings = list(outcome.findings)
     res.status = outcome.status
-    if outcome.status == "fault" and _TMEM_SLAB.search(outcome.message):
-        # a warp outside its TMEM lane slab is illegal whatever the launch values (the lane is
-        # the warp's position, not data): a concrete witness of TL2, not a launch misfit
-        m = _TMEM_SLAB.search(outcome.message)
-        res.findings.append(Finding(
-            rule="TL2", severity="error", file=m.group("file"), line=int(m.group("line")),
-            col=int(m.group("col")),
-            message=outcome.message[:m.start("loc")].rstrip(" (") + " on the default launch "
-                    "(PTX ISA 9.1 §9.7.16.8.1: warp w of a warpgroup accesses TMEM lanes "
-                    "32*(w%4) .. 32*(w%4)+31 only)"))
+    code_fault = _code_fault(outcome.message) if outcome.status == "fault" else None
+    if code_fault is not None:
+        # a fault that is a property of the code whatever the launch values (a warp's TMEM
+        # lane slab is its position; a TMEM column count, the allocation permit): a concrete
+        # witness of the static rule, not a launch misfit
+        res.findings.append(code_fault)
         res.reason = outcome.message
     elif outcome.status == "fault":
         res.reason = (f"{outcome.message}: the default values may not fit this kernel (a "
@@ -498,9 +494,32 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     return res
 
 
-#: the emulator's fault for a tcgen05.ld/st outside the warp's TMEM lane slab (emulator.ops)
-_TMEM_SLAB = re.compile(r"32-lane slab of its position in the warpgroup\) "
-                        r"(?P<loc>\((?P<file>.+):(?P<line>\d+):(?P<col>\d+)\))$")
+#: faults of the emulator (emulator.ops) that are properties of the code, not of the launch
+#: values: (message pattern, rule, what the PTX ISA says)
+_CODE_FAULTS = (
+    (re.compile(r"32-lane slab of its position in the warpgroup\)"), "TL2",
+     "PTX ISA 9.1 §9.7.16.8.1: warp w of a warpgroup accesses TMEM lanes 32*(w%4) .. "
+     "32*(w%4)+31 only"),
+    (re.compile(r"^tcgen05\.alloc of \d+ columns: the column count must be a power of two"),
+     "TA1", "PTX ISA 9.1 §9.7.16.7.1: a power of two in 32..512"),
+    (re.compile(r"^tcgen05\.alloc after the CTA relinquished its allocation permit"), "TA6",
+     "PTX ISA 9.1 §9.7.16.7.1: no tcgen05.alloc after tcgen05.relinquish_alloc_permit"),
+)
+_FAULT_AT = re.compile(r" \((?P<file>[^()]+):(?P<line>\d+):(?P<col>\d+)\)$")
+
+
+def _code_fault(message: str) -> Finding | None:
+    """The error finding for an emulator fault that holds whatever the launch values are
+    (:data:`_CODE_FAULTS`), at the faulting instruction; None for any other fault."""
+    at = _FAULT_AT.search(message)
+    if at is None:
+        return None
+    for pat, rule, why in _CODE_FAULTS:
+        if pat.search(message):
+            return Finding(rule=rule, severity="error", file=at.group("file"),
+                           line=int(at.group("line")), col=int(at.group("col")),
+                           message=f"{message[:at.start()]} on the default launch ({why})")
+    return None
 
 
 #: what makes a kernel a cluster kernel when it names no cluster shape (PTX ISA 9.1 §10

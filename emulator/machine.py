@@ -459,6 +459,8 @@ class Machine:
         # TMEM columns allocated per batch CTA (tcgen05.alloc / dealloc, PTX ISA 9.1
         # §9.7.16.7.1: dealloc frees the columns for later allocations)
         self.tmem_used = np.zeros((ncta, 512), dtype=np.bool_)
+        # CTAs whose allocation permit was relinquished (tcgen05.relinquish_alloc_permit)
+        self.tmem_relinquished = np.zeros(ncta, dtype=np.bool_)
         self.cp_entries: list[dict] = []
         self.async_clk = np.zeros(ncta, dtype=np.int32)
         # per batch CTA and warpgroup: the epoch of its latest wgmma.commit_group (async unit

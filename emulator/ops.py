@@ -1939,8 +1939,13 @@ def _tcgen05(m, ins, pc, exe, active):
     ops = ins.operands
     if "cta_group::2" in mods:
         raise m.prog.unsupported(pc, f"'{ins.opcode}' (2-CTA)")
-    if op in ("relinquish_alloc_permit", "wait::ld", "wait::st", "fence::before_thread_sync",
-              "fence::after_thread_sync"):
+    if op == "relinquish_alloc_permit":
+        # the CTA gives up its right to allocate: any later tcgen05.alloc by any of its warps
+        # is illegal (PTX ISA 9.1 §9.7.16.7.1)
+        for ln in _warp_leaders(m, exe):
+            m.tmem_relinquished[int(m.cta_local[ln])] = True
+        return None
+    if op in ("wait::ld", "wait::st", "fence::before_thread_sync", "fence::after_thread_sync"):
         return None
     if op == "alloc":
         addr = _addr_u(m, ops[0], pc)
@@ -1949,6 +1954,15 @@ def _tcgen05(m, ins, pc, exe, active):
         for ln in _warp_leaders(m, exe):  # warp-collective: one allocation per warp
             c = int(m.cta_local[ln])
             n = int(ncol[ln])
+            # PTX ISA 9.1 §9.7.16.7.1: the column count is a power of two in 32..512, and no
+            # alloc follows the CTA's relinquish_alloc_permit
+            if n < 32 or n > 512 or n & (n - 1):
+                raise _Fault("fault", f"tcgen05.alloc of {n} columns: the column count must "
+                                      f"be a power of two in 32..512 ({m.prog.where(pc)})")
+            if m.tmem_relinquished[c]:
+                raise _Fault("fault", f"tcgen05.alloc after the CTA relinquished its "
+                                      f"allocation permit (tcgen05.relinquish_alloc_permit) "
+                                      f"({m.prog.where(pc)})")
             base = m.tmem_first_fit(c, n)
             if base < 0:
                 free = int(512 - m.tmem_used[c].sum())
