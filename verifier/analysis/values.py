@@ -151,6 +151,9 @@ class Values:
         #: (definition site, key) of the single-lane definitions (a predicate register reused
         #: for a uniform test later is single-lane only where such a definition reaches)
         self.single_sites: set[tuple[int, str]] = set()
+        #: (definition site, key) of predicates false in exactly one lane (``setp.ne`` of the
+        #: lane index with a constant: ``@%p bra SKIP`` leaves one lane on the fall-through)
+        self.single_neg_sites: set[tuple[int, str]] = set()
         self._tid: set[str] = set()     # registers equal to %tid.x
         self._lane: set[str] = set()    # registers equal to %laneid
         self.branch_class: dict[int, int] = {}
@@ -626,6 +629,9 @@ class Values:
                 if cmp == "eq":
                     for k in dk[:1]:
                         self._mark_single(i, k)
+                elif cmp == "ne" and len(ops) == 3:
+                    for k in dk[:1]:
+                        self.single_neg_sites.add((i, k))
                 elif src_tid and ((cmp in ("lt", "ge") and cv % 32 == 0)
                                   or (cmp in ("le", "gt") and (cv + 1) % 32 == 0)):
                     c = WARP
@@ -669,6 +675,11 @@ class Values:
                     for e in conds:
                         if e.cond[1]:
                             single |= cfg.edge_region(e)
+                elif self.is_single_lane(pk, blk.end - 1, negated=True):
+                    c = DIVERGENT
+                    for e in conds:
+                        if not e.cond[1]:
+                            single |= cfg.edge_region(e)
             self.branch_class[blk.id] = c
             if c == DIVERGENT:
                 div |= cfg.region(blk.id)
@@ -694,21 +705,24 @@ class Values:
         self.single_lane.add(key)
         self.single_sites.add((i, key))
 
-    def is_single_lane(self, key: str, i: int) -> bool:
+    def is_single_lane(self, key: str, i: int, negated: bool = False) -> bool:
         """Predicate ``key`` as read by instruction ``i`` is true in at most one lane per warp:
         every definition reaching ``i`` is a single-lane one (``elect.sync``, a lane / thread
         index ``setp.eq`` with a constant, an ``and`` with such a predicate). A register reused
-        for a uniform test (hand-written PTX with one ``%p`` for every test) is not."""
-        if key not in self.single_lane:
+        for a uniform test (hand-written PTX with one ``%p`` for every test) is not. With
+        ``negated``: false in at most one lane (a ``setp.ne`` of the lane index with a
+        constant), so ``@!key`` runs in at most one lane."""
+        sites = self.single_neg_sites if negated else self.single_sites
+        if not negated and key not in self.single_lane:
             return False
         reach = self.reaching(key, i)
-        return bool(reach) and all((d, key) in self.single_sites for d in reach)
+        return bool(reach) and all((d, key) in sites for d in reach)
 
     def guard_single_lane(self, i: int) -> bool:
         """Instruction ``i`` runs in at most one lane per warp (guard or region)."""
         ins = self.cfg.instrs[i]
-        if ins.predicate is not None and not ins.negated \
-                and self.is_single_lane(self.cfg.reg_key(ins.predicate, i), i):
+        if ins.predicate is not None and self.is_single_lane(
+                self.cfg.reg_key(ins.predicate, i), i, negated=ins.negated):
             return True
         return self.cfg.block_of[i] in self.single_blocks
 
