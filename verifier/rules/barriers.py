@@ -385,7 +385,13 @@ def _sides_meet(cfg, branches, sites: set[int]) -> bool:
 
 
 class ArriveReuse(Property):
+    """Fact: the ``(barrier id, guard)`` of the named-barrier arrives since the last wait.
+    A property of one warp's path: warp-uniform guards (a warpgroup-index test) are forked
+    on, so ``@%p bar.arrive 1; @%p bra EXIT; bar.sync 1`` never takes both the arrive and
+    the fall-through."""
+
     RULES = ("B5",)
+    FORK_CLASS = 1  # values.WARP
 
     def initial(self):
         return frozenset()
