@@ -533,7 +533,7 @@ class TmemSlot(Property):
         return frozenset()
 
     def relevant(self, ins):
-        return is_tc(ins, "alloc") or is_cta_barrier(ins) or (
+        return is_tc(ins, "alloc") or is_cta_barrier(ins) or _is_warp_barrier(ins) or (
             ins.parts[0] == "ld" and len(ins.parts) > 1 and ins.parts[1].startswith("shared"))
 
     def transfer(self, i, ins, fact, report):
@@ -545,7 +545,10 @@ class TmemSlot(Property):
             return fact | {s}
         if not fact:
             return fact
-        if is_cta_barrier(ins):
+        if is_cta_barrier(ins) or _is_warp_barrier(ins):
+            # a thread on this path executed the (warp-collective) alloc: a bar.warp.sync
+            # orders the slot's write before its warp's later reads (PTX ISA 9.1 §9.7.12.4
+            # bar.warp.sync: memory ordering among the participating threads)
             return frozenset()
         s = addr_val(fa, ins.operands[1], i) if len(ins.operands) > 1 else None
         if s in fact:
@@ -559,6 +562,11 @@ class TmemSlot(Property):
         if is_cta_barrier(ins):
             return "barrier"
         return None
+
+
+def _is_warp_barrier(ins) -> bool:
+    """``bar.warp.sync`` (a full-mask or any member mask: the allocating warp's lanes)."""
+    return tuple(ins.parts[:3]) == ("bar", "warp", "sync")
 
 
 def tmem_addr_unpublished(ctx: Context) -> list[Finding]:
@@ -650,21 +658,31 @@ def _tmem_region(fa, ins, i):
             break
         j = sites[0]
         d = cfg.instrs[j]
-        if d.parts[0] != "add" or len(d.operands) != 3 or d.operands[1].kind != "reg":
+        if d.parts[0] != "add" or len(d.operands) != 3:
             break
-        c = v.const(d.operands[2], j)
-        if c is not None:
-            lo, hi = lo + c, hi + c
-            key = cfg.reg_key(d.operands[1].name, j)
-            continue
-        # base + a register whose column bits (15:0) are partly known: an offset range
-        y = v.op_val(d.operands[2], j)
-        if y is None or y[0] != "k" or d.operands[2].kind != "reg":
+        # either operand may be the offset (addition commutes: Triton 3.9 writes both orders)
+        step = None
+        for b, o in ((d.operands[1], d.operands[2]), (d.operands[2], d.operands[1])):
+            if b.kind != "reg":
+                continue
+            c = v.const(o, j)
+            if c is not None:
+                step = (b, c, c)
+                break
+        if step is None:
+            for b, o in ((d.operands[1], d.operands[2]), (d.operands[2], d.operands[1])):
+                # base + a register whose column bits (15:0) are partly known: an offset range
+                y = v.op_val(o, j) if o.kind == "reg" and b.kind == "reg" else None
+                if y is None or y[0] != "k":
+                    continue
+                known = y[1] & 0xFFFF
+                ones = y[2] & known
+                step = (b, ones, ones | (0xFFFF & ~known))
+                break
+        if step is None:
             break
-        known = y[1] & 0xFFFF
-        ones = y[2] & known
-        lo, hi = lo + ones, hi + (ones | (0xFFFF & ~known))
-        key = cfg.reg_key(d.operands[1].name, j)
+        lo, hi = lo + step[1], hi + step[2]
+        key = cfg.reg_key(step[0].name, j)
     if hi - lo > 0xFFFF:
         return None
     return (key, lo & 0xFFFF, (hi & 0xFFFF) + width)
@@ -852,8 +870,11 @@ class TmemAccess(Property):
                     mma = 0
             if v is not None and v in self._fenced_mbars:
                 since = False
-            elif v is None and since:
-                f = self._fenced_span(_mbar_span(self.fa, ins, i, None))
+            elif since:
+                # a constant or computed wait address against the arrives' intervals (the
+                # final phase's wait on tmem_empty[1] while the epilogue arrives on
+                # tmem_empty + 8 * (i & 1))
+                f = self._fenced_span(_mbar_span(self.fa, ins, i, v))
                 since = False if f else (_SINCE_UNDECIDED if f is None else since)
             return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
