@@ -410,7 +410,8 @@ def _ordered(gr: frozenset) -> frozenset:
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
     generic global writes unfenced (``((param, offset), span)`` items or ``("?",)``), pending
-    bulk-load destinations, cp.async issued, the unfenced generic smem writes' byte ranges
+    bulk-load destinations ``(dst, bytes, mbarrier)`` (a wait completes those of its own
+    mbarrier), cp.async issued, the unfenced generic smem writes' byte ranges
     (:func:`_write_item` items: a wgmma / tcgen05 operand provably apart from all of them is
     not reported))."""
 
@@ -446,7 +447,12 @@ class Proxy(Property):
                 return (0, frozenset(), frozenset() if glob else gg, pend, cpa, frozenset())
             return fact
         if is_mbar_wait(ins):
-            return (gw, _ordered(gr), gg, frozenset(), cpa, ww)
+            # the wait completes the copies on its own mbarrier; copies known to complete on
+            # another one stay pending (an unresolved barrier on either side: all done)
+            wb = addr_val(fa, mbar_operand(ins), i)
+            pend = frozenset(x for x in pend if wb is not None and x[2] is not None
+                             and x[2] != wb)
+            return (gw, _ordered(gr), gg, pend, cpa, ww)
         if is_cta_barrier(ins):
             return (3 if gw == 2 else gw, _ordered(gr), gg, pend, cpa, ww)
         if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] in ("wait_group", "wait_all"):
@@ -467,7 +473,7 @@ class Proxy(Property):
         if is_smem_read(ins):
             a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             sz = _span(ins)
-            for d, dsz in pend:
+            for d, dsz, _bar in pend:
                 ov = _overlap(a, sz, d, dsz)
                 if ov and dsz is None and a[2] != d[2]:
                     # a tensor copy of unknown size (its box is in the tensor map, its mbarrier
@@ -506,11 +512,11 @@ class Proxy(Property):
             addrs = [o for o in ins.operands if o.kind == "address"]
             dst = addr_val(fa, addrs[0], i) if addrs else None
             size = None
+            bar = addr_val(fa, mbar_operand(ins), i)
             if "tensor" not in p:
                 sz = [o for o in ins.operands if o.kind != "address"]
                 size = self.values.const(sz[0], i) if sz else None
             else:
-                bar = addr_val(fa, mbar_operand(ins), i)
                 size = _tx_bounds(fa).get(bar) if bar is not None else None
             hits = []
             for item in gr:
@@ -554,7 +560,7 @@ class Proxy(Property):
                                   f"tell whether they overlap ({why}): emulation decides",
                            severity="note")
             if dst is not None and len(pend) < 8:
-                pend = pend | {(dst, size)}
+                pend = pend | {(dst, size, bar)}
             return (gw, gr, gg, pend, cpa, ww)
         return fact
 
