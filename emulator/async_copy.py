@@ -271,6 +271,9 @@ class _State:
         self.clk = np.zeros((ncta, ASYNC_UNITS), np.int64)
         self.committed = np.zeros(m.N, np.int64)
         self.pending: list[tuple[int, int, int]] = []  # (lane, group, store epoch)
+        # global writes of bulk / tensor stores and reductions, recorded for the race check
+        # when they complete: (lane, group, shadow bytes, data, pc, atomic)
+        self.gwrites: list[tuple] = []
 
 
 def _state(m) -> _State:
@@ -492,6 +495,45 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
 
 
 # ----------------------------------------------------------------------------- global memory
+def _global_proxy_check(m, ln: int, gidx: np.ndarray, pc: int, what: str) -> None:
+    """HB4 (an error): the async-proxy access (``what``: ``reads`` for a copy's source,
+    ``writes`` for a bulk store's or reduction's destination) by issuer ``ln`` of the global
+    shadow bytes ``gidx`` that a thread last wrote through the generic proxy with no
+    ``fence.proxy.async.global`` (or the full form) of its ordered before the issue (PTX ISA
+    9.1 §8.6: accesses of one location through two proxies need a proxy fence between them;
+    a reduction's or store's destination written by ``st.global`` before is as undefined as a
+    copy's source)."""
+    sh = m._gshadow
+    idx = sh.slots(gidx.reshape(-1))
+    wl = sh.w_lane[idx]
+    NT = m.n_ctas * m.T
+    real = (wl >= 0) & (wl < NT)
+    if not real.any():
+        return
+    stale, _ = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
+                                sh.w_clk[idx[real]], space="global")
+    if not stale.any():
+        return
+    j = int(np.flatnonzero(stale)[0])
+    wpc = int(sh.w_pc[idx[real]][j])
+    key = ("HB4", wpc, pc)
+    if key in m.findings:
+        return
+    i1, i2 = m.prog.insts[wpc], m.prog.insts[pc]
+    m.findings[key] = Finding(
+        rule="HB4", severity="error", file=m.prog.filename, line=i2.line, col=i2.col,
+        message=(f"'{i2.opcode}' {what} global memory through the async proxy that "
+                 f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
+                 f"without a 'fence.proxy.async.global' after the write ordered before the "
+                 f"copy: " + ("the bytes it reads are undefined" if what == "reads" else
+                              "which of the two writes the bytes keep is undefined")
+                 + f" ({int(stale.sum())} bytes)"),
+        notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
+               Note(message="missing synchronisation: 'fence.proxy.async.global' (or "
+                            "'fence.proxy.async') by the writing threads after the writes, "
+                            "before the barrier that orders them with the issuing thread")])
+
+
 def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
     """A bulk / tensor copy issued by ``ln`` reads global rows ``addrs`` (k,) of ``nb`` bytes
     through the async proxy: HB1 for a write not ordered before the issue (as a read by the
@@ -505,40 +547,17 @@ def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
     reg, off = m.gmem.translate(a, nb)
     gidx = (m._gstarts[reg] + off)[:, None] + np.arange(nb)
     sh = m._gshadow
-    idx = sh.slots(gidx.reshape(-1))
-    wl = sh.w_lane[idx]
-    NT = m.n_ctas * m.T
-    real = (wl >= 0) & (wl < NT)
-    if real.any():
-        stale, _ = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
-                                    sh.w_clk[idx[real]], space="global")
-        if stale.any():
-            j = int(np.flatnonzero(stale)[0])
-            wpc = int(sh.w_pc[idx[real]][j])
-            key = ("HB4", wpc, pc)
-            if key not in m.findings:
-                i1, i2 = m.prog.insts[wpc], m.prog.insts[pc]
-                m.findings[key] = Finding(
-                    rule="HB4", severity="error", file=m.prog.filename, line=i2.line,
-                    col=i2.col,
-                    message=(f"'{i2.opcode}' reads global memory through the async proxy that "
-                             f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic "
-                             f"proxy) without a 'fence.proxy.async.global' after the write "
-                             f"ordered before the copy: the bytes it reads are undefined "
-                             f"({int(stale.sum())} bytes)"),
-                    notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line,
-                                col=i1.col),
-                           Note(message="missing synchronisation: 'fence.proxy.async.global' "
-                                        "(or 'fence.proxy.async') by the writing threads after "
-                                        "the writes, before the barrier that orders them with "
-                                        "the issuing thread")])
+    _global_proxy_check(m, ln, gidx, pc, "reads")
     m._hb_check(sh, "global", np.full(a.size, ln), gidx, pc, None, "plain")
 
 
 def _global_write(m, ln: int, addrs: np.ndarray, data: np.ndarray, pc: int,
                   atomic: bool = False, check: bool = True) -> None:
-    """Rows ``data`` (k, nbytes) to global ``addrs`` (k,) on behalf of issuer ``ln``
-    (race-checked unless ``check`` is False: a store through an inferred tensor map)."""
+    """Rows ``data`` (k, nbytes) to global ``addrs`` (k,) by the async proxy, for a bulk /
+    tensor store or reduction issued by ``ln``: the bytes change now; unless ``check`` is
+    False (a store through an inferred tensor map) the destination's generic writers must
+    have fenced (HB4) and the write enters the race shadow when the store completes
+    (:func:`_wait_group` without ``.read``, or the issuer's exit)."""
     if not addrs.size:
         return
     nb = data.shape[1]
@@ -546,8 +565,10 @@ def _global_write(m, ln: int, addrs: np.ndarray, data: np.ndarray, pc: int,
     if check and m.ntr and ln < m.ntr and m._gshadow is not None:
         reg, off = m.gmem.translate(a, nb)
         gidx = (m._gstarts[reg] + off)[:, None] + np.arange(nb)
-        m._hb_check(m._gshadow, "global", np.full(a.size, ln), gidx, pc, data,
-                    "atomic" if atomic else "plain")
+        _global_proxy_check(m, ln, gidx, pc, "writes")
+        st = _state(m)
+        st.gwrites.append((ln, int(st.committed[ln]), gidx, np.ascontiguousarray(data), pc,
+                           atomic))
     m.gmem.write(a, data)
     if m.gmem.written is not None:
         m.gmem.mark(a, nb, atomic=atomic)
@@ -750,7 +771,7 @@ def bulk(m, ins, pc, exe, active):
         return None
     if "wait_group" in mods:
         n = int(ops[0].value or 0) if ops else 0
-        _wait_group(m, exe, n)
+        _wait_group(m, exe, n, read="read" in mods)
         return None
     if "prefetch" in mods:
         return None  # an L2 hint: no architectural effect
@@ -908,11 +929,13 @@ def _reduce_bytes(m, pc, op: str, kind: tuple[int, str], old: np.ndarray, rows: 
     return np.ascontiguousarray(out.astype(dt)).view(np.uint8).reshape(rows.shape)
 
 
-def _wait_group(m, exe: np.ndarray, n: int) -> None:
+def _wait_group(m, exe: np.ndarray, n: int, read: bool = False) -> None:
     """``cp.async.bulk.wait_group{.read} n``: the executing threads' bulk groups but the newest
-    ``n`` are complete (their source reads and, without ``.read``, their writes; both retire
-    the shared source here): each thread acquires the async unit 2's epochs of its retired
-    stores (PTX ISA 9.1 §9.7.9.25.3)."""
+    ``n`` have finished reading their sources (both forms; the shared source retires here:
+    each thread acquires the async unit 2's epochs of its retired stores) and, without
+    ``.read``, are complete: their global writes are performed now, ordered before what the
+    thread does next (PTX ISA 9.1 §9.7.9.27.2.2: ``.read`` waits only until the sources are
+    read)."""
     st = _state(m)
     keep = []
     for ln, grp, epoch in st.pending:
@@ -923,6 +946,32 @@ def _wait_group(m, exe: np.ndarray, n: int) -> None:
         else:
             keep.append((ln, grp, epoch))
     st.pending = keep
+    if not read and st.gwrites:
+        _complete_writes(m, st, lambda ln, grp: exe[ln] and grp < st.committed[ln] - n)
+
+
+def _complete_writes(m, st: _State, due) -> None:
+    """Record the pending bulk-store global writes ``due(lane, group)`` selects in the race
+    shadow with their issuing thread's clock now (the write is performed at completion, not
+    at issue: a reader ordered after the issue but not after this point races with it)."""
+    keep = []
+    for w in st.gwrites:
+        ln, grp, gidx, data, pc, atomic = w
+        if due(ln, grp):
+            m._hb_check(m._gshadow, "global", np.full(gidx.shape[0], ln), gidx, pc, data,
+                        "atomic" if atomic else "plain")
+        else:
+            keep.append(w)
+    st.gwrites = keep
+
+
+def complete_at_exit(m, exe: np.ndarray) -> None:
+    """The exiting threads ``exe``' bulk-store global writes still pending (never covered by a
+    ``wait_group`` without ``.read``): performed at some point after the issue; recorded with
+    the thread's clock at its exit, after everything it did (called by ``Machine.on_exit``)."""
+    st = getattr(m, "_acs", None)
+    if st is not None and st.gwrites:
+        _complete_writes(m, st, lambda ln, grp: bool(exe[ln]))
 
 
 @handler("tensormap")

@@ -1847,6 +1847,8 @@ class Machine:
         return ok
 
     def on_exit(self, exe: np.ndarray) -> None:
+        if self.ntr and self._gshadow is not None:
+            _async_copy.complete_at_exit(self, exe)  # bulk stores never waited for
         self.done |= exe
         ctas = np.unique(self.cta_local[exe])
         if ctas.size and self.bar_count[ctas].any():
