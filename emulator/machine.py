@@ -1681,11 +1681,14 @@ class Machine:
         if asynchronous:
             self.mbar_remote_async(lane, addr, pc)
         st = self.mbar_get(lane, addr, pc)
+        if asynchronous:
+            st["async_in_phase"] = True
         st["tx"] -= nbytes
         if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)
 
     def _mbar_complete(self, lane: int, addr: int, st: dict) -> None:
+        st["late"] = st.pop("async_in_phase", False)  # see mbar_wait
         st["phase"] += 1
         st["pending"] = st["count"]
         st["tx"] = 0
@@ -1819,6 +1822,14 @@ class Machine:
             st = self.mbar_get(lane0, int(addr[lane0]), pc)
             done = par[inv == gi] != (st["phase"] & 1)
             okl, blk = grp[done], grp[~done]
+            if okl.size and st.get("late"):
+                # the phase was completed by an asynchronous operation (a copy's complete-tx,
+                # a tcgen05.commit), which the emulator performs at issue; on the GPU it may
+                # complete later, so the first test of the phase may find it incomplete: the
+                # testing lanes get False (not blocked) and run their own retry path - a
+                # wait that does not loop until true (PTX ISA 9.1 §9.7.13.15.16) is seen
+                st["late"] = False
+                okl = okl[:0]
             ok[okl] = True
             if okl.size:  # the owning CTA observed every phase completed so far
                 st["seen"] = int(st["phase"])

@@ -2000,6 +2000,7 @@ def _tcgen05(m, ins, pc, exe, active):
             st = m.mbar_get(int(ln), int(addr[ln]) & 0xFFFFFFFF, pc)
             ac = int(m.acol[c])
             st["vc"][ac] = max(int(st["vc"][ac]), epoch)  # the async unit's release
+            st["async_in_phase"] = True  # the MMAs may complete later (Machine.mbar_wait)
             m.mbar_arrive(int(ln), int(addr[ln]) & 0xFFFFFFFF, 1, 0, pc)
         return None
     if op == "mma":
