@@ -495,6 +495,24 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
 
 
 # ----------------------------------------------------------------------------- global memory
+def _async_store_pcs(m) -> np.ndarray:
+    """The pcs of the program's bulk / tensor stores and reductions to global memory (their
+    global writes are async-proxy writes), cached on the program."""
+    got = getattr(m.prog, "_async_store_pcs", None)
+    if got is None:
+        def to_global(op: str) -> bool:
+            if not op.startswith(("cp.async.bulk.", "cp.reduce.async.bulk.")):
+                return False
+            spaces = [x for x in op.split(".")
+                      if x in ("global", "shared::cluster", "shared::cta", "shared")]
+            return bool(spaces) and spaces[0] == "global"   # the destination comes first
+
+        got = np.array([pc for pc, ins in enumerate(m.prog.insts) if to_global(ins.opcode)],
+                       np.int64)
+        m.prog._async_store_pcs = got
+    return got
+
+
 def _global_proxy_check(m, ln: int, gidx: np.ndarray, pc: int, what: str) -> None:
     """HB4 (an error): the async-proxy access (``what``: ``reads`` for a copy's source,
     ``writes`` for a bulk store's or reduction's destination) by issuer ``ln`` of the global
@@ -508,6 +526,11 @@ def _global_proxy_check(m, ln: int, gidx: np.ndarray, pc: int, what: str) -> Non
     wl = sh.w_lane[idx]
     NT = m.n_ctas * m.T
     real = (wl >= 0) & (wl < NT)
+    if real.any():
+        # a completed bulk store's or reduction's record (_complete_writes) is the async
+        # proxy's own write, not a generic one: no proxy fence is needed after it
+        wpc = sh.w_pc[idx]
+        real &= ~np.isin(wpc, _async_store_pcs(m))
     if not real.any():
         return
     stale, _ = m.proxy_unfenced(np.array([ln]), wl[real], sh.w_pf[idx[real]],
