@@ -475,7 +475,7 @@ def _check_entry(module, fn, arch: str, cfg: LaunchConfig, filename: str, time_l
     res.seconds = time.perf_counter() - t0
     res.findings = list(outcome.findings)
     res.status = outcome.status
-    code_fault = _code_fault(outcome.message) if outcome.status == "fault" else None
+    code_fault = _code_fault(outcome.message, prog) if outcome.status == "fault" else None
     if code_fault is not None:
         # a fault that is a property of the code whatever the launch values (a warp's TMEM
         # lane slab is its position; a TMEM column count, the allocation permit): a concrete
@@ -508,11 +508,51 @@ _CODE_FAULTS = (
 _FAULT_AT = re.compile(r" \((?P<file>[^()]+):(?P<line>\d+):(?P<col>\d+)\)$")
 
 
-def _code_fault(message: str) -> Finding | None:
+#: special registers whose value a launch chooses (the CTA's place in the grid and cluster)
+_LAUNCH_SREGS = ("%ctaid", "%nctaid", "%clusterid", "%nclusterid", "%cluster_ctaid",
+                 "%cluster_nctaid", "%cluster_ctarank", "%cluster_nctarank", "%gridid",
+                 "%ntid")
+
+
+def _launch_dependent(prog, line: int, col: int) -> bool:
+    """Whether an input of the instruction at ``line:col`` may take its value from the launch:
+    a parameter (``ld.param``), global memory, or a special register of the grid's shape, on
+    the chain of register definitions that feeds it (every definition of each register in
+    the entry). True when the instruction is not found."""
+    insts = prog.insts
+    pcs = [pc for pc, ins in enumerate(insts) if ins.line == line and ins.col == col]
+    if not pcs:
+        return True
+    defs: dict[str, list] = {}
+    for ins in insts:
+        if ins.operands and ins.opcode.split(".")[0] not in ("st", "red", "bar", "barrier"):
+            for r in ins.operands[0].registers():
+                defs.setdefault(r.name, []).append(ins)
+    work = [r.name for o in insts[pcs[0]].operands for r in o.registers()]
+    seen: set[str] = set()
+    while work:
+        name = work.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name.startswith(_LAUNCH_SREGS):
+            return True
+        for d in defs.get(name, ()):
+            if d.opcode.startswith(("ld.param", "ld.global", "ld.const", "ldu")) or (
+                    d.opcode.startswith("ld.") and ".shared" not in d.opcode):
+                return True
+            work += [r.name for o in d.operands[1:] for r in o.registers()]
+    return False
+
+
+def _code_fault(message: str, prog) -> Finding | None:
     """The error finding for an emulator fault that holds whatever the launch values are
-    (:data:`_CODE_FAULTS`), at the faulting instruction; None for any other fault."""
+    (:data:`_CODE_FAULTS`, when no input of the faulting instruction comes from the launch:
+    :func:`_launch_dependent`), at the faulting instruction; None for any other fault."""
     at = _FAULT_AT.search(message)
     if at is None:
+        return None
+    if _launch_dependent(prog, int(at.group("line")), int(at.group("col"))):
         return None
     for pat, rule, why in _CODE_FAULTS:
         if pat.search(message):
