@@ -466,7 +466,8 @@ def _outgoing_check(m, c: int) -> None:
             op = m.prog.insts[pc].opcode
             if who != me or not op.startswith("cp.async.bulk.shared::cluster.shared::cta"):
                 continue
-            if any(p > ph and cb.exit_vc[c, m.vcol[ln]] >= k for p, (ln, k) in obs.items()):
+            if any(p > ph and cb.exit_vc[c, m.vcol[ln]] >= k
+                   for p, seen in obs.items() for ln, k in seen.items()):
                 continue
             key = ("HB9", "outgoing", pc)
             if key in m.findings:

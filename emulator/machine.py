@@ -1803,7 +1803,9 @@ class Machine:
         """try_wait/test_wait.parity: True where the phase of parity ``parity`` completed; the
         other lanes block until the mbarrier's phase changes (a spin loop is equivalent). A
         successful wait acquires the phase's releases unless ``acquire`` is False (a
-        ``.relaxed`` wait: ordering needs a ``fence.acquire`` after it)."""
+        ``.relaxed`` wait: ordering needs a ``fence.acquire`` after it). The first test of a
+        phase that an asynchronous operation completed returns False without blocking (the
+        operation may land later on the GPU: a wait that does not retry is exercised)."""
         ok = np.zeros(self.N, np.bool_)
         lanes = np.flatnonzero(exe)
         if not lanes.size:
@@ -1836,12 +1838,12 @@ class Machine:
             if self.ntr:
                 tl = okl[okl < self.ntr]
                 if tl.size and st.get("remote"):
-                    # the first observation of each phase count by a traced thread: a peer's
-                    # outgoing bulk copy needs it ordered before its exit (cluster._outgoing)
-                    obs = st.setdefault("obs", {})
-                    if int(st["phase"]) not in obs:
-                        l0 = int(tl[0])
-                        obs[int(st["phase"])] = (l0, int(self.vc[l0, self.vcol[l0]]))
+                    # each traced thread's first observation of each phase count: a peer's
+                    # outgoing bulk copy needs one of them ordered before its exit
+                    # (cluster._outgoing_check)
+                    obs = st.setdefault("obs", {}).setdefault(int(st["phase"]), {})
+                    for l0 in tl.tolist():
+                        obs.setdefault(l0, int(self.vc[l0, self.vcol[l0]]))
                 if tl.size and acquire:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
                     px = st.get("phase_x")
