@@ -320,14 +320,13 @@ class _Assume:
         return None
 
     def _same_reads(self, i: int, j: int, regs: tuple[str, ...]) -> bool:
-        """Whether instructions ``i`` and ``j`` read the same values of ``regs``."""
+        """Whether instructions ``i`` and ``j`` read the same values of ``regs``: each never
+        changes, or none is redefined on a path from one of them to the other
+        (:meth:`_unchanged_since`, either order)."""
         if all(self._fixed(r) for r in regs):
             return True
-        cfg = self.cfg
-        if cfg.block_of[i] != cfg.block_of[j]:
-            return False
-        lo, hi = min(i, j), max(i, j)
-        return not any(lo < x < hi for r in regs for x in self.v.def_sites.get(r, ()))
+        return all(self._unchanged_since(i, r, j) for r in regs) or \
+            all(self._unchanged_since(j, r, i) for r in regs)
 
     def contradicts(self, A: frozenset) -> bool:
         """Whether the register ranges in ``A`` are unsatisfiable: some register's assumed
@@ -845,22 +844,28 @@ def _modelled_path(cfg: CFG, ev: Event, assume: _Assume) -> bool:
     """Every branch decision on the event's witness tests a predicate the assumptions model
     (a comparison with a constant, or ``and``/``or``/``not`` of such, or a compare of two
     registers): the path is feasible as far as the solver can tell, not merely undecided.
-    Compares of two registers model a path only while no two of them on it pair one register
-    with different partners (``%r3 >= %r69`` and ``%r3 >= %r66`` with ``%r69 = %r66 - 64``:
-    linear relations between registers are beyond the solver, so the pair is undecided)."""
-    pairs: dict[str, set[str]] = {}
-    for i, d in ev.witness:
-        if not d.startswith("branch"):
+    Compares of two registers model a path only while any two of them on it that share a
+    register compare the same pair with the same values (:meth:`_Assume._same_reads`, so
+    :meth:`_Assume._decide_cmp2` correlated them): ``%r3 >= %r69`` and ``%r3 >= %r66`` with
+    ``%r69 = %r66 - 64`` - a linear relation - or a compare of a redefined register are beyond
+    the solver, so the path is undecided."""
+    seen: list[tuple] = []
+    for i, step in ev.witness:
+        if not step.startswith("branch"):
             continue
         ins = cfg.instrs[i]
         d = None if ins.predicate is None else assume._defs.get(cfg.reg_key(ins.predicate, i))
         if d is None:
             return False
-        if d[0] == "cmp2":
-            for a, b in ((d[2], d[3]), (d[3], d[2])):
-                pairs.setdefault(a, set()).add(b)
-                if len(pairs[a]) > 1:
-                    return False
+        if d[0] != "cmp2":
+            continue
+        regs = {d[2], d[3]}
+        for e in seen:
+            other = {e[2], e[3]}
+            if regs & other and (regs != other or not assume._same_reads(
+                    d[5], e[5], tuple(sorted(regs)))):
+                return False
+        seen.append(d)
     return True
 
 

@@ -183,7 +183,9 @@ class MbarLifecycle(Property):
     #: reach the inval, provided every branch on its witness is modelled by the solver's
     #: assumptions (guards correlated with branches are forked on, so such a path is feasible;
     #: issue 13's false alarm was a copy guarded by the complement of the branch that skips
-    #: the wait). Witnesses through unmodelled branches (register-register compares) stay notes.
+    #: the wait). Witnesses through unmodelled branches stay notes: a register-register compare
+    #: counts as modelled only where it is correlated with the other compares of its registers
+    #: on the witness (dataflow._modelled_path).
     CONFIRM_EXEMPT = ("while an asynchronous arrival",)
 
     def initial(self):
@@ -1120,9 +1122,10 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
                             for k, a in enumerate(blocks) for c in blocks[k + 1:])
             phased = any(_in_order(cfg, a, w) and _in_order(cfg, w, c)
                          for w in all_waits.get(b, ()) for a in arr for c in arr if a != c)
-            if total is not None and total != count and phased:
+            if total is not None and total > count and phased:
                 # a wait on the barrier between two arrival sites (arrive; wait; arrive; wait):
-                # the sites may serve different phases
+                # the sites may serve different phases (fewer arrivals than the count in all
+                # of them together stay an error: no phase can complete)
                 first = cfg.instrs[arr[0]]
                 out.append(note_finding(ctx, "MB7", first,
                                         f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
