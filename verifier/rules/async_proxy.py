@@ -410,8 +410,8 @@ def _ordered(gr: frozenset) -> frozenset:
 class Proxy(Property):
     """Fact: (generic smem writes unfenced, generic smem reads unfenced (addresses, or "?"),
     generic global writes unfenced (``((param, offset), span)`` items or ``("?",)``), pending
-    bulk-load destinations ``(dst, bytes, mbarrier)`` (a wait completes those of its own
-    mbarrier), cp.async issued, the unfenced generic smem writes' byte ranges
+    bulk-load destinations ``(dst, bytes, mbarrier, crossed)`` (a wait completes those of its
+    own mbarrier; ``crossed``: a wait on another one came since), cp.async issued, the unfenced generic smem writes' byte ranges
     (:func:`_write_item` items: a wgmma / tcgen05 operand provably apart from all of them is
     not reported))."""
 
@@ -449,9 +449,11 @@ class Proxy(Property):
         if is_mbar_wait(ins):
             # the wait completes the copies on its own mbarrier; copies known to complete on
             # another one stay pending (an unresolved barrier on either side: all done)
+            # (another barrier's wait may order them transitively - a consumer that waited
+            # on the copy's barrier arrives on this one - so a read of them later is a note)
             wb = addr_val(fa, mbar_operand(ins), i)
-            pend = frozenset(x for x in pend if wb is not None and x[2] is not None
-                             and x[2] != wb)
+            pend = frozenset((x[0], x[1], x[2], True) for x in pend
+                             if wb is not None and x[2] is not None and x[2] != wb)
             return (gw, _ordered(gr), gg, pend, cpa, ww)
         if is_cta_barrier(ins):
             return (3 if gw == 2 else gw, _ordered(gr), gg, pend, cpa, ww)
@@ -473,9 +475,14 @@ class Proxy(Property):
         if is_smem_read(ins):
             a = addr_val(fa, next((o for o in ins.operands if o.kind == "address"), None), i)
             sz = _span(ins)
-            for d, dsz, _bar in pend:
+            for d, dsz, _bar, crossed in pend:
                 ov = _overlap(a, sz, d, dsz)
-                if ov and dsz is None and a[2] != d[2]:
+                if ov and crossed:
+                    report("AP3", f"'{ins.opcode}' reads '{fmt_addr(a)}', the destination of a "
+                                  "bulk copy whose own mbarrier was not waited for (a wait on "
+                                  "another mbarrier may order it)", severity="note")
+                    break
+                if ov and dsz is None and a[2] > d[2]:
                     # a tensor copy of unknown size (its box is in the tensor map, its mbarrier
                     # has no constant expect_tx) that starts below the read: it may or may not
                     # reach it; the emulation decides (HB1)
@@ -560,7 +567,7 @@ class Proxy(Property):
                                   f"tell whether they overlap ({why}): emulation decides",
                            severity="note")
             if dst is not None and len(pend) < 8:
-                pend = pend | {(dst, size, bar)}
+                pend = pend | {(dst, size, bar, False)}
             return (gw, gr, gg, pend, cpa, ww)
         return fact
 
