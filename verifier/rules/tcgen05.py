@@ -519,11 +519,13 @@ def tmem_pair_alloc_without_cluster_sync(ctx: Context) -> list[Finding]:
 
 
 class TmemSlot(Property):
-    """Fact: frozenset of alloc slots whose TMEM address no CTA barrier has published yet.
+    """Fact: frozenset of ``(slot, guarded)``: alloc slots whose TMEM address no barrier has
+    published yet, and whether the alloc was predicated.
 
     ``tcgen05.alloc`` is a *synchronous* tcgen05 instruction whose shared-memory write of the
     address keeps same-address ordering with non-tcgen05 instructions (PTX ISA 9.1
-    §9.7.16.6.1): a CTA barrier publishes it like any shared store (TA3), and no
+    §9.7.16.6.1): a CTA barrier publishes it like any shared store (TA3), a ``bar.warp.sync``
+    to the allocating warp when the alloc was not predicated, and no
     ``tcgen05.fence`` is needed around that barrier (the fences order *asynchronous* tcgen05
     operations, §9.7.16.6.3; TF4 states that guarantee)."""
 
@@ -542,25 +544,31 @@ class TmemSlot(Property):
             s = addr_val(fa, ins.operands[0], i) if ins.operands else None
             if s is None:
                 return fact
-            return fact | {s}
+            # guarded: '@%p alloc' - the path also stands for threads of warps that skip it
+            return fact | {(s, ins.predicate is not None)}
         if not fact:
             return fact
-        if is_cta_barrier(ins) or _is_warp_barrier(ins):
-            # a thread on this path executed the (warp-collective) alloc: a bar.warp.sync
-            # orders the slot's write before its warp's later reads (PTX ISA 9.1 §9.7.12.4
-            # bar.warp.sync: memory ordering among the participating threads)
+        if is_cta_barrier(ins):
             return frozenset()
+        if _is_warp_barrier(ins):
+            # an unguarded alloc on this path was executed by this thread's warp: a
+            # bar.warp.sync orders the slot's write before the warp's later reads (PTX ISA 9.1
+            # §9.7.12.4 bar.warp.sync: memory ordering among the participating threads); a
+            # guarded one may be another warp's
+            return frozenset(x for x in fact if x[1])
         s = addr_val(fa, ins.operands[1], i) if len(ins.operands) > 1 else None
-        if s in fact:
+        if any(x[0] == s for x in fact):
             report("TA3", "the TMEM address written by 'tcgen05.alloc' is read before a "
                           "barrier makes it visible")
-        return fact - {s}
+        return frozenset(x for x in fact if x[0] != s)
 
     def describe(self, i, ins, old, new):
         if is_tc(ins, "alloc"):
             return "TMEM address written here"
         if is_cta_barrier(ins):
             return "barrier"
+        if _is_warp_barrier(ins):
+            return "warp barrier"
         return None
 
 
@@ -950,11 +958,12 @@ def tmem_ld_without_wait(ctx: Context) -> list[Finding]:
 
     What it checks:
         After a ``tcgen05.ld``, a ``tcgen05.wait::ld`` precedes (on every path) any
-        ``tcgen05.st``/``mma``/``cp``/``shift``, the ``dealloc``, and any barrier or arrive that
-        signals other threads. Reading the destination registers in the same thread needs no
-        wait (true register dependency); a barrier or arrive reached on a path where this thread
-        never read them (e.g. only half of the lanes consume the result) is a TL4 error
-        (cutlass#3652).
+        ``tcgen05.st``/``mma``/``cp``/``shift`` of overlapping TMEM columns, the ``dealloc``,
+        and the signals to other threads. Reading the destination registers in the same thread
+        needs no wait (true register dependency); a load whose registers this thread never read
+        (e.g. only half of the lanes consume the result) is a TL4 error at the second signal
+        after it, or at the exit (one CTA barrier between the load and its ``wait::ld`` is
+        Triton 3.9's order, cutlass#3652).
 
     Why it is bad:
         Write-after-read race on TMEM, or TMEM freed while still being read.
