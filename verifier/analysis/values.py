@@ -605,7 +605,8 @@ class Values:
                 if (b == "shr" and amt >= 5) or (b == "div" and amt % 32 == 0 and amt > 0):
                     c = WARP
         elif b in ("and", "or") and "pred" in ins.parts and len(ops) == 3:
-            ks = [key(o.name, i) for o in ops[1:] if o.kind == "reg"]
+            # '!%p' of a single-lane %p is true in all lanes but one: not single-lane
+            ks = [key(o.name, i) for o in ops[1:] if o.kind == "reg" and not o.negated]
             if b == "and" and any(self.is_single_lane(k, i) for k in ks):
                 self._mark_single(i, dk[0])
                 c = DIVERGENT
