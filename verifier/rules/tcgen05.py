@@ -649,6 +649,12 @@ def _tmem_region(fa, ins, i):
     if is_tc(ins, "ld", "st"):
         shape, num = _shape_num(ins)
         width = num * _SHAPE_COLS[shape] if shape and num else None
+        if shape == "16x32bx2" and width is not None:
+            # the second 16-lane half starts at the immediate column offset (PTX ISA 9.1
+            # §9.7.16.8.3 .16x32bx2): the access spans [0, offset + width) around its gap
+            off = next((op.value for op in ins.operands
+                        if op.kind == "imm" and isinstance(op.value, int)), None)
+            width = None if off is None else max(width, off + width)
         o = _taddr_operand(ins)
     elif is_tc(ins, "mma") and len(ins.operands) > 3:
         d = _decode_idesc(fa.values.const(ins.operands[3], i))
