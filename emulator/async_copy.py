@@ -477,21 +477,29 @@ def _store_proxy_check(m, ln: int, flat: np.ndarray, pc: int) -> None:
         return
     j = int(np.flatnonzero(stale)[0])
     late = bool(late_b[j])
-    wpc = int(sh.w_pc[idx[real]][j])
+    who, n = m._who(int(wl[real][j])), int(stale.sum())
+    _report_unfenced(m, int(sh.w_pc[idx[real]][j]), pc, lambda i1, i2: (
+        f"'{i2.opcode}' reads shared memory through the async proxy that {who} wrote with "
+        f"'{i1.opcode}' (generic proxy) "
+        + ("and fenced, but neither that fence nor one of the issuing thread lies between "
+           "the write and this copy" if late else
+           "with no 'fence.proxy.async' between the write and this copy")
+        + f": the bytes the copy reads are undefined ({n} bytes)"), _HB4_FIX)
+
+
+def _report_unfenced(m, wpc: int, pc: int, message, fix: str) -> None:
+    """The HB4 error (once per writer / async-proxy access pair) for an async-proxy access at
+    ``pc`` of bytes that the generic-proxy write at ``wpc`` left unfenced; ``message(write,
+    access)`` words it from the two instructions, ``fix`` is the synchronisation note."""
     key = ("HB4", wpc, pc)
     if key in m.findings:
         return
     i1, i2 = m.prog.insts[wpc], m.prog.insts[pc]
     m.findings[key] = Finding(
         rule="HB4", severity="error", file=m.prog.filename, line=i2.line, col=i2.col,
-        message=(f"'{i2.opcode}' reads shared memory through the async proxy that "
-                 f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
-                 + ("and fenced, but neither that fence nor one of the issuing thread lies "
-                    "between the write and this copy" if late else
-                    "with no 'fence.proxy.async' between the write and this copy")
-                 + f": the bytes the copy reads are undefined ({int(stale.sum())} bytes)"),
+        message=message(i1, i2),
         notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
-               Note(message=_HB4_FIX)])
+               Note(message=fix)])
 
 
 # ----------------------------------------------------------------------------- global memory
@@ -538,23 +546,16 @@ def _global_proxy_check(m, ln: int, gidx: np.ndarray, pc: int, what: str) -> Non
     if not stale.any():
         return
     j = int(np.flatnonzero(stale)[0])
-    wpc = int(sh.w_pc[idx[real]][j])
-    key = ("HB4", wpc, pc)
-    if key in m.findings:
-        return
-    i1, i2 = m.prog.insts[wpc], m.prog.insts[pc]
-    m.findings[key] = Finding(
-        rule="HB4", severity="error", file=m.prog.filename, line=i2.line, col=i2.col,
-        message=(f"'{i2.opcode}' {what} global memory through the async proxy that "
-                 f"{m._who(int(wl[real][j]))} wrote with '{i1.opcode}' (generic proxy) "
-                 f"without a 'fence.proxy.async.global' after the write ordered before the "
-                 f"copy: " + ("the bytes it reads are undefined" if what == "reads" else
-                              "which of the two writes the bytes keep is undefined")
-                 + f" ({int(stale.sum())} bytes)"),
-        notes=[Note(message=f"generic-proxy write '{i1.opcode}'", line=i1.line, col=i1.col),
-               Note(message="missing synchronisation: 'fence.proxy.async.global' (or "
-                            "'fence.proxy.async') by the writing threads after the writes, "
-                            "before the barrier that orders them with the issuing thread")])
+    who, n = m._who(int(wl[real][j])), int(stale.sum())
+    _report_unfenced(m, int(sh.w_pc[idx[real]][j]), pc, lambda i1, i2: (
+        f"'{i2.opcode}' {what} global memory through the async proxy that {who} wrote with "
+        f"'{i1.opcode}' (generic proxy) without a 'fence.proxy.async.global' after the write "
+        f"ordered before the copy: "
+        + ("the bytes it reads are undefined" if what == "reads" else
+           "which of the two writes the bytes keep is undefined") + f" ({n} bytes)"),
+        "missing synchronisation: 'fence.proxy.async.global' (or 'fence.proxy.async') by the "
+        "writing threads after the writes, before the barrier that orders them with the "
+        "issuing thread")
 
 
 def global_async_read(m, ln: int, addrs: np.ndarray, nb: int, pc: int) -> None:
