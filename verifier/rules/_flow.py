@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from verifier.analysis import FunctionAnalysis, Property
 from verifier.analysis.dataflow import Event
+from verifier.analysis.ranges import Ranges
 from verifier.context import Context, FunctionInfo
 from verifier.findings import Finding, Note
 from verifier.ptx.ast import Instruction
@@ -387,6 +388,15 @@ def mbar_operand(ins: Instruction):
         addrs = [o for o in ops if o.kind == "address"]  # st.async [a], b, [mbar]
         return addrs[1] if len(addrs) >= 2 else None
     return None
+
+
+def ranges_of(fa: FunctionAnalysis) -> Ranges:
+    """The function's :class:`~verifier.analysis.ranges.Ranges` (interval analysis), built
+    once and cached on ``fa``."""
+    r = fa.cache.get("ranges")
+    if r is None:
+        r = fa.cache["ranges"] = Ranges(fa.cfg, fa.values, fa.threads)
+    return r
 
 
 def addr_val(fa: FunctionAnalysis, o, i: int):

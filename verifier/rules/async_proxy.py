@@ -16,7 +16,7 @@ and ``docs/ptx_rules.md`` §3. AP8 and AP9 live in
 from __future__ import annotations
 
 from verifier.analysis import Property
-from verifier.analysis.ranges import Ranges, footprint
+from verifier.analysis.ranges import footprint
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
@@ -31,6 +31,7 @@ from verifier.rules._flow import (
     is_tc,
     mbar_operand,
     note_finding,
+    ranges_of,
 )
 
 __all__ = [
@@ -287,14 +288,6 @@ _ELEM_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u
 _TC_ELEM = {"kind::f16": 2, "kind::tf32": 4}  # other kinds: 1 byte or less per element
 
 
-def _ranges(fa) -> Ranges:
-    """The function's :class:`~verifier.analysis.ranges.Ranges`, built once."""
-    r = fa.cache.get("ranges")
-    if r is None:
-        r = fa.cache["ranges"] = Ranges(fa.cfg, fa.values, fa.threads)
-    return r
-
-
 def _write_item(fa, ins, i: int) -> tuple:
     """``(symbol, lo, hi)``: a generic shared write's bytes lie in ``[symbol + lo, symbol +
     hi)``; ``("?",)`` when the address or the size is unknown, or the address is a
@@ -310,7 +303,7 @@ def _write_item(fa, ins, i: int) -> tuple:
         # stmatrix m8n8: each thread's address is one 16-byte row (PTX ISA 9.1 §9.7.14.5.16)
         span = (16 if "m8n8" in ins.parts else None) if ins.parts[0] == "stmatrix" \
             else _span(ins)
-    r = _ranges(fa).address(o, i) if o is not None else None
+    r = ranges_of(fa).address(o, i) if o is not None else None
     if r is None or not isinstance(span, int):
         return _UNKNOWN
     return (r[0], r[1], r[2] + span)
@@ -322,7 +315,7 @@ def _mma_reads(fa, ins, i: int) -> list[tuple] | None:
     when a descriptor or the shape is not known well enough."""
     p = ins.parts
     ops = ins.operands
-    rg = _ranges(fa)
+    rg = ranges_of(fa)
     if p[0] == "wgmma":
         shape = next((x for x in p if x.startswith("m") and "n" in x and "k" in x), None)
         if shape is None or "sp" in p or len(ops) < 3:

@@ -27,6 +27,7 @@ from verifier.rules._flow import (
     is_tc,
     mbar_operand,
     note_finding,
+    ranges_of,
 )
 
 __all__ = [
@@ -1213,8 +1214,7 @@ def _mbar_span(fa, ins, i: int, v) -> tuple | None:
         return (v[1], v[2], v[2]) if v[0] == "s" else None
     if fa is None:
         return None
-    from verifier.rules.async_proxy import _ranges
-    return _ranges(fa).address(mbar_operand(ins), i)
+    return ranges_of(fa).address(mbar_operand(ins), i)
 
 
 def _per_warp(fa, o, i) -> list[int | None] | None:
