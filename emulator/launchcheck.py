@@ -538,8 +538,8 @@ def _launch_dependent(prog, line: int, col: int) -> bool:
         if name.startswith(_LAUNCH_SREGS):
             return True
         for d in defs.get(name, ()):
-            if d.opcode.startswith(("ld.param", "ld.global", "ld.const", "ldu")) or (
-                    d.opcode.startswith("ld.") and ".shared" not in d.opcode):
+            if d.opcode.startswith("ldu") or (d.opcode.startswith("ld.")
+                                               and ".shared" not in d.opcode):
                 return True
             work += [r.name for o in d.operands[1:] for r in o.registers()]
     return False
@@ -552,10 +552,10 @@ def _code_fault(message: str, prog) -> Finding | None:
     at = _FAULT_AT.search(message)
     if at is None:
         return None
-    if _launch_dependent(prog, int(at.group("line")), int(at.group("col"))):
-        return None
     for pat, rule, why in _CODE_FAULTS:
         if pat.search(message):
+            if _launch_dependent(prog, int(at.group("line")), int(at.group("col"))):
+                return None
             return Finding(rule=rule, severity="error", file=at.group("file"),
                            line=int(at.group("line")), col=int(at.group("col")),
                            message=f"{message[:at.start()]} on the default launch ({why})")
