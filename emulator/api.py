@@ -78,10 +78,12 @@ class EmulationResult(BaseModel):
             ``coverage``.
         wait_effects: with ``coverage=True``, per source line of a reached wait
             (``cp.async.bulk.wait_group``, ``wgmma.wait_group``, ``mbarrier.try_wait`` /
-            ``test_wait``, ``tcgen05.wait::st``), its executions that had an effect (a thread
-            blocked, acquired happens-before knowledge, or retired a bulk group / wgmma
-            registers; for ``tcgen05.wait::st``, one when a TMEM cell it completed was read
-            before its writer waited again), and of a reached ``fence.proxy.async``, one when
+            ``test_wait``, ``tcgen05.wait::st`` / ``wait::ld``), its executions that had an
+            effect (a thread blocked, acquired happens-before knowledge, or retired a bulk
+            group / wgmma registers; for ``tcgen05.wait::st``, one when a TMEM cell it
+            completed was read before its writer waited again; for ``tcgen05.wait::ld``, one
+            when a cell whose load it completed was written by a thread (the reader included)
+            not ordered after the reader's next ``wait::ld``), and of a reached ``fence.proxy.async``, one when
             some async-proxy read (wgmma / tcgen05.mma operand, TMA store source) of bytes a
             thread wrote through the generic proxy was fenced by that site's instances alone
             (PTX ISA 9.1 §8.6: without it the read would be HB4); 0: at this launch the wait
@@ -496,7 +498,8 @@ def _is_wait(ins) -> bool:
     """Whether ``ins`` is a wait whose effect :func:`_instrument` measures."""
     op = ins.opcode
     return (op.startswith("cp.async.bulk.wait_group") or op.startswith("wgmma.wait_group") or
-            op.startswith("tcgen05.wait::st") or _is_proxy_fence(ins) or
+            op.startswith("tcgen05.wait::st") or op.startswith("tcgen05.wait::ld") or
+            _is_proxy_fence(ins) or
             (ins.base == "mbarrier" and len(ins.parts) > 1 and
              ins.parts[1] in ("try_wait", "test_wait")))
 
@@ -515,7 +518,9 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
     the executions that had an effect: a thread blocked, a thread's happens-before knowledge
     grew (it acquired something), a bulk group or wgmma registers retired, or a thread outside
     the race-tracked set ran it (unknown: counted); a ``tcgen05.wait::st`` acts when a cell it
-    completed is read before its writer waits again (``emulator.tcgen05_ext``), a
+    completed is read before its writer waits again, a ``tcgen05.wait::ld`` when a cell whose
+    load it completed is written before (not ordered after) its reader waits again
+    (``emulator.tcgen05_ext``), a
     ``fence.proxy.async`` when an async-proxy read of generic-written bytes was fenced by that
     site alone (``Machine.note_fence_use``) - both filled in by :func:`_completion_effects`
     after the run; ``use`` (a :class:`BarrierUse`) is fed each
@@ -575,7 +580,8 @@ def _instrument(mach: Machine, use: BarrierUse | None = None
 
 
 def _completion_effects(mach: Machine, effects: np.ndarray) -> None:
-    """Count one effect for each ``tcgen05.wait::st`` whose completion some read depended on,
+    """Count one effect for each ``tcgen05.wait::st`` / ``wait::ld`` whose completion some
+    read / write depended on,
     and for each ``fence.proxy.async`` site an async-proxy read of generic-written shared bytes
     depended on alone (``Machine.note_fence_use``; see :func:`_instrument`)."""
     for pc in getattr(mach, "tmem_wait_used", ()):

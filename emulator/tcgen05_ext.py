@@ -360,6 +360,7 @@ def _tmem_war_check(m, sh: _TmemShadow, ln: int, c: int, rows, cols, pc: int,
     rows, cols = np.broadcast_arrays(np.asarray(rows), np.asarray(cols))
     rl = sh.r_lane[c][rows, cols]
     g = int(m.glane[ln])
+    _note_ld_wait_use(m, sh, ln, c, rows, cols, rl)
     other = (rl >= 0) & (rl != g)
     if other.any():
         rl_o = rl[other]
@@ -377,6 +378,31 @@ def _tmem_war_check(m, sh: _TmemShadow, ln: int, c: int, rows, cols, pc: int,
                        "arrive / barrier) that hands the cells to the writer")
     sh.r_lane[c][rows, cols] = -1
     sh.r_pend[c][rows, cols] = False
+    sh.r_done_pc[c][rows, cols] = -1
+
+
+def _note_ld_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols, rl) -> None:
+    """With ``coverage`` (``m.tmem_wait_used`` a set): lane ``ln`` writes cells (CTA ``c``,
+    ``rows`` x ``cols``; ``rl`` their last readers) whose ``tcgen05.ld`` a ``tcgen05.wait::ld``
+    completed; unless the writer is ordered after the reader's next ``wait::ld`` (which would
+    complete the load as well; for the reader itself: it waited again since), that wait's pc is
+    added: it ordered this write after the read (PTX ISA 9.1 §9.7.16.6.4, write after read)."""
+    used = getattr(m, "tmem_wait_used", None)
+    if used is None or ln >= m.ntr:
+        return
+    dp = sh.r_done_pc[c][rows, cols]
+    hit = (dp >= 0) & (rl >= 0) & ~sh.r_pend[c][rows, cols]
+    if not hit.any():
+        return
+    dg = sh.r_done_gen[c][rows, cols][hit]
+    T = m.T
+    for pc_, r, k in set(zip(dp[hit].tolist(), rl[hit].tolist(), dg.tolist())):
+        clks = sh.rclks.get(int(r), [])
+        if len(clks) > k:  # the reader waited again: is the writer after that wait?
+            col = int(m.rk_of[r // T]) * (T + ASYNC_UNITS) + r % T
+            if int(m.vc[ln, col]) >= clks[k]:
+                continue
+        used.add(int(pc_))
 
 
 # ------------------------------------------------------------------ TMEM: tcgen05.st -> readers
@@ -422,6 +448,13 @@ class _TmemShadow:
         # warp's loads, so a release by any of its lanes after it covers them all)
         self.r_wait = np.full((ncta, 128, 512), -1, np.int64)
         self.waits: list[tuple[np.ndarray, np.ndarray]] = []
+        # which 'tcgen05.wait::ld' completed a cell's last read (pc, -1: none) and which of its
+        # reader's waits that was (1-based); per reader, its clock at each of its wait::ld: a
+        # later write depends on that wait unless the writer is ordered after the reader's next
+        # one (which completes the load as well). For EmulationResult.wait_effects.
+        self.r_done_pc = np.full((ncta, 128, 512), -1, np.int32)
+        self.r_done_gen = np.zeros((ncta, 128, 512), np.int32)
+        self.rclks: dict[int, list[int]] = {}
         # likewise the warp's 'tcgen05.wait::st' that completed a stored cell (-1: none yet)
         self.w_wait = np.full((ncta, 128, 512), -1, np.int64)
 
@@ -542,6 +575,8 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
     if op == "wait::ld":
         lanes = np.flatnonzero(exe)
         lanes = lanes[lanes < m.ntr]
+        for ln in lanes.tolist():
+            sh.rclks.setdefault(int(m.glane[ln]), []).append(int(m.vc[ln, m.vcol[ln]]))
         wid = m.cta_local[lanes].astype(np.int64) * m.T + m.tid[lanes] // 32
         for w in np.unique(wid).tolist():
             ln = lanes[wid == w]
@@ -551,6 +586,11 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
             if mine.any():
                 sh.r_wait[c][mine] = sh.warp_wait(m, ln)
                 sh.r_pend[c][mine] = False
+                readers, inv = np.unique(sh.r_lane[c][mine], return_inverse=True)
+                gens = np.array([len(sh.rclks.get(int(r), ())) for r in readers.tolist()],
+                                np.int32)
+                sh.r_done_pc[c][mine] = pc
+                sh.r_done_gen[c][mine] = gens[inv.ravel()]
         if lanes.size:
             m._tick(lanes)
         return

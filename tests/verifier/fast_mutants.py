@@ -62,7 +62,10 @@ reason in :attr:`FastMutant.skip`; the table counts them apart, never as caught)
   every one of its executions there, blocked no thread, gave no thread new happens-before
   knowledge and retired no bulk group or wgmma registers - for ``tcgen05.wait::st``: no TMEM
   cell it completed was read before the writer's next ``wait::st`` (which completes every
-  earlier store of the thread too) - (e.g. the wait on the MMA barrier of
+  earlier store of the thread too); for ``tcgen05.wait::ld``: no cell whose load it completed
+  was written (by any thread, the reader included) unless ordered after the reader's next
+  ``wait::ld`` (Triton's attention: the wait after S's load, P written to other columns) -
+  (e.g. the wait on the MMA barrier of
   the previous tile when a wait on a later commit of the same thread already covered it, or a
   ``wgmma.wait_group 0`` after the loop whose last iteration retired everything); a removed
   ``fence.proxy.async`` none of whose executions was the only proxy fence, since the write,
@@ -790,6 +793,10 @@ def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] 
             return ("equivalent on the executed paths: no async-proxy read at the emulated "
                     "launch depended on the removed proxy fence alone (no generic-written "
                     "bytes it alone fenced)")
+        if "tcgen05.wait::ld" in text.splitlines()[line - 1]:
+            return ("equivalent on the executed paths: no TMEM write or release at the "
+                    "emulated launch depended on the loads the removed wait completed (each "
+                    "write to their cells came after the reader's next tcgen05.wait::ld)")
         return ("equivalent on the executed paths: the removed wait never blocked, acquired "
                 "or retired anything at the emulated launch")
     if (barrier_effects is not None and cls == "no_bar_sync" and line in barrier_effects
