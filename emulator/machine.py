@@ -432,6 +432,14 @@ class Machine:
             # what a lane's .relaxed mbarrier waits observed, acquired by its next acquire
             # fence (mbar_wait, acquire_fence); None until a relaxed wait succeeds
             self.relaxed_vc = None
+            # tcgen05 ordering through relaxed synchronisation (emulator.tcgen05_ext): a lane's
+            # clock at its last tcgen05.fence::before_thread_sync (what its next .relaxed
+            # mbarrier arrive releases to tcgen05 operations), the tcgen05-only releases its
+            # waits observed, and what its last tcgen05.fence::after_thread_sync acquired for
+            # its later tcgen05 operations; None until first used
+            self.tc_rel_vc = None
+            self.tc_pend_vc = None
+            self.tc_after_vc = None
             self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
@@ -1646,6 +1654,12 @@ class Machine:
             relaxed = pc >= 0 and "relaxed" in self._types[pc][0]
             rel = self.clb.rel_vc[lane] if relaxed else self.vc[lane]
             st["vc"] = np.maximum(st["vc"], rel)
+            if relaxed and self.tc_rel_vc is not None:
+                # tcgen05.fence::before_thread_sync + a relaxed arrive: the tcgen05 operations
+                # before the fence are ordered before the arrive (PTX ISA 9.1 §9.7.16.6.3-4)
+                tv = st.get("tc_vc")
+                st["tc_vc"] = (self.tc_rel_vc[lane].copy() if tv is None
+                               else np.maximum(tv, self.tc_rel_vc[lane]))
             x = (self.xfence if relaxed else self.xvc).get(lane)
             if x is not None:  # what the arriving thread knows of other clusters goes along
                 st["x"] = _flags._join_x(st.get("x", {}), x)
@@ -1693,6 +1707,8 @@ class Machine:
         st["pending"] = st["count"]
         st["tx"] = 0
         st["phase_vc"] = st["vc"].copy()
+        if "tc_vc" in st:
+            st["phase_tc_vc"] = st["tc_vc"].copy()
         if "x" in st:
             st["phase_x"] = st["x"]
         key = self.mbar_key(lane, addr)
@@ -1844,6 +1860,12 @@ class Machine:
                     obs = st.setdefault("obs", {}).setdefault(int(st["phase"]), {})
                     for l0 in tl.tolist():
                         obs.setdefault(l0, int(self.vc[l0, self.vcol[l0]]))
+                if tl.size and "phase_tc_vc" in st:
+                    # tcgen05-only releases (relaxed arrives after before_thread_sync): acquired
+                    # for tcgen05 operations by the lane's next after_thread_sync
+                    if self.tc_pend_vc is None:
+                        self.tc_pend_vc = np.zeros_like(self.vc)
+                    self.tc_pend_vc[tl] = np.maximum(self.tc_pend_vc[tl], st["phase_tc_vc"])
                 if tl.size and acquire:
                     self.vc[tl] = np.maximum(self.vc[tl], st["phase_vc"])
                     px = st.get("phase_x")

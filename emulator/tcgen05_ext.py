@@ -319,6 +319,48 @@ def _tc_commit_multicast(m, ins, pc, exe, mods):
 
 @handler("tcgen05")
 def _tcgen05(m, ins, pc, exe, active):
+    """Every tcgen05 instruction (:func:`_tcgen05_op`), with the tcgen05 fences' ordering
+    through relaxed synchronisation (PTX ISA 9.1 §9.7.16.6.3, the canonical patterns of
+    §9.7.16.6.4: ``mbarrier.try_wait.relaxed``, ``tcgen05.fence::after_thread_sync``,
+    ``tcgen05.ld``): ``fence::before_thread_sync`` snapshots the lane's clock, which its next
+    ``.relaxed`` mbarrier arrive releases to the phase for tcgen05 operations only
+    (``Machine.mbar_arrive``); ``fence::after_thread_sync`` acquires, for the lane's later
+    tcgen05 operations only, what its relaxed waits (and flag reads) observed and those
+    tcgen05-only releases. A tcgen05 operation then runs with the lane's clock joined with
+    that knowledge; its generic accesses keep the lane's own ordering (a relaxed wait orders no
+    ``ld.shared``)."""
+    mods = m._types[pc][0]
+    op = mods[0]
+    tl = np.flatnonzero(exe[:m.ntr]) if m.ntr else np.zeros(0, np.int64)
+    if op == "fence::before_thread_sync":
+        if tl.size:
+            if m.tc_rel_vc is None:
+                m.tc_rel_vc = np.zeros_like(m.vc)
+            m.tc_rel_vc[tl] = m.vc[tl]
+        return None
+    if op == "fence::after_thread_sync":
+        if tl.size:
+            got = [v[tl] for v in (m.relaxed_vc, m.tc_pend_vc) if v is not None]
+            if got:
+                if m.tc_after_vc is None:
+                    m.tc_after_vc = np.zeros_like(m.vc)
+                m.tc_after_vc[tl] = np.maximum.reduce([m.tc_after_vc[tl], *got])
+        return None
+    if m.tc_after_vc is None or not tl.size:
+        return _tcgen05_op(m, ins, pc, exe, active)
+    saved = m.vc[tl].copy()
+    m.vc[tl] = np.maximum(saved, m.tc_after_vc[tl])
+    try:
+        return _tcgen05_op(m, ins, pc, exe, active)
+    finally:
+        # the lane's own clock column advanced by the operation is kept; the tcgen05-only
+        # knowledge is not (its generic accesses do not see it)
+        own = m.vc[tl, m.vcol[tl]].copy()
+        m.vc[tl] = saved
+        m.vc[tl, m.vcol[tl]] = own
+
+
+def _tcgen05_op(m, ins, pc, exe, active):
     """Block-scaled MMA, ``cp``, ``shift`` and multicast ``commit`` here; the rest in ops."""
     mods = m._types[pc][0]
     op = mods[0]

@@ -567,7 +567,7 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
     execution, or "" when it may (module docstring: removed waits with nothing in flight on any
     path, barriers with an identical barrier next to them through register-only code)."""
     if cls not in ("store_refill", "no_wgmma_wait", "no_bar_sync", "no_tcgen05_wait",
-                   "no_wgmma_fence"):
+                   "no_wgmma_fence", "no_tcgen05_fence"):
         return ""
     key = hash(text)
     if _cache is not None and key in _cache:
@@ -604,12 +604,94 @@ def equivalent(cls: str, text: str, line: int, _cache: dict | None = None) -> st
         return ("equivalent: on every path another tcgen05.wait::ld (which completes every "
                 "earlier tcgen05.ld of the thread) comes before anything that writes TMEM, "
                 "deallocates or signals another thread")
+    if cls == "no_tcgen05_fence" and cfg.instrs[i].opcode.startswith("tcgen05.fence"):
+        why = _tc_fence_redundant(cfg, i)
+        if why:
+            return why
     if cls == "no_bar_sync" and _barrier_redundant(cfg, i):
         return "equivalent: an identical barrier is next to it through register-only code"
     if cls == "no_bar_sync" and _barrier_merge_safe(cfg, i, _values(cfg, _cache)):
         return ("equivalent: the accesses between its twin barriers (or the entry) on either "
                 "side of it do not conflict")
     return ""
+
+
+#: tcgen05 operations that are asynchronous (PTX ISA 9.1 §9.7.16.6.1): the ones the tcgen05
+#: fences order across thread synchronisation; alloc / dealloc / relinquish are synchronous
+_TC_ASYNC = ("ld", "st", "mma", "cp", "shift", "commit")
+
+
+def _tc_async(ins) -> bool:
+    return ins.base == "tcgen05" and len(ins.parts) > 1 and ins.parts[1] in _TC_ASYNC
+
+
+def _thread_sync(ins) -> str | None:
+    """The kind of thread synchronisation ``ins`` is ("cta barrier", "mbarrier wait",
+    "mbarrier arrive", "cluster barrier"), or None."""
+    p = ins.parts
+    if ins.base in ("bar", "barrier") and len(p) > 1 and p[1] == "cluster":
+        return "cluster barrier"
+    if ins.base in ("bar", "barrier"):
+        return "cta barrier"
+    if ins.base == "mbarrier" and len(p) > 1 and p[1] in ("try_wait", "test_wait"):
+        return "mbarrier wait"
+    if ins.base == "mbarrier" and len(p) > 1 and p[1].startswith("arrive"):
+        return "mbarrier arrive"
+    return None
+
+
+def _adjacent_sync(cfg, i: int, forward: bool) -> int | None:
+    """The thread synchronisation next to the tcgen05 fence at ``i``: the first one after it
+    (``forward``: ``before_thread_sync``) or before it (``after_thread_sync``: through a
+    wait loop's branch back into the loop block) with only register code, branches and labels
+    in between, along a single-successor / single-predecessor chain; None when there is none
+    or something that touches memory comes first."""
+    b = cfg.block_of[i]
+    j = i
+    for _ in range(64):
+        blk = cfg.blocks[b]
+        j = j + 1 if forward else j - 1
+        if forward and j >= blk.end or not forward and j < blk.start:
+            nxt = ([e.dst for e in blk.succs] if forward
+                   else [e.src for e in blk.preds if e.src != b])
+            if len(nxt) != 1 or nxt[0] >= len(cfg.blocks):
+                return None
+            b = nxt[0]
+            j = cfg.blocks[b].start - 1 if forward else cfg.blocks[b].end
+            continue
+        ins = cfg.instrs[j]
+        if _thread_sync(ins):
+            return j
+        if ins.base in _MEMORY or ins.base in _ENDS:
+            return None
+    return None
+
+
+def _tc_fence_redundant(cfg, i: int) -> str:
+    """Why removing the tcgen05 fence at ``i`` changes nothing the rulebook calls a bug, or "".
+    (1) Its synchronisation is a CTA barrier that no asynchronous tcgen05 operation reaches on
+    any path: only the synchronous ``tcgen05.alloc`` precedes it (the TMEM address hand-off,
+    PTX ISA 9.1 §9.7.16.6.1, docs/ptx_rules.md TF4), so the fence orders nothing. (2) Its
+    synchronisation has release / acquire semantics (no ``.relaxed``): the rulebook's TF3 /
+    TF5 take such a barrier, arrive or wait as ordering the tcgen05 operations around it, as
+    Triton's sm_100a code relies on (it has no tcgen05 fence); the verifier reports the
+    missing fence as a warning there, not an error. Only a fence next to a ``.relaxed``
+    synchronisation (the PTX ISA's canonical patterns, §9.7.16.6.4) is a mutant."""
+    ins = cfg.instrs[i]
+    forward = "before_thread_sync" in ins.opcode
+    j = _adjacent_sync(cfg, i, forward)
+    if j is None:
+        return ""
+    sync = cfg.instrs[j]
+    kind = _thread_sync(sync)
+    if "relaxed" in sync.parts:
+        return ""
+    if kind == "cta barrier" and _nothing_in_flight(cfg, j, _tc_async, lambda _ins: False):
+        return ("equivalent: no asynchronous tcgen05 operation reaches the CTA barrier it "
+                "fences on any path (only the synchronous tcgen05.alloc: TF4)")
+    return (f"equivalent under the rulebook (TF3 / TF5): the {kind} it fences has "
+            "release / acquire semantics (no .relaxed), taken as ordering the tcgen05 "
+            "operations around it, as in Triton's fence-free sm_100a code")
 
 
 _REG_DECL = "\t.reg .b32 \t%ailower_m<4>;\n\t.reg .pred \t%ailower_q<2>;\n"
