@@ -585,6 +585,25 @@ def _bfe(m, ins, pc, exe, active):
     m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
 
 
+@handler("shf")
+def _shf(m, ins, pc, exe, active):
+    """``shf.{l,r}.{wrap,clamp}.b32 d, a, b, c``: funnel shift of the 64-bit value ``b:a``
+    (``a`` the low word) by ``c`` (``.wrap``: ``c & 31``; ``.clamp``: ``min(c, 32)``); ``.l``
+    keeps the high word of the left shift, ``.r`` the low word of the right shift (PTX ISA 9.1
+    §9.7.8.11, 'shf')."""
+    mods = m._types[pc][0]
+    a = np.asarray(m.read(ins.operands[1], "u32", pc)).astype(np.uint64)
+    b = np.asarray(m.read(ins.operands[2], "u32", pc)).astype(np.uint64)
+    c = np.asarray(m.read(ins.operands[3], "u32", pc)).astype(np.uint64)
+    n = np.minimum(c, np.uint64(32)) if "clamp" in mods else c & np.uint64(31)
+    v = (b << np.uint64(32)) | a
+    if "l" in mods:
+        r = (v << n) >> np.uint64(32)
+    else:
+        r = v >> n
+    m.write(ins.operands[0], (r & np.uint64(0xFFFFFFFF)).astype(np.uint32), exe, pc)
+
+
 @handler("bfi")
 def _bfi(m, ins, pc, exe, active):
     t = _typ(m, pc)

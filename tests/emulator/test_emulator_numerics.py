@@ -7,7 +7,7 @@ import numpy as np
 
 from emulator import GlobalMemory, Launch, run_launch
 
-K = 17  # results per thread
+K = 21  # results per thread
 
 HEAD = """.version 8.7
 .target sm_90a
@@ -22,7 +22,7 @@ HEAD = """.version 8.7
 .reg .b64 %rd<8>;
 ld.param.u64 %rd1, [out];
 mov.u32 %r1, %tid.x;
-mul.wide.u32 %rd2, %r1, 68;
+mul.wide.u32 %rd2, %r1, 84;
 add.s64 %rd3, %rd1, %rd2;
 sub.s32 %r2, %r1, 16;              // signed value -16..15
 cvt.rn.f32.s32 %f1, %r2;
@@ -64,6 +64,11 @@ BODY = [
     "fma.rn.f32 %f4, %f2, %f1, 0f3F800000; mov.b32 %r10, %f4;",
     # 16: three-input max.f32 (PTX 8.8) with a -inf input
     "max.f32 %f5, 0fFF800000, %f2, %f1; mov.b32 %r10, %f5;",
+    # 17-20: funnel shifts of (0x9abcdef0 : tid - 16) by tid (wrap: tid % 32) / tid + 20 (clamp)
+    "shf.l.wrap.b32 %r10, %r2, 0x9abcdef0, %r1;",
+    "shf.r.wrap.b32 %r10, %r2, 0x9abcdef0, %r1;",
+    "add.u32 %r11, %r1, 20; shf.l.clamp.b32 %r10, %r2, 0x9abcdef0, %r11;",
+    "add.u32 %r11, %r1, 20; shf.r.clamp.b32 %r10, %r2, 0x9abcdef0, %r11;",
 ]
 
 
@@ -101,6 +106,13 @@ def _expected(t: int) -> list[int]:
     fma = np.float32(np.float64(f2) * np.float64(np.float32(x)) + 1.0)
     out.append(int(np.array(fma, np.float32).view(np.uint32)))
     out.append(int(np.array(max(f2, np.float32(x)), np.float32).view(np.uint32)))
+    pair = (0x9abcdef0 << 32) | u  # b:a, a the low word
+    for n, clamp in ((t, False), (t, False), (t + 20, True), (t + 20, True)):
+        k = min(n, 32) if clamp else n % 32
+        if len(out) % 2:  # .l: the high word of the 64-bit left shift
+            out.append(((pair << k) >> 32) & 0xFFFFFFFF)
+        else:  # .r: the low word of the right shift
+            out.append((pair >> k) & 0xFFFFFFFF)
     return out
 
 

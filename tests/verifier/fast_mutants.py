@@ -675,8 +675,9 @@ def _tc_fence_redundant(cfg, i: int) -> str:
     synchronisation has release / acquire semantics (no ``.relaxed``): the rulebook's TF3 /
     TF5 take such a barrier, arrive or wait as ordering the tcgen05 operations around it, as
     Triton's sm_100a code relies on (it has no tcgen05 fence); the verifier reports the
-    missing fence as a warning there, not an error. Only a fence next to a ``.relaxed``
-    synchronisation (the PTX ISA's canonical patterns, §9.7.16.6.4) is a mutant."""
+    missing fence as a warning there, not an error (the fence is what orders them after a
+    ``.relaxed`` wait, cutlass#2974). Only a fence next to a ``.relaxed`` synchronisation (the
+    PTX ISA's canonical patterns, §9.7.16.6.4) is a mutant."""
     ins = cfg.instrs[i]
     forward = "before_thread_sync" in ins.opcode
     j = _adjacent_sync(cfg, i, forward)
@@ -690,8 +691,9 @@ def _tc_fence_redundant(cfg, i: int) -> str:
         return ("equivalent: no asynchronous tcgen05 operation reaches the CTA barrier it "
                 "fences on any path (only the synchronous tcgen05.alloc: TF4)")
     return (f"equivalent under the rulebook (TF3 / TF5): the {kind} it fences has "
-            "release / acquire semantics (no .relaxed), taken as ordering the tcgen05 "
-            "operations around it, as in Triton's fence-free sm_100a code")
+            "release / acquire semantics (no .relaxed), which order the tcgen05 operations "
+            "around it; the fence is required next to a .relaxed synchronisation (cutlass#2974; "
+            "Triton's sm_100a code has no tcgen05 fence)")
 
 
 _REG_DECL = "\t.reg .b32 \t%ailower_m<4>;\n\t.reg .pred \t%ailower_q<2>;\n"
