@@ -425,6 +425,14 @@ class Machine:
         # ... and what it knew of them at its last cluster-scope release fence (what a
         # .relaxed mbarrier arrive publishes: emulator.cluster.release_fence)
         self.xfence: dict[int, dict[int, np.ndarray]] = {}
+        # tcgen05 ordering through relaxed synchronisation (emulator.tcgen05_ext): a lane's
+        # clock at its last tcgen05.fence::before_thread_sync (what its next .relaxed
+        # mbarrier arrive releases to tcgen05 operations), the tcgen05-only releases its
+        # waits observed, and what its last tcgen05.fence::after_thread_sync acquired for
+        # its later tcgen05 operations; None until first used (and without traced lanes)
+        self.tc_rel_vc: np.ndarray | None = None
+        self.tc_pend_vc: np.ndarray | None = None
+        self.tc_after_vc: np.ndarray | None = None
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -432,14 +440,6 @@ class Machine:
             # what a lane's .relaxed mbarrier waits observed, acquired by its next acquire
             # fence (mbar_wait, acquire_fence); None until a relaxed wait succeeds
             self.relaxed_vc = None
-            # tcgen05 ordering through relaxed synchronisation (emulator.tcgen05_ext): a lane's
-            # clock at its last tcgen05.fence::before_thread_sync (what its next .relaxed
-            # mbarrier arrive releases to tcgen05 operations), the tcgen05-only releases its
-            # waits observed, and what its last tcgen05.fence::after_thread_sync acquired for
-            # its later tcgen05 operations; None until first used
-            self.tc_rel_vc = None
-            self.tc_pend_vc = None
-            self.tc_after_vc = None
             self.bar_vc = np.zeros((tr_ctas, 16, self.W), dtype=np.int32)
             self.sshadow = Shadow(tr_ctas * max(self.smem_bytes, 1), budget=self.memory_budget,
                                   what="shared")
@@ -1915,6 +1915,8 @@ class Machine:
             elif kind == SPIN_KIND:
                 what = (f"'{ins.opcode}' spins on memory no thread writes any more "
                         f"({SPIN_LIMIT} rounds with every other thread blocked or exited)")
+            elif kind == _misc_ext.REG_KIND:
+                what = _misc_ext.blocked_message(self, ls[0])
             elif kind == 4:
                 what = (f"bar.warp.sync membermask 0x{int(self.block_id[ls[0]]):08x}: a lane of "
                         f"the mask never arrives")

@@ -5,8 +5,19 @@
   24..256 and be a multiple of 8 (else ``fault``); a ``.inc`` below (``.dec`` above) the count
   its warp set with its previous ``setmaxnreg`` is a ``fault``. Whether all warps of a
   warpgroup execute the same ``setmaxnreg`` is not checked: Triton 3.6's warp-specialized
-  kernels run it per partition (one-warp partitions) and are correct on the GPU. Registers are
-  not limited in the emulator otherwise: the instruction has no other effect.
+  kernels run it per partition (one-warp partitions) and are correct on the GPU.
+  The CTA's register pool: every warp starts with the launch's per-thread count, which this
+  model bounds from above by the entry's ``.maxnreg`` (without one: the most a CTA of the
+  launch's size can hold, ``REGISTER_FILE / threads`` rounded down to 8, at most 255); a
+  ``.dec`` returns ``32 x (old - new)`` registers to the pool, and a ``.inc`` takes
+  ``32 x (new - old)`` from it or *blocks* until another warp releases enough (PTX ISA 9.1,
+  'setmaxnreg': "A pool of available registers is maintained per-CTA"; ``.inc`` "blocks the
+  execution until enough registers are available in the CTA's register pool", which only
+  ``.dec`` feeds: a warp's exit returns nothing to it in this model, as the ISA promises
+  nothing of the kind). A plan that asks for more than the pool can ever hold (consumers at
+  240 beside a producer at 40 in 384 threads at 168: 18432 asked, 16384 released) leaves the
+  ``.inc`` warps blocked for ever: a deadlock (HB2). The launch count is an upper bound (the
+  launch may hold fewer registers, which releases less), so such a deadlock is one on the GPU.
 * ``griddepcontrol.wait`` / ``launch_dependents`` (PTX ISA 9.1, 'griddepcontrol'): a single
   launch has no prerequisite grid and no dependent grid, so both complete at once; memory
   ordering is unchanged (every access of this grid stays checked).
@@ -29,6 +40,50 @@ from emulator.registry import _Fault, handler
 
 __all__: list[str] = []
 
+REGISTER_FILE = 65536
+"""32-bit registers per SM on sm_90 and sm_100 (CUDA C++ Programming Guide, 'Technical
+Specifications per Compute Capability': 64 K registers per multiprocessor)."""
+#: ``Machine.block_kind`` of a warp whose ``setmaxnreg.inc`` waits for registers
+REG_KIND = 7
+
+
+def _launch_regs(m) -> int:
+    """Upper bound of the per-thread register count of the launch (module docstring)."""
+    d = m.prog.entry.directive("maxnreg")
+    if d is not None and d.args and isinstance(d.args[0], int):
+        return int(d.args[0])
+    warps = -(-m.T // 32)
+    return min(255, (REGISTER_FILE // (32 * warps)) // 8 * 8)
+
+
+def _pool(m) -> dict:
+    """This batch's register pools: ``{"warp": {warp: count}, "free": {cta: registers}}``."""
+    if getattr(m, "_regpool_batch", None) is not m.batch_ids:
+        r0 = _launch_regs(m)
+        warps = -(-m.T // 32)
+        m._regpool = {"r0": r0, "warp": {}, "free": {}, "cap": r0 * 32 * warps}
+        m._regpool_batch = m.batch_ids
+    return m._regpool
+
+
+def _wake(m, c: int) -> None:
+    """Let CTA ``c``'s warps blocked in ``setmaxnreg.inc`` retry (registers were released)."""
+    T = m.T
+    sl = slice(c * T, (c + 1) * T)
+    rel = np.flatnonzero(m.blocked[sl] & (m.block_kind[sl] == REG_KIND)) + c * T
+    m.blocked[rel] = False
+    m.block_kind[rel] = 0
+
+
+def blocked_message(m, lane: int) -> str:
+    """The deadlock note of a warp blocked in ``setmaxnreg.inc``."""
+    pool = _pool(m)
+    c = int(m.cta_local[lane])
+    return (f"setmaxnreg.inc waits for registers: the CTA's pool holds at most "
+            f"{pool['cap']} ({pool['r0']} per thread at launch, an upper bound), "
+            f"{pool['free'].get(c, 0)} are free and no warp will release more (PTX ISA 9.1, "
+            f"'setmaxnreg'; {REGISTER_FILE} registers per SM)")
+
 
 @handler("setmaxnreg")
 def _setmaxnreg(m, ins, pc, exe, active):
@@ -46,13 +101,34 @@ def _setmaxnreg(m, ins, pc, exe, active):
         return None
     if not hasattr(m, "_maxnreg") or m._maxnreg_batch is not m.batch_ids:
         m._maxnreg, m._maxnreg_batch = {}, m.batch_ids
-    for w in np.unique(lanes // 32):  # per warp (batch lanes are CTA-major, T % 32 == 0)
+    pool = _pool(m)
+    held = False
+    for w in np.unique(lanes // 32).tolist():  # per warp (batch lanes are CTA-major)
         prev = m._maxnreg.get(int(w))
         if prev is not None and (("inc" in mods and n < prev) or ("dec" in mods and n > prev)):
             raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev} in the same "
                                   f"warp: .inc must not lower and .dec must not raise the count "
                                   f"({m.prog.where(pc)})")
+        c = int(m.cta_local[w * 32])
+        if c not in pool["free"]:
+            pool["free"][c] = 0  # every warp starts with the launch count: nothing free
+        cur = pool["warp"].get(w, pool["r0"])
+        wl = lanes[lanes // 32 == w]
+        if n > cur and 32 * (n - cur) > pool["free"][c]:
+            # not enough registers released yet: the warp waits (retries when some are)
+            m.blocked[wl] = True
+            m.block_kind[wl] = REG_KIND
+            m.pc[wl] = pc
+            held = True
+            continue
+        pool["free"][c] += 32 * (cur - n)
+        pool["warp"][w] = n
         m._maxnreg[int(w)] = n
+        if n < cur:
+            _wake(m, c)
+    if held:
+        m.pc[active & ~m.blocked] = pc + 1
+        return True
     return None
 
 

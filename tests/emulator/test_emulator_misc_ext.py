@@ -75,6 +75,75 @@ setmaxnreg.inc.sync.aligned.u32 64;"""
     assert res.status == "fault" and ".inc must not lower" in res.message
 
 
+#: 384 threads launched at (at most) 168 registers each: warpgroup 0 the producer, 1 and 2 the
+#: consumers (CUTLASS's ping-pong budget is 40 / 232 / 232: 64512 registers)
+POOL = """.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.maxnreg 168
+.reqntid 384
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+shr.u32 %r2, %r1, 7;
+setp.eq.u32 %p1, %r2, 0;
+@%p1 bra $L_prod;
+setmaxnreg.inc.sync.aligned.u32 {inc};
+bra.uni $L_join;
+$L_prod:
+{prod}
+setmaxnreg.dec.sync.aligned.u32 {dec};
+$L_join:
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r1;
+ret;
+}}
+"""
+
+
+def _pool(inc: int, dec: int, prod: str = "", maxnreg: bool = True):
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(384, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=384, arch="sm_90a",
+                    params={"out": out.to_bytes(8, "little")})
+    ptx = POOL.format(inc=inc, dec=dec, prod=prod)
+    if not maxnreg:
+        ptx = ptx.replace(".maxnreg 168\n", "")
+    return run_launch(ptx, launch, gmem, filename="p.ptx")
+
+
+def test_setmaxnreg_inc_waits_for_the_registers_a_later_dec_releases():
+    # the consumers' inc runs first and blocks until the producer's dec (after a delay loop)
+    delay = """mov.u32 %r5, 0;
+$L_spin:
+add.u32 %r5, %r5, 1;
+setp.lt.u32 %p2, %r5, 50;
+@%p2 bra $L_spin;"""
+    res = _pool(232, 40, delay)
+    assert res.status == "ok" and res.findings == [], (res.status, res.message)
+
+
+def test_setmaxnreg_budget_over_the_register_pool_is_a_deadlock():
+    # 2 x 128 x (240 - 168) = 18432 asked, 128 x (168 - 40) = 16384 released
+    res = _pool(240, 40)
+    assert res.status == "deadlock", (res.status, res.message)
+    hb2 = [f for f in res.findings if f.rule == "HB2"]
+    assert hb2 and any("setmaxnreg.inc waits for registers" in n.message for n in hb2[0].notes)
+
+
+def test_setmaxnreg_pool_without_maxnreg_is_bounded_by_the_register_file():
+    # without .maxnreg the launch count is bounded by 65536 / 384 -> 168: the same budgets
+    assert ".maxnreg" not in POOL.format(inc=0, dec=0, prod="").replace(".maxnreg 168\n", "")
+    ok = _pool(232, 40, maxnreg=False)
+    assert ok.status == "ok", ok.message
+    assert _pool(240, 40, maxnreg=False).status == "deadlock"
+
+
 def test_griddepcontrol_completes_at_once():
     res, out = _run("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;")
     assert res.status == "ok" and res.findings == []
