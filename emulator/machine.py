@@ -433,6 +433,7 @@ class Machine:
         self.tc_rel_vc: np.ndarray | None = None
         self.tc_pend_vc: np.ndarray | None = None
         self.tc_after_vc: np.ndarray | None = None
+        self.bar_tc: dict[tuple[int, int], np.ndarray] = {}  # (CTA, barrier) -> tcgen05 release
         if self.ntr:
             # columns T .. T + 2 of a CTA's block of clocks are its async units
             self.vc = np.zeros((self.ntr, self.W), dtype=np.int32)
@@ -1536,6 +1537,14 @@ class Machine:
                 uk = key[starts]
                 cc, bb = uk // 16, uk % 16
                 self.bar_vc[cc, bb] = np.maximum(self.bar_vc[cc, bb], red)
+                if self.tc_rel_vc is not None:
+                    # the arrivals' tcgen05 releases (fence::before_thread_sync snapshots) go
+                    # along to the participants' next fence::after_thread_sync
+                    tred = np.maximum.reduceat(self.tc_rel_vc[tlanes_s], starts, axis=0)
+                    for k, (c, b) in enumerate(zip(cc.tolist(), bb.tolist())):
+                        old = self.bar_tc.get((c, b))
+                        self.bar_tc[(c, b)] = tred[k] if old is None else np.maximum(old,
+                                                                                     tred[k])
                 if self.xvc:  # what the arrivals know of other clusters goes along
                     for ln, c, b in zip(tlanes.tolist(), ctas[tl].tolist(), ids[tl].tolist()):
                         x = self.xvc.get(ln)
@@ -1584,6 +1593,14 @@ class Machine:
                 if tr.size:
                     self.vc[tr] = np.maximum(self.vc[tr], self.bar_vc[self.cta_local[tr], b])
                 self.bar_vc[cs, b] = 0
+                for c in cs.tolist():
+                    tv = self.bar_tc.pop((c, int(b)), None)
+                    if tv is None:
+                        continue
+                    tc = tr[self.cta_local[tr] == c]
+                    if self.tc_pend_vc is None:
+                        self.tc_pend_vc = np.zeros_like(self.vc)
+                    self.tc_pend_vc[tc] = np.maximum(self.tc_pend_vc[tc], tv)
                 if self.bar_x:
                     for c in cs.tolist():
                         x = self.bar_x.pop((c, int(b)), None)
@@ -1642,6 +1659,16 @@ class Machine:
                                   f"no initialised mbarrier ({self.prog.where(pc)})")
         return st
 
+    def _relaxed_release(self, lane: int, addr: int, pc: int) -> np.ndarray:
+        """What a ``.relaxed`` strong operation of ``lane`` on the mbarrier at ``addr``
+        publishes: the clocks at its last release fence whose scope includes the barrier's
+        owner (PTX ISA 9.1 §8.8.3, the fence-release pattern: a ``.cta`` fence suffices for a
+        barrier of the lane's own CTA, a peer CTA's needs ``.cluster`` or wider)."""
+        rel = self.clb.rel_vc[lane]
+        local = self.mbar_key(lane, addr, pc)[0] == int(self.cta_local[lane])
+        cta = self.frel_vc.get(1) if local else None
+        return rel if cta is None else np.maximum(rel, cta[lane])
+
     def mbar_arrive(self, lane: int, addr: int, count: int, tx: int, pc: int) -> int:
         """One arrive(-on) of ``count`` with ``tx`` expected bytes; returns the phase before it.
         Completes the phase when pending arrivals and tx-count both reach 0 (PTX ISA 9.1
@@ -1652,11 +1679,11 @@ class Machine:
         if self.ntr and lane < self.ntr:
             # .relaxed (PTX ISA 9.1 mbarrier.arrive) publishes only its last release fence
             relaxed = pc >= 0 and "relaxed" in self._types[pc][0]
-            rel = self.clb.rel_vc[lane] if relaxed else self.vc[lane]
+            rel = self._relaxed_release(lane, addr, pc) if relaxed else self.vc[lane]
             st["vc"] = np.maximum(st["vc"], rel)
-            if relaxed and self.tc_rel_vc is not None:
-                # tcgen05.fence::before_thread_sync + a relaxed arrive: the tcgen05 operations
-                # before the fence are ordered before the arrive (PTX ISA 9.1 §9.7.16.6.3-4)
+            if self.tc_rel_vc is not None:
+                # tcgen05.fence::before_thread_sync + an arrive (.relaxed too): the tcgen05
+                # operations before the fence are ordered before it (PTX ISA 9.1 §9.7.16.6.3-4)
                 tv = st.get("tc_vc")
                 st["tc_vc"] = (self.tc_rel_vc[lane].copy() if tv is None
                                else np.maximum(tv, self.tc_rel_vc[lane]))
@@ -1697,6 +1724,11 @@ class Machine:
         st = self.mbar_get(lane, addr, pc)
         if asynchronous:
             st["async_in_phase"] = True
+        elif self.ntr and lane < self.ntr:
+            # the instruction is a relaxed strong operation (its only form): it publishes the
+            # lane's last release fence (a fence + complete_tx is a release pattern)
+            st["vc"] = np.maximum(st["vc"], self._relaxed_release(lane, addr, pc))
+            self._tick(np.array([lane]))
         st["tx"] -= nbytes
         if st["pending"] <= 0 and st["tx"] == 0:
             self._mbar_complete(lane, addr, st)

@@ -322,11 +322,12 @@ def _tcgen05(m, ins, pc, exe, active):
     """Every tcgen05 instruction (:func:`_tcgen05_op`), with the tcgen05 fences' ordering
     through relaxed synchronisation (PTX ISA 9.1 §9.7.16.6.3, the canonical patterns of
     §9.7.16.6.4: ``mbarrier.try_wait.relaxed``, ``tcgen05.fence::after_thread_sync``,
-    ``tcgen05.ld``): ``fence::before_thread_sync`` snapshots the lane's clock, which its next
-    ``.relaxed`` mbarrier arrive releases to the phase for tcgen05 operations only
-    (``Machine.mbar_arrive``); ``fence::after_thread_sync`` acquires, for the lane's later
-    tcgen05 operations only, what its relaxed waits (and flag reads) observed and those
-    tcgen05-only releases. A tcgen05 operation then runs with the lane's clock joined with
+    ``tcgen05.ld``): ``fence::before_thread_sync`` snapshots the lane's clock (with what its
+    tcgen05 operations were ordered after), which its next mbarrier arrive (``.relaxed`` too)
+    or CTA barrier releases for tcgen05 operations only (``Machine.mbar_arrive``,
+    ``Machine.barrier``); ``fence::after_thread_sync`` acquires, for the lane's later tcgen05
+    operations only, what its relaxed waits (and flag reads) observed and those tcgen05-only
+    releases. A tcgen05 operation then runs with the lane's clock joined with
     that knowledge; its generic accesses keep the lane's own ordering (a relaxed wait orders no
     ``ld.shared``)."""
     mods = m._types[pc][0]
@@ -336,7 +337,11 @@ def _tcgen05(m, ins, pc, exe, active):
         if tl.size:
             if m.tc_rel_vc is None:
                 m.tc_rel_vc = np.zeros_like(m.vc)
-            m.tc_rel_vc[tl] = m.vc[tl]
+            # what the thread's tcgen05 operations so far are ordered after goes along too
+            # (a relaxed wait, after_thread_sync, tcgen05.ld, before_thread_sync, bar.sync:
+            # the dealloc after the barrier is ordered after the MMAs the ld waited for)
+            m.tc_rel_vc[tl] = (m.vc[tl] if m.tc_after_vc is None
+                               else np.maximum(m.vc[tl], m.tc_after_vc[tl]))
         return None
     if op == "fence::after_thread_sync":
         if tl.size:

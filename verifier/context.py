@@ -99,7 +99,9 @@ class Context:
 
     def callee_effects(self) -> dict[str, frozenset[str]]:
         """Per function name with a body: the lifecycle operations it executes, itself or
-        through the functions it calls (``mbar_init``, ``tmem_alloc``, ``tmem_dealloc``)."""
+        through the functions it calls (``mbar_init``, ``tmem_alloc``, ``tmem_dealloc``;
+        ``sync`` for a CTA barrier or an mbarrier wait: the CuTe-style ``cluster_sync`` /
+        ``__syncthreads`` helper a kernel calls)."""
         eff = getattr(self, "_callee_effects", None)
         if eff is not None:
             return eff
@@ -113,6 +115,10 @@ class Context:
                     mine.add("mbar_init")
                 elif p[0] == "tcgen05" and len(p) > 1 and p[1] in ("alloc", "dealloc"):
                     mine.add("tmem_" + p[1])
+                elif (p[0] in ("bar", "barrier") and "arrive" not in p and "warp" not in p) \
+                        or (p[0] == "mbarrier" and len(p) > 1
+                            and p[1] in ("try_wait", "test_wait")):
+                    mine.add("sync")
                 elif p[0] == "call":
                     calls.setdefault(fi.fn.name, set()).update(
                         o.name for o in ins.operands if o.kind == "symbol" and o.name)

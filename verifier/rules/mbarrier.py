@@ -15,6 +15,7 @@ from verifier.analysis import UNIFORM, Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    ranges_of,
     local_def,
     eval_instr,
     unmodelled_guard,
@@ -506,12 +507,21 @@ class MbarParity(Property):
             what = ("passes at once: that phase already completed" if before == 0
                     else "waits for a phase that is not the current one")
             credit = before == 0 and b not in self._data_bars()
+            # a barrier only tcgen05.commit completes may be a credit barrier too (the MMA
+            # finished reading a buffer: "scale buffer free", CUTLASS's smem 'empty' fed by
+            # umma_arrive); whether the first pass reads an unfinished MMA's TMEM results is
+            # the emulator's question (HB1 on the TMEM read), not decided here
+            committed = before == 0 and not credit and b in self._commit_only_bars()
             report("MB5", f"wait on mbarrier '{fmt_addr(b)}' with parity {par}, but {before} "
                           f"completed phase(s) were waited for on this path: it {what}"
                    + ("; nothing asynchronous completes this barrier (no bulk copy, expect_tx "
                       "or tcgen05.commit): a producer's first wait on an 'empty' slot passes "
-                      "by design" if credit else ""),
-                   severity="note" if credit else None)
+                      "by design" if credit else "")
+                   + ("; only tcgen05.commit completes this barrier: as a credit ('buffer "
+                      "free') barrier its first wait passes by design, as a data barrier it "
+                      "reads unfinished MMA results (not decided statically)"
+                      if committed else ""),
+                   severity="note" if credit or committed else None)
         if retry:
             return fact
         if par is None:
@@ -540,6 +550,12 @@ class MbarParity(Property):
         if getattr(self, "_data", None) is None:
             self._data = data_barriers(self.fa)
         return self._data
+
+    def _commit_only_bars(self) -> set:
+        """:func:`commit_only_barriers` of this function (cached)."""
+        if getattr(self, "_commit_only", None) is None:
+            self._commit_only = commit_only_barriers(self.fa)
+        return self._commit_only
 
 
 def data_barriers(fa) -> set:
@@ -580,6 +596,45 @@ def data_barriers(fa) -> set:
     # no data arrival resolves to it (ring-indexed data arrivals at unresolved
     # addresses are taken to target their own "full" ring)
     return data | (every - plain)
+
+
+def commit_only_barriers(fa) -> set:
+    """Resolved mbarriers that ``tcgen05.commit`` targets and no bulk copy, expect_tx or
+    ``cp.async.mbarrier.arrive`` does. An unresolved data arrival (a ring-indexed address) may
+    target any of them: then none counts. Such a barrier is a data barrier (the accumulator is
+    ready) or a credit barrier (the MMA finished reading a buffer); which one is not decided
+    statically: MB5 leaves a first parity-1 wait on it to the emulator (a TMEM read of an
+    unfinished MMA is HB1 there)."""
+    commits, other, spans = set(), set(), []
+    for i, ins in enumerate(fa.cfg.instrs):
+        p = ins.parts
+        if is_tc(ins, "commit"):
+            v = addr_val(fa, mbar_operand(ins), i)
+            if v is not None:
+                commits.add(v)
+            continue
+        if (p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p)) \
+                or (p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+            o = mbar_operand(ins)
+        elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
+            o = next((x for x in ins.operands if x.kind == "address"), None)
+        else:
+            continue
+        v = addr_val(fa, o, i)
+        if v is not None:
+            other.add(v)
+            continue
+        # a ring-indexed data arrival: the interval of addresses it may target
+        span = ranges_of(fa).address(o, i) if o is not None else None
+        if span is None:
+            return set()
+        spans.append(span)
+
+    def hit(v) -> bool:
+        return (isinstance(v, tuple) and len(v) == 3 and v[0] == "s"
+                and any(sym == v[1] and lo <= v[2] + 7 and v[2] <= hi + 7
+                        for sym, lo, hi in spans))
+    return {v for v in commits - other if not hit(v)}
 
 
 def credit_barriers(fa) -> set:
@@ -757,6 +812,7 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
             continue
         consumer = _wait_role(fa, i) == "consumer"
         credits = credit_barriers(fa)
+        commit_only = commit_only_barriers(fa)
         last: dict = {}
         for t, (a, par, _e) in enumerate(seq):
             # a credit ("empty") barrier's free initial phase is the producer's start state
@@ -765,11 +821,16 @@ def _loop_phase(ctx: Context, fa) -> list[Finding]:
             credit = _as_addr(a, syms) in credits
             if a not in last and par == 1 and consumer and not credit \
                     and not _waited_before(fa, loop, b, _as_addr(a, syms)):
+                committed = _as_addr(a, syms) in commit_only
                 out.append(ctx.finding(
                     "MB5", ins.line, ins.col,
                     f"the first wait on this mbarrier (loop iteration {t}) uses parity 1: on a "
                     "fresh barrier it passes at once, before the asynchronous data it waits "
-                    "for has landed",
+                    "for has landed" + ("; only tcgen05.commit completes this barrier: as a "
+                                        "credit ('buffer free') barrier its first wait passes "
+                                        "by design (not decided statically)"
+                                        if committed else ""),
+                    severity="note" if committed else None,
                     notes=[Note(message="parity evaluated from the loop-carried registers "
                                         f"{', '.join(sorted(k.split('#')[0] for k in deps))}")]))
                 break

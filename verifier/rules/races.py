@@ -24,6 +24,7 @@ from verifier.analysis import Property
 from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
+    call_effects,
     each_function,
     eval_concrete,
     event_findings,
@@ -253,10 +254,14 @@ class SmemWarState(Property):
 
     def relevant(self, ins):
         return _is_read(ins) or _is_write(ins) or is_cta_barrier(ins) or is_mbar_wait(ins) \
-            or (ins.parts[0] in ("bar", "barrier") and "arrive" not in ins.parts)
+            or (ins.parts[0] in ("bar", "barrier") and "arrive" not in ins.parts) \
+            or (ins.parts[0] == "call" and "sync" in call_effects(self.fa, ins))
 
     def transfer(self, i, ins, fact, report):
         reads, writes = fact
+        if ins.parts[0] == "call":
+            # a callee that synchronises (a barrier or an mbarrier wait in a helper .func)
+            return ((), ())
         if not (_is_read(ins) or _is_write(ins)):
             if ins.predicate is not None and ins.parts[0] in ("bar", "barrier"):
                 # a guarded barrier may not execute in this CTA (a CTA-uniform guard the engine

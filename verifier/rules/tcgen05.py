@@ -891,7 +891,9 @@ class TmemAccess(Property):
                 # tmem_empty + 8 * (i & 1))
                 f = self._fenced_span(_mbar_span(self.fa, ins, i, v))
                 since = False if f else (_SINCE_UNDECIDED if f is None else since)
-            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p else 1, needf, unc)
+            # an unfenced .relaxed wait stays unfenced past a later acquire wait on another
+            # mbarrier (an acquire orders only what its own barrier's arrivals released)
+            return (pl, ps, mma, mbar, since, 2 if "relaxed" in p or aw == 2 else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
             # a pending ld at a barrier is not reported: Triton 3.9 syncs before its
             # 'wait::ld' once the registers are consumed; the TMEM write that would race is
