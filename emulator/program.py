@@ -73,6 +73,11 @@ class _InlineCtx:
     alias: dict[str, str]
     ret_label: str
     stack: tuple[str, ...]
+    #: register parameters: the callee's registers (formal name -> its own register) and the
+    #: caller's registers the copies read / write under synthetic names
+    regs: dict[str, RegInfo] = field(default_factory=dict)
+    #: ``mov`` instructions that copy the arguments into the formal registers
+    copy_in: list[Instruction] = field(default_factory=list)
 
 
 def _rename(op: Operand, alias: dict[str, str]) -> Operand:
@@ -256,6 +261,12 @@ def build_program(module: Module, entry: str | None = None) -> Program:
         env.ctx = ctx
         if top is not None:
             env.alias.update(top.alias)
+            env.singles.update(top.regs)
+            # the inlined body starts with the copies of its register arguments (before any
+            # label of the body: a loop back to the callee's first label does not redo them)
+            for cp in top.copy_in:
+                prog.insts.append(cp)
+                prog.envs.append(env)
         for st in scope.stmts:
             if isinstance(st, RegDecl):
                 info = RegInfo(key=st.name + tag, type=st.type, storage=storage_dtype(st.type))
@@ -331,8 +342,47 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 f"'{name}' declares {len(callee.rets)} and {len(callee.params)}", fname,
                 ins.line, ins.col)
         alias: dict[str, str] = {}
-        for formal, actual in zip(list(callee.rets) + list(callee.params),
-                                  list(rets) + list(args)):
+        regs: dict[str, RegInfo] = {}
+        copy_in: list[Instruction] = []
+        copy_out: list[tuple[str, str, str]] = []  # (caller's synthetic name, formal, type)
+        counter[0] += 1
+        k = counter[0]
+
+        def mov(dst: str, src: Operand, typ: str) -> Instruction:
+            t = "pred" if typ == "pred" else f"b{8 * (type_size(typ) or 4)}"
+            return Instruction(
+                opcode=f"mov.{t}", parts=("mov", t),
+                operands=(Operand(kind="reg", text=dst, line=ins.line, col=ins.col, name=dst),
+                          src), line=ins.line, col=ins.col, loc=ins.loc)
+
+        n_rets = len(callee.rets)
+        for j, (formal, actual) in enumerate(zip(list(callee.rets) + list(callee.params),
+                                                 list(rets) + list(args))):
+            if formal.space == "reg" and formal.type is not None:
+                # a register parameter is passed by value (PTX ISA 9.1 §5.1.6.4): the callee
+                # gets its own register; an argument is copied in at the call, a return
+                # register out at the return
+                own = RegInfo(key=f"{formal.name}@arg{k}", type=formal.type,
+                              storage=storage_dtype(formal.type))
+                regs[formal.name] = own
+                if actual.kind == "reg":
+                    info = env.lookup(actual.name or actual.text)
+                    if info is None:
+                        raise EmulationUnsupported(
+                            f"'call' of '{name}': argument '{actual.text}' is not a declared "
+                            f"register", fname, ins.line, ins.col)
+                    syn = f"__caller_{j}@{k}"
+                    regs[syn] = info
+                    if j < n_rets:
+                        copy_out.append((syn, formal.name, formal.type))
+                    else:
+                        copy_in.append(mov(formal.name, Operand(
+                            kind="reg", text=syn, line=ins.line, col=ins.col, name=syn),
+                            formal.type))
+                    continue
+                if actual.kind == "imm" and j >= n_rets:
+                    copy_in.append(mov(formal.name, actual, formal.type))
+                    continue
             if (formal.space or "param") != "param" or actual.kind != "symbol":
                 raise EmulationUnsupported(
                     f"'call' of '{name}': parameter '{formal.name}' is passed as "
@@ -343,13 +393,17 @@ def build_program(module: Module, entry: str | None = None) -> Program:
                 raise EmulationUnsupported(f"'call' argument '{actual.text}' is not a .param "
                                            f"variable of the caller", fname, ins.line, ins.col)
             alias[formal.name] = key
-        counter[0] += 1
-        ctx = _InlineCtx(alias=alias, ret_label=f"$__ret_{name}_{counter[0]}",
-                         stack=stack + (name,))
+        ctx = _InlineCtx(alias=alias, ret_label=f"$__ret_{name}_{k}",
+                         stack=stack + (name,), regs=regs, copy_in=copy_in)
         top_env = walk(callee.body, None, ctx)
-        # the callee's top scope resolves its return label: the instruction after the body
+        # the callee's top scope resolves its return label: the instruction after the body,
+        # where the return registers are copied out to the caller's
         top_env.labels[ctx.ret_label] = len(prog.insts)
         prog.labels.setdefault(ctx.ret_label, len(prog.insts))
+        for syn, formal_name, typ in copy_out:
+            prog.insts.append(mov(syn, Operand(kind="reg", text=formal_name, line=ins.line,
+                                               col=ins.col, name=formal_name), typ))
+            prog.envs.append(top_env)
 
     assert fn.body is not None
     walk(fn.body, None)

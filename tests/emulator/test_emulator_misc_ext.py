@@ -299,3 +299,59 @@ ld.param.b32 %r3, [qr];
 }"""
     with pytest.raises(EmulationUnsupported, match="recursive 'call' of 'madd'"):
         _call(inner=inner)
+
+
+# register parameters (PTX ISA 9.1 §5.1.6.4: a .func's .reg parameters are passed by value),
+# named without '%' as nvcc -G / CUTLASS helpers write them; `step` writes its own input
+REGCALL = """.version 8.7
+.target sm_90a
+.address_size 64
+.func (.reg .b32 r) step(.reg .b32 a, .reg .b32 b)
+{
+.reg .pred %p9;
+$L_top:
+add.u32 a, a, b;
+setp.lt.u32 %p9, a, 10;
+@%p9 bra $L_top;
+mov.u32 r, a;
+ret;
+}
+.visible .entry k(.param .u64 out)
+.reqntid 32
+{
+.reg .b32 %r<8>;
+.reg .pred %p<10>;
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+call.uni (%r2), step, (%r1, 4);
+call.uni (%r3), step, (%r2, %r1);
+mul.wide.u32 %rd2, %r1, 12;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r1;
+st.global.u32 [%rd3+4], %r2;
+st.global.u32 [%rd3+8], %r3;
+ret;
+}
+"""
+
+
+def test_register_parameters_are_copied_in_and_returned_by_value():
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(32 * 3, np.uint32))
+    res = run_launch(REGCALL, Launch(grid=(1, 1, 1), threads=32,
+                                     params={"out": out.to_bytes(8, "little")}), gmem,
+                     filename="regcall.ptx")
+    assert res.status == "ok", res.message
+    got = gmem.buffer("out").view(np.uint32).reshape(32, 3)
+
+    def step(a: int, b: int) -> int:
+        a += b
+        while a < 10 and b:
+            a += b
+        return a
+
+    for t in range(32):
+        r2 = step(t, 4)
+        # the caller's %r1 is unchanged by the callee's writes to its copy 'a'
+        assert got[t].tolist() == [t, r2, step(r2, t)], t

@@ -348,7 +348,10 @@ class _Parser:
         t = toks[self.i]
         if t == "{":
             self.loc = None
-            fn.body = self.body()
+            # '.reg' parameters named without '%' ('.func (.reg .b32 ok) f(.reg .b32 bar)')
+            # are registers in the body, like its own plain '.reg' declarations
+            fn.body = self.body({p.name: None for p in (*fn.params, *fn.rets)
+                                 if p.space == "reg" and p.name[:1] != "%"})
         elif t == ";":
             self.i += 1
         else:
@@ -564,15 +567,16 @@ class _Parser:
 
     # ----------------------------------------------------------------- bodies
 
-    def body(self) -> Scope:
-        """Parse ``{ ... }`` iteratively (nested scopes use an explicit stack)."""
+    def body(self, plain_regs: dict[str, int | None] | None = None) -> Scope:
+        """Parse ``{ ... }`` iteratively (nested scopes use an explicit stack);
+        ``plain_regs``: the function's register parameters named without '%'."""
         toks = self.toks
         line, col = self.lc(self.i)
         root = Scope([], line, col)
         open_ks = [self.i]
         self.i += 1
         stack = [root]
-        self._plain = [{}]
+        self._plain = [dict(plain_regs or {})]
         cur = root.stmts
         instr = self.instruction
         while True:

@@ -1467,6 +1467,8 @@ def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for fi, fa in each_function(ctx, lambda x: is_mbar_wait(x) and x.parts[1] == "try_wait"):
         cfg, v = fa.cfg, fa.values
+        # a .func's return registers: a result returned goes to the caller, which may retry
+        rets = {p.name for p in fi.fn.rets}
         for i, ins in enumerate(cfg.instrs):
             if not (is_mbar_wait(ins) and ins.parts[1] == "try_wait") or not v.defs[i]:
                 continue
@@ -1484,6 +1486,8 @@ def mbar_try_wait_no_retry(ctx: Context) -> list[Finding]:
                             ok = True
                     elif un.parts[0] in _DERIVING and v.defs[u]:
                         for k in v.defs[u]:
+                            if k.split("#")[0] in rets:
+                                unsure = True  # returned: the retry loop is the caller's
                             if k not in keys:
                                 keys.add(k)
                                 work.append(k)

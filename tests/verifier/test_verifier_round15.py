@@ -1,0 +1,213 @@
+"""Static rules changed for red team round 15 (2026-12-07), each with the correct code that was
+flagged and the buggy twin that must stay flagged:
+
+* a ``.func`` whose register parameters are named without '%' (``.func (.reg .b32 ok)
+  try(.reg .b32 bar, ...)``, nvcc -G / CUTLASS helpers) reads them as registers (MB3 took
+  ``bar`` for a symbol "before init"), and a ``try_wait`` result it returns is retried by the
+  caller: MB10 is a note there, an error when the result is dropped;
+* B9 treats a call of a ``.func`` that synchronises (``bar.sync`` in a CuTe-style
+  ``cluster_sync`` helper) as a barrier, and still reports the race when no call is there;
+* MB5: a first parity-1 wait on an mbarrier that only ``tcgen05.commit`` completes is a note
+  (a "buffer free" credit barrier passes at once by design; as a data barrier the emulator
+  sees the TMEM read of an unfinished MMA), an error on a barrier a TMA copy completes;
+* TF5: an unfenced ``.relaxed`` wait stays unfenced past a later acquire wait on another
+  mbarrier (the acquire orders only its own barrier's releases).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier import parse_ptx, verify
+
+
+def _rules(text: str, arch: str) -> set[tuple[str, str]]:
+    return {(f.rule, f.severity) for f in verify(text, arch=arch, filename="k.ptx").findings}
+
+
+TRY_FUNC = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+.func (.reg .b32 ok) mbar_try(.reg .b32 bar, .reg .b32 parity)
+{
+.reg .pred %q;
+mbarrier.try_wait.parity.shared::cta.b64 %q, [bar], parity;
+RESULT
+ret;
+}
+.visible .entry k(.param .u64 p)
+.reqntid 32, 1, 1
+{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.shared .align 8 .b64 mb;
+mov.u32 %r1, %tid.x;
+mov.u32 %r5, mb;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r5], 32;
+bar.sync 0;
+mbarrier.arrive.shared::cta.b64 _, [%r5];
+WAIT:
+call.uni (%r10), mbar_try, (%r5, 0);
+setp.eq.u32 %p2, %r10, 0;
+@%p2 bra WAIT;
+ret;
+}
+"""
+
+
+def test_register_parameters_without_percent_are_registers():
+    text = TRY_FUNC.replace("RESULT", "selp.b32 ok, 1, 0, %q;")
+    fn = next(f for f in parse_ptx(text).functions if f.name == "mbar_try")
+    wait = next(s for s in fn.body.stmts if getattr(s, "opcode", "").startswith("mbarrier"))
+    assert wait.operands[1].base.kind == "reg" and wait.operands[2].kind == "reg"
+
+
+@pytest.mark.parametrize("result,severity", [
+    ("selp.b32 ok, 1, 0, %q;", "note"),   # returned: the caller's loop retries
+    ("mov.u32 ok, 1;", "error"),           # dropped: nothing retries the wait
+])
+def test_a_try_wait_result_returned_by_a_func_is_the_callers_to_retry(result, severity):
+    got = _rules(TRY_FUNC.replace("RESULT", result), "sm_90a")
+    assert ("MB10", severity) in got, got
+    assert not any(r == "MB3" for r, _ in got), got
+
+
+STENCIL = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+.func cta_sync()
+{
+bar.sync 0;
+ret;
+}
+.visible .entry k(.param .u64 p)
+.reqntid 64, 1, 1
+{
+.reg .b32 %r<16>;
+.reg .f32 %f<8>;
+.shared .align 4 .f32 u[64];
+mov.u32 %r1, %tid.x;
+shl.b32 %r2, %r1, 2;
+mov.u32 %r3, u;
+add.u32 %r4, %r3, %r2;
+add.u32 %r5, %r1, 1;
+and.b32 %r7, %r5, 63;
+shl.b32 %r8, %r7, 2;
+add.u32 %r6, %r3, %r8;
+ld.shared.f32 %f1, [%r6];
+SYNC
+add.f32 %f2, %f1, %f1;
+st.shared.f32 [%r4], %f2;
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("sync,flagged", [
+    ("call.uni cta_sync, ();", False),   # the helper's bar.sync orders the read and the write
+    ("", True),                          # the neighbour's read races with the in-place write
+])
+def test_a_call_of_a_synchronising_func_is_a_barrier_for_b9(sync, flagged):
+    got = _rules(STENCIL.replace("SYNC", sync), "sm_90a")
+    assert (("B9", "error") in got) == flagged, got
+
+
+COMMIT_CREDIT = """\
+.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 p)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+.shared .align 8 .b64 freebar;
+.shared .align 8 .b64 fullbar;
+.shared .align 4 .b32 slot;
+mov.u32 %r1, %tid.x;
+mov.u32 %r20, freebar;
+mov.u32 %r21, fullbar;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;
+@%p1 mbarrier.init.shared::cta.b64 [%r21], 1;
+bar.sync 0;
+@!%p1 bra DONE;
+mov.u32 %r2, 0;
+LOOP:
+and.b32 %r3, %r2, 1;
+xor.b32 %r4, %r3, 1;
+WAITFREE:
+mbarrier.try_wait.parity.shared::cta.b64 %p2, [WAITBAR], %r4;
+@!%p2 bra WAITFREE;
+ld.shared.u32 %r9, [slot];
+tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r20];
+TMA
+add.u32 %r2, %r2, 1;
+setp.lt.u32 %p3, %r2, 4;
+@%p3 bra LOOP;
+DONE:
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("bar,tma,severity", [
+    # only tcgen05.commit completes freebar: its first parity-1 wait may be a credit wait
+    ("%r20", "", "note"),
+    # a TMA copy completes fullbar: the first parity-1 wait reads data that has not landed
+    ("%r21", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r21], 16;", "error"),
+])
+def test_a_first_parity_one_wait_on_a_commit_only_barrier_is_left_to_the_emulator(
+        bar, tma, severity):
+    got = _rules(COMMIT_CREDIT.replace("WAITBAR", bar).replace("TMA", tma), "sm_100a")
+    assert ("MB5", severity) in got, got
+    assert ("MB5", "error" if severity == "note" else "note") not in got, got
+
+
+RELAXED_THEN_ACQUIRE = """\
+.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .u64 p)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+.shared .align 8 .b64 empty;
+.shared .align 8 .b64 full;
+.shared .align 4 .b32 slot;
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared::cta.b64 [empty], 1;
+@%p1 mbarrier.init.shared::cta.b64 [full], 1;
+@%p1 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [slot], 32;
+bar.sync 0;
+ld.shared.u32 %r2, [slot];
+@!%p1 bra DONE;
+W1:
+mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 %p2, [empty], 1;
+@!%p2 bra W1;
+W2:
+mbarrier.try_wait.parity.shared::cta.b64 %p3, [full], 0;
+@!%p3 bra W2;
+FENCE
+mov.b64 %rd1, 0;
+tcgen05.mma.cta_group::1.kind::f16 [%r2], %rd1, %rd1, 136314896, 0;
+DONE:
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("fence,flagged", [
+    ("", True),
+    ("tcgen05.fence::after_thread_sync;", False),
+])
+def test_an_unfenced_relaxed_wait_is_not_fenced_by_a_later_acquire_wait(fence, flagged):
+    got = _rules(RELAXED_THEN_ACQUIRE.replace("FENCE", fence), "sm_100a")
+    assert (("TF5", "error") in got) == flagged, got
