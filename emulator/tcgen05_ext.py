@@ -474,6 +474,11 @@ class _TmemShadow:
     def __init__(self, ncta: int):
         self.w_lane = np.full((ncta, 128, 512), -1, np.int64)
         self.w_clk = np.zeros((ncta, 128, 512), np.int32)
+        # the cell's writer is a tcgen05.cp (w_lane its issuer, w_clk its clock at the issue):
+        # pipelined with that thread's own MMAs only (PTX ISA 9.1 §9.7.16.6.2); another thread's
+        # MMA or load must be ordered after the issue (fence::before_thread_sync, a sync,
+        # fence::after_thread_sync: §9.7.16.6.4.3)
+        self.w_cp = np.zeros((ncta, 128, 512), np.bool_)
         self.pending = np.zeros((ncta, 128, 512), np.bool_)
         self.a_clk = np.zeros((ncta, 128, 512), np.int32)
         self.a_cta = np.broadcast_to(np.arange(ncta, dtype=np.int32)[:, None, None],
@@ -602,6 +607,9 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
                 return
             from verifier.findings import Finding, Note
             ins = m.prog.insts[pc]
+            if sh.w_cp[c, r, cc][other][j]:
+                m.findings[key] = _cp_race(m, ins, g, w)
+                return
             why = ("its 'tcgen05.wait::st' has not completed the store" if pend[j] else
                    "the writer's 'tcgen05.wait::st' is not ordered before this read")
             m.findings[key] = Finding(
@@ -612,6 +620,22 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
                                     "after its tcgen05.st, then tcgen05.fence::before_thread_sync"
                                     " + a barrier + tcgen05.fence::after_thread_sync")])
             return
+
+
+def _cp_race(m, ins, g: int, w: int):
+    """The HB1 finding of ``ins`` by global lane ``g`` reading TMEM a ``tcgen05.cp`` of lane
+    ``w`` writes, the copy's issue not ordered before this one (PTX ISA 9.1 §9.7.16.6.2: a
+    copy and an MMA are pipelined only when one thread issues both)."""
+    from verifier.findings import Finding, Note
+    return Finding(
+        rule="HB1", severity="error", file=m.prog.filename, line=ins.line, col=ins.col,
+        message=(f"data race on tensor memory: '{ins.opcode}' by {m._who(g)} reads TMEM that "
+                 f"a 'tcgen05.cp' of {m._who(w)} writes, and that copy's issue is not ordered "
+                 f"before this operation (tcgen05.cp and tcgen05.mma are pipelined only in one "
+                 f"thread)"),
+        notes=[Note(message="missing synchronisation: tcgen05.fence::before_thread_sync after "
+                            "the copy, the arrive / barrier that hands the cells over, then "
+                            "tcgen05.fence::after_thread_sync before the MMA")])
 
 
 def _tmem_track(m, ins, pc, exe, mods, op) -> None:
@@ -691,6 +715,7 @@ def _tmem_track(m, ins, pc, exe, mods, op) -> None:
             _tmem_war_check(m, sh, ln, int(cta[i]), rows[i], cols[i], pc, "writes")
         sh.w_lane[C3, R, cols] = np.broadcast_to(m.glane[lanes][:, None], cols.shape)
         sh.w_wait[C3, R, cols] = -1
+        sh.w_cp[C3, R, cols] = False
         sh.pending[C3, R, cols] = True
         sh.a_clk[C3, R, cols] = 0
         sh.done_pc[C3, R, cols] = -1
@@ -899,6 +924,11 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
     if not late.any():
         return
     j = int(np.flatnonzero(late)[0])
+    if sh.w_cp[c][rows, c0:c1][other][j]:
+        key = ("HB1", "tmem-acc", what, pc)
+        if key not in m.findings:
+            m.findings[key] = _cp_race(m, m.prog.insts[pc], g, int(wl_o[j]))
+        return
     why = ("its 'tcgen05.wait::st' has not completed the store" if pend[j] else
            "the writer's 'tcgen05.wait::st' is not ordered before the MMA's issue")
     _tmem_race(m, ("HB1", "tmem-acc", what, pc), pc,
@@ -931,7 +961,11 @@ def _tmem_cp_writes(m, c: int, ln: int, tl: np.ndarray, col0: int, ncol: int,
         return
     _tmem_war_check(m, sh, ln, c, tl[:, None], np.arange(col0, col0 + ncol)[None, :], pc,
                     "copies into")
-    sh.w_lane[c, tl, col0:col0 + ncol] = -1
+    sh.w_lane[c, tl, col0:col0 + ncol] = int(m.glane[ln])
+    sh.w_clk[c, tl, col0:col0 + ncol] = int(m.vc[ln, m.vcol[ln]])
+    sh.w_wait[c, tl, col0:col0 + ncol] = -1
+    sh.w_cp[c, tl, col0:col0 + ncol] = True
+    sh.done_pc[c, tl, col0:col0 + ncol] = -1
     sh.pending[c, tl, col0:col0 + ncol] = False
     sh.a_clk[c, tl, col0:col0 + ncol] = int(m.async_clk[c]) + 1
     sh.a_cta[c, tl, col0:col0 + ncol] = c

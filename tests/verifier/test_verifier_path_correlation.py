@@ -81,6 +81,16 @@ def _errors(guard: str, skip: str) -> list[tuple[str, int]]:
     ("setp.lt.s32 %p10, %r6, %r4;", "setp.ge.s32 %p21, %r6, %r4;", True),
     ("setp.lt.s32 %p10, %r6, %r4;", "setp.le.s32 %p21, %r4, %r6;", True),
     ("setp.lt.s32 %p10, %r6, %r4;", "setp.le.s32 %p21, %r6, %r4;", False),
+    # constant offsets on either side (red team round 15, sliding-window attention):
+    # %r6 + 64 < %r4 (copy) against %r6 >= %r4 - 64 (skip) is the complement; with 65 both
+    # hold at %r6 - %r4 == -65 (a copy whose wait is skipped)
+    ("add.s32 %r23, %r6, 64;\nsetp.lt.s32 %p10, %r23, %r4;",
+     "sub.s32 %r24, %r4, 64;\nsetp.ge.s32 %p21, %r6, %r24;", True),
+    ("add.s32 %r23, %r6, 64;\nsetp.lt.s32 %p10, %r23, %r4;",
+     "sub.s32 %r24, %r4, 65;\nsetp.ge.s32 %p21, %r6, %r24;", False),
+    # the same with the operands swapped in the second compare: %r4 - 64 <= %r6
+    ("add.s32 %r23, %r6, 64;\nsetp.lt.s32 %p10, %r23, %r4;",
+     "add.s32 %r24, %r4, -64;\nsetp.le.s32 %p21, %r24, %r6;", True),
 ])
 def test_a_copy_guard_and_the_branch_that_skips_its_wait_are_correlated(guard, skip, ok):
     if "%r22" in skip:   # the branch's compare in a later block than the guard's

@@ -211,3 +211,98 @@ ret;
 def test_an_unfenced_relaxed_wait_is_not_fenced_by_a_later_acquire_wait(fence, flagged):
     got = _rules(RELAXED_THEN_ACQUIRE.replace("FENCE", fence), "sm_100a")
     assert (("TF5", "error") in got) == flagged, got
+
+
+#: a 3-stage ring whose parity is (k / 3) & 1, computed as LLVM does for a division by 3:
+#: mul.hi.u32 by 0xAAAAAAAB, then shr 1 (Triton 3.6 / 3.9 Gluon wgmma ring, red team round 15)
+DIV3_RING = """\
+.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+.shared .align 128 .b8 buf[3072];
+.shared .align 8 .b64 full[3];
+ld.param.u64 %rd1, [p];
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+mov.u32 %r20, full;
+@%p1 mbarrier.init.shared::cta.b64 [%r20], 1;
+@%p1 mbarrier.init.shared::cta.b64 [%r20+8], 1;
+@%p1 mbarrier.init.shared::cta.b64 [%r20+16], 1;
+bar.sync 0;
+mov.u32 %r2, 0;
+LOOP:
+mul.hi.u32 %r3, %r2, -1431655765;
+shr.u32 %r4, %r3, 1;
+mul.lo.u32 %r5, %r4, 3;
+sub.s32 %r6, %r2, %r5;
+shl.b32 %r7, %r6, 3;
+add.u32 %r8, %r20, %r7;
+shl.b32 %r9, %r6, 10;
+mov.u32 %r10, buf;
+add.u32 %r11, %r10, %r9;
+@%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r8], 1024;
+@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r11], [%rd1], 1024, [%r8];
+and.b32 %r12, %r4, 1;
+XORPAR
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r8], %r13;
+@!%p2 bra WAIT;
+ld.shared.u32 %r14, [%r11];
+bar.sync 0;
+add.u32 %r2, %r2, 1;
+setp.lt.u32 %p3, %r2, 9;
+@%p3 bra LOOP;
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("xorpar,flagged", [
+    ("mov.u32 %r13, %r12;", False),          # (k / 3) & 1: 0, 0, 0, 1, 1, 1, ...
+    ("xor.b32 %r13, %r12, 1;", True),        # flipped: the first wait passes at once
+])
+def test_a_parity_from_a_division_by_mul_hi_is_evaluated(xorpar, flagged):
+    got = _rules(DIV3_RING.replace("XORPAR", xorpar), "sm_90a")
+    assert (("MB5", "error") in got) == flagged, got
+
+
+W7_KERNEL = """\
+.version 8.6
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+.reqntid 128, 1, 1
+{
+.reg .pred %p<8>;
+.reg .b32 %r<32>;
+.reg .b64 %rd<8>;
+.reg .f32 %f<8>;
+.shared .align 128 .b8 buf[16384];
+mov.u32 %r1, %tid.x;
+and.b32 %r2, %r1, 127;
+shl.b32 %r3, %r2, 2;
+mov.u32 %r4, buf;
+add.u32 %r5, %r4, %r3;
+wgmma.fence.sync.aligned;
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+st.shared.f32 [%r5+8192], %f1;
+ld.shared.f32 %f2, [%r5+READ];
+ret;
+}
+"""
+
+
+@pytest.mark.parametrize("read,flagged", [
+    ("0", False),      # the stores fill [8192, 8704), the read is in [0, 512): disjoint bytes
+    ("8196", True),    # another thread's stored value: no barrier in between
+])
+def test_w7_reads_of_bytes_the_stores_cannot_touch_are_not_flagged(read, flagged):
+    got = _rules(W7_KERNEL.replace("READ", read), "sm_90a")
+    assert (("W7", "error") in got) == flagged, got

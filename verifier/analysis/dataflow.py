@@ -317,6 +317,65 @@ class _Assume:
             r = _REL_IMPLIES.get((rel, cmp))
             if r is not None:
                 return r
+        return self._decide_affine(A, d)
+
+    def _affine(self, key: str, at: int) -> tuple[str, int]:
+        """``(base, offset)``: register ``key`` read at instruction ``at`` holds ``base +
+        offset``, following single-definition ``add`` / ``sub`` of an immediate (up to 4 steps)
+        whose base holds the same value there as at ``at``; ``(key, 0)`` otherwise."""
+        off = 0
+        for _ in range(4):
+            sites = self.v.def_sites.get(key, ())
+            if len(sites) != 1:
+                break
+            j = sites[0]
+            ins = self.cfg.instrs[j]
+            ops = ins.operands
+            if ins.parts[0] not in ("add", "sub") or len(ops) != 3 or ins.predicate is not None:
+                break
+            step = None
+            for b, c, sign in ((ops[1], ops[2], 1), (ops[2], ops[1], 1)) if ins.parts[0] == "add" \
+                    else ((ops[1], ops[2], -1),):
+                k = self.v.const(c, j)
+                if b.kind == "reg" and b.name and k is not None:
+                    step = (self.cfg.reg_key(b.name, j), sign * k)
+                    break
+            if step is None or not self._same_reads(j, at, (step[0],)):
+                break
+            key, off = step[0], off + step[1]
+        return key, off
+
+    def _decide_affine(self, A: frozenset, d: tuple) -> bool | None:
+        """A signed compare of two registers decided by an assumption on another one over the
+        same two base registers up to constant offsets: ``a + 64 >= b`` and ``a >= b - 64``
+        both say ``a - b >= -64`` (Triton's sliding-window attention: the peeled first MMA
+        under one form, the loop guard under the other). Signed types only (no wrap-around
+        assumed, as LLVM's nsw arithmetic)."""
+        _, cmp, ak, bk, t, si = d
+        if t[:1] != "s":
+            return None
+        (x, ox), (y, oy) = self._affine(ak, si), self._affine(bk, si)
+        if x == y:
+            return None
+        q = (cmp, oy - ox)   # x - y CMP q[1]
+        for a in A:
+            if a[0] != "p":
+                continue
+            d2 = self._defs.get(a[1])
+            if d2 is None or d2[0] != "cmp2" or d2[4] != t:
+                continue
+            (x2, ox2), (y2, oy2) = self._affine(d2[2], d2[5]), self._affine(d2[3], d2[5])
+            if {x2, y2} != {x, y} or not self._same_reads(si, d2[5], (x, y)):
+                continue
+            rel = d2[1] if a[2] else _NEGATE.get(d2[1])
+            if rel is None:
+                continue
+            c2 = oy2 - ox2     # x2 - y2 REL c2
+            if x2 != x:        # y - x REL c2  <=>  x - y SWAP(REL) -c2
+                rel, c2 = _SWAP[rel], -c2
+            r = _affine_implies(rel, c2, *q)
+            if r is not None:
+                return r
         return None
 
     def _same_reads(self, i: int, j: int, regs: tuple[str, ...]) -> bool:
@@ -569,6 +628,32 @@ def _cmp_range(cmp: str, c: int, value: bool, dom: str = "") -> tuple[float, flo
         return (c, c)
     if cmp == "ne" and c == 0 and dom.startswith("u"):
         return (1, _INF)
+    return None
+
+
+def _rel_interval(rel: str, c: int) -> tuple[float, float] | None:
+    """The integers ``v`` with ``v REL c`` as a closed interval (None for ``ne``)."""
+    return {"lt": (-_INF, c - 1), "le": (-_INF, c), "gt": (c + 1, _INF), "ge": (c, _INF),
+            "eq": (c, c)}.get(rel)
+
+
+def _affine_implies(rel: str, c: int, qrel: str, qc: int) -> bool | None:
+    """Given ``v REL c`` (integers), the value of ``v QREL qc``: True / False when implied,
+    None when not decided."""
+    a = _rel_interval(rel, c)
+    if a is None:  # v != c
+        if qrel in ("ne", "eq") and qc == c:
+            return qrel == "ne"
+        return None
+    if qrel == "ne":
+        return True if not (a[0] <= qc <= a[1]) else (False if a == (qc, qc) else None)
+    b = _rel_interval(qrel, qc)
+    if b is None:
+        return None
+    if b[0] <= a[0] and a[1] <= b[1]:
+        return True
+    if a[1] < b[0] or b[1] < a[0]:
+        return False
     return None
 
 

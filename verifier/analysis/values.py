@@ -51,6 +51,18 @@ NO_DEF = frozenset({"st", "stmatrix", "red", "bar", "barrier", "bra", "brx", "re
 _WIDTH = re.compile(r"^[bsuf](8|16|32|64)$")
 
 
+def _mul_half(ins: Instruction, x: int, y: int, w: int) -> int:
+    """``mul.hi`` / ``mul.wide`` (and ``mad``'s product) of the ``w``-bit operands ``x``, ``y``
+    (unsigned bit patterns; ``.s*`` types multiply them as signed): the high ``w`` bits, or the
+    full ``2w``-bit product (PTX ISA 9.1 §9.7.1.5, §9.7.1.6)."""
+    if ins.parts[-1].startswith("s"):
+        x, y = [(z ^ (1 << (w - 1))) - (1 << (w - 1)) for z in (x, y)]
+    prod = x * y
+    if "wide" in ins.parts:
+        return prod & ((1 << (2 * w)) - 1)
+    return (prod >> w) & ((1 << w) - 1)
+
+
 def _width(ins: Instruction) -> int:
     for p in reversed(ins.parts):
         m = _WIDTH.match(p)
@@ -329,6 +341,13 @@ class Values:
                 x -= 1 << w
             r = x >> y
         elif b == "mul":
+            if "hi" in ins.parts or "wide" in ins.parts:
+                # the high half / the full double-width product: the low-width mask would
+                # keep the wrong bits (PTX ISA 9.1 §9.7.1.5)
+                if am != wm or cm != wm:
+                    return None
+                r = _mul_half(ins, x, y, w)
+                return ("k", M64 if "wide" in ins.parts else wm, r)
             r = x * y
         else:
             return None
@@ -811,6 +830,11 @@ class Values:
             r = a + c
         elif b == "sub":
             r = a - c
+        elif b in ("mul", "mad") and ("hi" in ins.parts or "wide" in ins.parts):
+            r = _mul_half(ins, a & wm, c & wm, w)
+            if b == "mad" and len(vals) == 3:
+                r += vals[2]
+            return r & (M64 if "wide" in ins.parts else wm)
         elif b == "mul":
             r = a * c
         elif b == "shl":

@@ -252,6 +252,17 @@ def eval_instr(fa, j, env, syms, depth=0, entry=False, guarded=False, local=Fals
             return a + c
         if b == "sub":
             return a - c
+        if b in ("mul", "mad") and ("hi" in d.parts or "lo" in d.parts):
+            # the high / low half of the double-width product (PTX ISA 9.1 §9.7.1.5): LLVM's
+            # division by a constant ('mul.hi.u32 %q, %n, 0xAAAAAAAB; shr.u32 %q, %q, 1')
+            w = next((int(t[1:]) for t in d.parts[2:] if t[1:].isdigit()), 32)
+            m_ = (1 << w) - 1
+            x, y = a & m_, c & m_
+            if d.parts[-1].startswith("s"):
+                x, y = [(z ^ (1 << (w - 1))) - (1 << (w - 1)) for z in (x, y)]
+            prod = x * y
+            r = (prod >> w) & m_ if "hi" in d.parts else prod & m_
+            return r + vals[2] if b == "mad" and len(vals) == 3 else r
         if b == "mul":
             return a * c
         if b == "mad" and len(vals) == 3:

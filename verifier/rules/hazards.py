@@ -20,6 +20,7 @@ from verifier.context import Context
 from verifier.findings import Finding, Note
 from verifier.rules._flow import (
     addr_val,
+    ranges_of,
     each_function,
     event_findings,
     fmt_addr,
@@ -557,14 +558,41 @@ def _is_smem_store(ins) -> bool:
     return (p[0] == "st" and len(p) > 1 and p[1].startswith("shared")) or p[0] == "stmatrix"
 
 
+_SMEM_BYTES = re.compile(r"[bsuf](8|16|32|64|128)$")
+
+
+def _smem_span(fa, ins, i: int) -> tuple | None:
+    """``(sym, lo, hi)``: the bytes a shared-memory ``ld`` / ``st`` / ``ldmatrix`` /
+    ``stmatrix`` may touch (``sym + lo .. sym + hi - 1``: its address interval plus its width),
+    or None when unknown."""
+    o = next((x for x in ins.operands if x.kind == "address"), None)
+    if o is None:
+        return None
+    a = ranges_of(fa).address(o, i)
+    if a is None:
+        return None
+    p = ins.parts
+    if p[0] in ("ldmatrix", "stmatrix"):
+        n = next((int(t[1:]) for t in p if t in ("x1", "x2", "x4")), 4)
+        size = 16 * n * 32  # a warp's matrices, from any lane's address: generous
+        return (a[0], a[1] - size, a[2] + size)
+    bits = next((int(m.group(1)) for t in reversed(p) if (m := _SMEM_BYTES.match(t))), 128)
+    vec = next((int(t[1:]) for t in p if t in ("v2", "v4", "v8")), 1)
+    return (a[0], a[1], a[2] + bits * vec // 8)
+
+
+def _may_overlap(x: tuple | None, y: tuple | None) -> bool:
+    return x is None or y is None or x[0] != y[0] or (x[1] < y[2] and y[1] < x[2])
+
+
 class WgmmaResultShareState(Property):
-    """Fact: (a wgmma.wait_group has retired results, site of a shared-memory store since then
-    not yet ordered by a barrier, -1 if none)."""
+    """Fact: (a wgmma.wait_group has retired results, sites of the shared-memory stores since
+    then not yet ordered by a barrier (the newest 8))."""
 
     RULES = ("W7",)
 
     def initial(self):
-        return (False, -1)
+        return (False, ())
 
     def relevant(self, ins):
         return (_wg(ins, "wait_group") or _is_smem_store(ins) or _is_smem_read_generic(ins)
@@ -576,18 +604,25 @@ class WgmmaResultShareState(Property):
         if _wg(ins, "wait_group"):
             return (True, st)
         if is_cta_barrier(ins) or is_mbar_wait(ins):
-            return (done, -1)
+            return (done, ())
         if not done:
             return fact
         if _is_smem_store(ins):
-            return (done, i if st < 0 else st)
-        if _is_smem_read_generic(ins) and st >= 0:
-            w = self.cfg.instrs[st]
+            return (done, st if i in st else (st + (i,))[-8:])
+        if _is_smem_read_generic(ins) and st:
+            # a store whose bytes the read cannot touch (both address intervals known, in
+            # disjoint ranges of one shared symbol) exchanges nothing with it
+            mine = _smem_span(self.fa, ins, i)
+            hit = next((j for j in st if _may_overlap(_smem_span(self.fa, self.cfg.instrs[j],
+                                                                 j), mine)), None)
+            if hit is None:
+                return fact
+            w = self.cfg.instrs[hit]
             report("W7", f"'{ins.opcode}' reads shared memory that threads store after "
                          f"'wgmma.wait_group' (line {w.line}) with no barrier in between: "
                          "wait_group synchronizes only the executing warpgroup's own wgmma, "
                          "not other threads")
-            return (done, -1)
+            return (done, ())
         return fact
 
 
@@ -598,8 +633,9 @@ def wgmma_results_unsynced(ctx: Context) -> list[Finding]:
         On every path after a ``wgmma.wait_group``, a shared-memory store (``st.shared``,
         ``stmatrix``: typically the accumulator going to the epilogue buffer) followed by a
         shared-memory read (``ld.shared``, ``ldmatrix``) has a CTA / named barrier
-        (``bar.sync``, ``barrier.sync``, ``bar.red``) or an mbarrier wait in between. Whether the
-        read addresses only the thread's own bytes is not resolved; the read is flagged.
+        (``bar.sync``, ``barrier.sync``, ``bar.red``) or an mbarrier wait in between, unless
+        the interval analysis shows the read and the stores touch disjoint bytes of one shared
+        symbol. Whether the read addresses only the thread's own bytes is not resolved.
 
     Why it is bad:
         ``wgmma.wait_group`` only waits for the executing warpgroup's own ``mma_async``: it is
