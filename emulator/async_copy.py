@@ -893,6 +893,14 @@ def bulk(m, ins, pc, exe, active):
                 if "mbarrier::complete_tx::bytes" not in mods:
                     raise m.prog.unsupported(pc)
                 mbar = int(m.address(ops[3], pc)[ln]) & 0xFFFFFFFF
+                if src_sp != "global":
+                    # a shared-to-shared copy completes, source reads included, when its
+                    # complete-tx lands: the destination barrier's phase releases the source
+                    # reads too (a receiver that waited, then hands the buffer back, orders the
+                    # sender's restaging after them)
+                    bst = m.mbar_get(ln, mbar, pc)
+                    col2 = int(m.acol[c]) + 2
+                    bst["vc"][col2] = max(int(bst["vc"][col2]), epoch)
                 offs = dst + np.arange(size, dtype=np.int64)
                 if reduce_op is not None:  # cp.reduce.async.bulk into shared::cluster
                     kind = _REDUCE_TYPES.get(next((x for x in types), None) or "")

@@ -290,6 +290,18 @@ def _tc_shift(m, ins, pc, exe, mods):
             raise _Fault("fault", f"tcgen05.shift at TMEM lane {lane0}: not the start of a "
                                   f"32-lane partition ({m.prog.where(pc)})")
         tm[c, lane0 + 1:lane0 + 32] = tm[c, lane0:lane0 + 31].copy()
+        sh = _tsh(m)
+        if sh is not None and ln < m.ntr:
+            # a tensor-core write like an MMA's: complete only at the issuer's next commit
+            # (a commit before the shift does not track it: PTX ISA 9.1 'tcgen05.commit'), so
+            # a tcgen05.ld of the shifted rows must acquire a later commit's phase
+            rows = np.arange(lane0 + 1, lane0 + 32)
+            _tmem_war_check(m, sh, int(ln), c, rows[:, None], np.arange(512)[None, :], pc,
+                            "shifts into")
+            sh.w_lane[c, lane0 + 1:lane0 + 32] = -1
+            sh.pending[c, lane0 + 1:lane0 + 32] = False
+            sh.a_clk[c, lane0 + 1:lane0 + 32] = int(m.async_clk[c]) + 1
+            sh.a_cta[c, lane0 + 1:lane0 + 32] = c
     return None
 
 
