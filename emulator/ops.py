@@ -585,6 +585,11 @@ def _bfe(m, ins, pc, exe, active):
     m.write(ins.operands[0], r.astype(UINT[dt.itemsize]), exe, pc)
 
 
+#: bits of the emulator's opaque mbarrier state that hold the pending arrival count (the
+#: count is below 2**20: PTX ISA 9.1 §9.7.13.15.1, mbarrier.init's count range)
+_PENDING_MASK = (1 << 20) - 1
+
+
 @handler("shf")
 def _shf(m, ins, pc, exe, active):
     """``shf.{l,r}.{wrap,clamp}.b32 d, a, b, c``: funnel shift of the 64-bit value ``b:a``
@@ -1827,15 +1832,31 @@ def _mbarrier(m, ins, pc, exe, active):
             elif kind == "complete_tx":
                 m.mbar_complete_tx(int(ln), a, int(val[ln]), pc, asynchronous=False)
             elif "expect_tx" in mods:
-                states[ln] = m.mbar_arrive(int(ln), a, 1, int(val[ln]), pc)
+                pend = int(m.mbar_get(int(ln), a, pc)["pending"])
+                states[ln] = (np.uint64(m.mbar_arrive(int(ln), a, 1, int(val[ln]), pc))
+                              << np.uint64(63)) | np.uint64(pend & _PENDING_MASK)
             else:
                 c = int(val[ln]) if val is not None else 1
+                st = m.mbar_get(int(ln), a, pc)
                 if kind == "arrive_drop":
-                    st = m.mbar_get(int(ln), a, pc)
                     st["count"] -= c
-                states[ln] = m.mbar_arrive(int(ln), a, c, 0, pc)
+                pend = int(st["pending"])
+                if "noComplete" in mods and pend - c <= 0:
+                    # PTX ISA 9.1 §9.7.13.15.13: a .noComplete arrive must not complete the
+                    # phase (undefined behaviour)
+                    raise _Fault("fault", f"'{ins.opcode}' of {c} on an mbarrier with {pend} "
+                                          f"pending arrivals would complete the phase "
+                                          f"(.noComplete: undefined) ({m.prog.where(pc)})")
+                states[ln] = (np.uint64(m.mbar_arrive(int(ln), a, c, 0, pc))
+                              << np.uint64(63)) | np.uint64(pend & _PENDING_MASK)
         if has_dst:
-            m.write(ops[0], states << np.uint64(63), exe, pc)
+            # the opaque state: the phase parity in bit 63, the pending arrival count before
+            # the arrive in the low bits (mbarrier.pending_count)
+            m.write(ops[0], states, exe, pc)
+        return None
+    if kind == "pending_count":
+        st_ = _lanes(m.read(ops[1], "b64", pc), m.N).astype(np.uint64)
+        m.write(ops[0], (st_ & np.uint64(_PENDING_MASK)).astype(np.uint32), exe, pc)
         return None
     if kind in ("try_wait", "test_wait"):
         addr = _addr_u(m, ops[1], pc)

@@ -355,3 +355,57 @@ def test_register_parameters_are_copied_in_and_returned_by_value():
         r2 = step(t, 4)
         # the caller's %r1 is unchanged by the callee's writes to its copy 'a'
         assert got[t].tolist() == [t, r2, step(r2, t)], t
+
+
+# thread 0 pre-arrives for the idle threads with .noComplete (count {pre}) and reads the
+# pending arrival count of the returned state; then every thread arrives and waits
+NOCOMPLETE = """.version 8.7
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 out)
+.reqntid 64
+{{
+.reg .pred %p<8>;
+.reg .b32 %r<16>;
+.reg .b64 %rd<8>;
+.shared .align 8 .b64 bar;
+ld.param.u64 %rd1, [out];
+mov.u32 %r1, %tid.x;
+setp.eq.u32 %p1, %r1, 0;
+mov.u32 %r2, 0;
+@!%p1 bra SKIP;
+mbarrier.init.shared::cta.b64 [bar], 96;
+mbarrier.arrive.noComplete.shared::cta.b64 %rd2, [bar], {pre};
+mbarrier.pending_count.b64 %r2, %rd2;
+SKIP:
+bar.sync 0;
+mbarrier.arrive.shared::cta.b64 %rd3, [bar];
+W:
+mbarrier.test_wait.shared::cta.b64 %p2, [bar], %rd3;
+@!%p2 bra W;
+mul.wide.u32 %rd4, %r1, 4;
+add.s64 %rd5, %rd1, %rd4;
+st.global.u32 [%rd5], %r2;
+ret;
+}}
+"""
+
+
+def _nocomplete(pre: int):
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(64, np.uint32))
+    res = run_launch(NOCOMPLETE.format(pre=pre), Launch(
+        grid=(1, 1, 1), threads=64, params={"out": out.to_bytes(8, "little")}), gmem,
+        filename="nc.ptx")
+    return res, gmem.buffer("out").view(np.uint32)
+
+
+def test_pending_count_reads_the_arrivals_pending_before_the_arrive():
+    res, out = _nocomplete(32)
+    assert res.status == "ok" and not res.findings, res.message
+    assert int(out[0]) == 96   # the state before the .noComplete arrive of 32
+
+
+def test_a_nocomplete_arrive_that_would_complete_the_phase_is_a_fault():
+    res, _ = _nocomplete(96)
+    assert res.status == "fault" and ".noComplete" in res.message, res.message

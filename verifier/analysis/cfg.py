@@ -170,7 +170,13 @@ class CFG:
                     edges.append(Edge(blk.id, to_block(t)))
                 if guard is not None:
                     edges.append(Edge(blk.id, to_block(fall), (guard, last.negated)))
-            elif b in ("ret", "exit", "trap"):
+            elif b == "trap":
+                # 'trap' aborts the kernel (PTX ISA 9.1 §9.7.19.1): no thread runs past it and
+                # no barrier waits for a trapped thread, so its path ends without reaching the
+                # exit (assertion failures of CUTLASS / libcu++ code are not early exits)
+                if guard is not None:
+                    edges.append(Edge(blk.id, to_block(fall), (guard, last.negated)))
+            elif b in ("ret", "exit"):
                 if guard is None:
                     edges.append(Edge(blk.id, exit_id))
                 else:
