@@ -702,6 +702,30 @@ def _tmap_operand(m, op, ln: int, pc: int):
     return tm, coords, tag
 
 
+def _descriptor_in_flight(m, op, ln: int, mbar: int, epoch: int, pc: int) -> None:
+    """A tensor load through a descriptor in global memory reads it until the load completes
+    (its complete-tx, ``epoch`` of the copy's unit): the 128 bytes are recorded as read by the
+    copy at its completion, so a later write (``tensormap.replace`` on the global copy, a
+    generic store of the next map) by a thread not ordered after that completion - one that
+    waited on the mbarrier phase, or is ordered after such a wait - races with the in-flight
+    load (DeepGEMM#343: a grouped GEMM rewriting the per-group map before the last load through
+    it landed). A map in the kernel parameters is never written."""
+    if not (m.ntr and ln < m.ntr and m._gshadow is not None):
+        return
+    if op.base is not None and op.base.kind == "symbol" and (
+            op.base.name or op.base.text) in m.launch.params:
+        return
+    addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
+    if PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32):
+        return
+    a = np.array([addr], np.uint64)
+    reg, off = m.gmem.translate(a, 128)
+    gidx = (m._gstarts[reg] + off)[:, None] + np.arange(128)
+    c = int(m.cta_local[ln])
+    m._hb_check(m._gshadow, "global", np.array([ln]), gidx, pc, None, "plain",
+                rec_lane=_unit_lane(m, c, _copy_unit(m, ln, mbar, pc)), rec_clk=epoch)
+
+
 # ----------------------------------------------------------------------------- mbarriers
 def mbar_access(m, exe: np.ndarray, addr: np.ndarray, pc: int, write: bool) -> None:
     """The happens-before view of an mbarrier operation on the 8 shared bytes of the object:
@@ -843,6 +867,7 @@ def bulk(m, ins, pc, exe, active):
             offs = _swizzled(dst + np.arange(data.size, dtype=np.int64), tm.swizzle)
             mbar = int(m.address(ops[2], pc)[ln]) & 0xFFFFFFFF
             epoch = async_write_shared(m, ln, offs, data, pc, mbar, pair=pair)
+            _descriptor_in_flight(m, ops[1], ln, mbar, epoch, pc)
             _complete_tx(m, ln, mbar, data.size, epoch, pc)
         elif tensor:  # shared -> global tile store / reduction
             if "bulk_group" not in mods:
