@@ -540,6 +540,11 @@ def _split(eq, x, how, eqs, steps, dist, params, loads) -> str:
         gap = _gap(eq[2], p)
         if gap:
             c.append((gap, "expect_tx split by the distance to the next copy's destination"))
+        # last: the phase's bytes split evenly over its copies (A and B boxes of one size,
+        # the common square-tile GEMM; a split-K CTA that loads one k-tile shows no step)
+        even, r = divmod(eq[1], sum(cnt.values()))
+        if not r:
+            c.append((even, "expect_tx split evenly between the maps' copies"))
         cands[p] = [(v, w) for v, w in c if v > 0 and v % 16 == 0 and
                     (dist[p] is None or v <= dist[p])]
     for last in unknown:
