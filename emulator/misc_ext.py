@@ -53,7 +53,8 @@ def _launch_regs(m) -> int:
     if d is not None and d.args and isinstance(d.args[0], int):
         return int(d.args[0])
     warps = -(-m.T // 32)
-    return min(255, (REGISTER_FILE // (32 * warps)) // 8 * 8)
+    # a multiple of 8 like every setmaxnreg count (at most 256, the largest count)
+    return min(256, (REGISTER_FILE // (32 * warps)) // 8 * 8)
 
 
 def _pool(m) -> dict:
@@ -103,17 +104,19 @@ def _setmaxnreg(m, ins, pc, exe, active):
         m._maxnreg, m._maxnreg_batch = {}, m.batch_ids
     pool = _pool(m)
     held = False
-    for w in np.unique(lanes // 32).tolist():  # per warp (batch lanes are CTA-major)
+    # per warp of its CTA (a CTA's thread count need not be a multiple of 32)
+    wkey = m.cta_local[lanes].astype(np.int64) * 4096 + m.tid[lanes] // 32
+    for w in np.unique(wkey).tolist():
         prev = m._maxnreg.get(int(w))
         if prev is not None and (("inc" in mods and n < prev) or ("dec" in mods and n > prev)):
             raise _Fault("fault", f"'{ins.opcode} {n}' after a count of {prev} in the same "
                                   f"warp: .inc must not lower and .dec must not raise the count "
                                   f"({m.prog.where(pc)})")
-        c = int(m.cta_local[w * 32])
+        c = w // 4096
         if c not in pool["free"]:
             pool["free"][c] = 0  # every warp starts with the launch count: nothing free
         cur = pool["warp"].get(w, pool["r0"])
-        wl = lanes[lanes // 32 == w]
+        wl = lanes[wkey == w]
         if n > cur and 32 * (n - cur) > pool["free"][c]:
             # not enough registers released yet: the warp waits (retries when some are)
             m.blocked[wl] = True

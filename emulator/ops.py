@@ -1841,7 +1841,7 @@ def _mbarrier(m, ins, pc, exe, active):
                 if kind == "arrive_drop":
                     st["count"] -= c
                 pend = int(st["pending"])
-                if "noComplete" in mods and pend - c <= 0:
+                if "noComplete" in mods and pend - c <= 0 and int(st["tx"]) == 0:
                     # PTX ISA 9.1 §9.7.13.15.13: a .noComplete arrive must not complete the
                     # phase (undefined behaviour)
                     raise _Fault("fault", f"'{ins.opcode}' of {c} on an mbarrier with {pend} "

@@ -339,9 +339,9 @@ def _tcgen05(m, ins, pc, exe, active):
     or CTA barrier releases for tcgen05 operations only (``Machine.mbar_arrive``,
     ``Machine.barrier``); ``fence::after_thread_sync`` acquires, for the lane's later tcgen05
     operations only, what its relaxed waits (and flag reads) observed and those tcgen05-only
-    releases. A tcgen05 operation then runs with the lane's clock joined with
-    that knowledge; its generic accesses keep the lane's own ordering (a relaxed wait orders no
-    ``ld.shared``)."""
+    releases. The TMEM checks of the lane's later tcgen05 operations see that knowledge
+    (:func:`_tvc`); its generic accesses, the shared-memory operand reads of its MMAs and copies,
+    and what its arrives and commits release do not (a relaxed wait orders no ``ld.shared``)."""
     mods = m._types[pc][0]
     op = mods[0]
     tl = np.flatnonzero(exe[:m.ntr]) if m.ntr else np.zeros(0, np.int64)
@@ -352,8 +352,8 @@ def _tcgen05(m, ins, pc, exe, active):
             # what the thread's tcgen05 operations so far are ordered after goes along too
             # (a relaxed wait, after_thread_sync, tcgen05.ld, before_thread_sync, bar.sync:
             # the dealloc after the barrier is ordered after the MMAs the ld waited for)
-            m.tc_rel_vc[tl] = (m.vc[tl] if m.tc_after_vc is None
-                               else np.maximum(m.vc[tl], m.tc_after_vc[tl]))
+            m.tc_rel_vc[tl] = _tvc(m, tl)
+            m._tick(tl)  # later tcgen05 operations (a load after the fence) are not released
         return None
     if op == "fence::after_thread_sync":
         if tl.size:
@@ -363,18 +363,16 @@ def _tcgen05(m, ins, pc, exe, active):
                     m.tc_after_vc = np.zeros_like(m.vc)
                 m.tc_after_vc[tl] = np.maximum.reduce([m.tc_after_vc[tl], *got])
         return None
-    if m.tc_after_vc is None or not tl.size:
-        return _tcgen05_op(m, ins, pc, exe, active)
-    saved = m.vc[tl].copy()
-    m.vc[tl] = np.maximum(saved, m.tc_after_vc[tl])
-    try:
-        return _tcgen05_op(m, ins, pc, exe, active)
-    finally:
-        # the lane's own clock column advanced by the operation is kept; the tcgen05-only
-        # knowledge is not (its generic accesses do not see it)
-        own = m.vc[tl, m.vcol[tl]].copy()
-        m.vc[tl] = saved
-        m.vc[tl, m.vcol[tl]] = own
+    return _tcgen05_op(m, ins, pc, exe, active)
+
+
+def _tvc(m, rows):
+    """The clocks of traced lanes ``rows`` as the TMEM checks see them: the lane's own clock
+    joined with what its ``tcgen05.fence::after_thread_sync`` acquired for tcgen05 operations
+    (:func:`_tcgen05`). Generic accesses, the shared-memory operand reads of MMAs and copies,
+    and the releases of arrives and commits use ``m.vc`` alone."""
+    v = m.vc[rows]
+    return v if m.tc_after_vc is None else np.maximum(v, m.tc_after_vc[rows])
 
 
 def _tcgen05_op(m, ins, pc, exe, active):
@@ -459,7 +457,7 @@ def _note_ld_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols, rl) -> No
         clks = sh.rclks.get(int(r), [])
         if len(clks) > k:  # the reader waited again: is the writer after that wait?
             col = int(m.rk_of[r // T]) * (T + ASYNC_UNITS) + r % T
-            if int(m.vc[ln, col]) >= clks[k]:
+            if int(_tvc(m, ln)[col]) >= clks[k]:
                 continue
         used.add(int(pc_))
 
@@ -536,7 +534,7 @@ class _TmemShadow:
         for x in np.unique(w[w >= 0]).tolist():
             wl, wc = self.waits[x]
             col = m.rk_of[wl // T] * (T + ASYNC_UNITS) + wl % T
-            if (m.vc[ln, col] >= wc).any():
+            if (_tvc(m, ln)[col] >= wc).any():
                 out |= w == x
         return out
 
@@ -609,7 +607,7 @@ def _tmem_read_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         # 'tcgen05.wait::st.sync.aligned' is warp-collective (every lane of the warp executes
         # it converged, PTX ISA 9.1 §9.7.16.8.5), so it precedes the warp's later ld in each lane
         warp = (wcta == g // T) & ((wl_o % T) // 32 == (g % T) // 32)
-        late = pend | (~warp & (sh.w_clk[c, r, cc][other] > m.vc[ln, col]) &
+        late = pend | (~warp & (sh.w_clk[c, r, cc][other] > _tvc(m, int(ln))[col]) &
                        ~sh.after_wait(m, ln, sh.w_wait[c, r, cc][other]))
         if late.any():
             j = int(np.flatnonzero(late)[0])
@@ -750,7 +748,7 @@ def _tmem_async_check(m, sh: _TmemShadow, lanes, cta, rows, cols, pc) -> None:
         return
     # each reader's knowledge of the unit 0 of the CTA whose MMA / copy wrote the cell (its own
     # CTA, or the issuer of a CTA-pair MMA)
-    seen = m.vc[lanes[:, None], m.acol[sh.a_cta[C3, R, cols]]]
+    seen = _tvc(m, lanes)[np.arange(lanes.size)[:, None], m.acol[sh.a_cta[C3, R, cols]]]
     late = (need > seen).any(axis=1)
     if not late.any():
         return
@@ -799,7 +797,7 @@ def _dealloc_check(m, ins, pc, exe) -> None:
             continue  # the dealloc faults in ops
         warp = np.flatnonzero(exe & (m.cta_local == c) & (m.tid // 32 == m.tid[ln] // 32))
         warp = warp[warp < m.ntr]
-        known = m.vc[warp].max(axis=0)
+        known = _tvc(m, warp).max(axis=0)
         need = sh.a_clk[c, :, c0:c0 + n]
         src = sh.a_cta[c, :, c0:c0 + n]
         late = need > known[m.acol[src]]
@@ -905,7 +903,7 @@ def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
         clks = sh.wclks.get(int(w), [])
         if ln < m.ntr and len(clks) > k:  # the writer waited again: is the reader after it?
             col = int(m.rk_of[w // T]) * (T + ASYNC_UNITS) + w % T
-            if int(m.vc[ln, col]) >= clks[k]:
+            if int(_tvc(m, ln)[col]) >= clks[k]:
                 continue
         used.add(int(pc_))
 
@@ -931,7 +929,7 @@ def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, 
     wl_o = wl[other]
     pend = sh.pending[c][rows, c0:c1][other]
     col = m.rk_of[wl_o // T] * (T + ASYNC_UNITS) + wl_o % T
-    late = pend | ((sh.w_clk[c][rows, c0:c1][other] > m.vc[ln, col]) &
+    late = pend | ((sh.w_clk[c][rows, c0:c1][other] > _tvc(m, ln)[col]) &
                    ~sh.after_wait(m, ln, sh.w_wait[c][rows, c0:c1][other]))
     if not late.any():
         return

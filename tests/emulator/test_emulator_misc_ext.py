@@ -409,3 +409,17 @@ def test_pending_count_reads_the_arrivals_pending_before_the_arrive():
 def test_a_nocomplete_arrive_that_would_complete_the_phase_is_a_fault():
     res, _ = _nocomplete(96)
     assert res.status == "fault" and ".noComplete" in res.message, res.message
+
+
+def test_a_nocomplete_arrive_with_bytes_outstanding_does_not_complete_the_phase():
+    # pending reaches 0 but the tx-count does not: the phase stays open, no fault (review of
+    # 2026-12-07)
+    text = NOCOMPLETE.format(pre=96).replace(
+        "mbarrier.init.shared::cta.b64 [bar], 96;",
+        "mbarrier.init.shared::cta.b64 [bar], 96;\nmbarrier.expect_tx.shared::cta.b64 [bar], 16;")
+    gmem = GlobalMemory()
+    out = gmem.add("out", np.zeros(64, np.uint32))
+    res = run_launch(text, Launch(grid=(1, 1, 1), threads=64,
+                                  params={"out": out.to_bytes(8, "little")}), gmem,
+                     filename="nc.ptx")
+    assert res.status != "fault" or ".noComplete" not in res.message, res.message

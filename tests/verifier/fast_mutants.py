@@ -878,9 +878,11 @@ def left_out(cls: str, text: str, line: int, reached: dict[int, int] | set[int] 
                     "launch depended on the removed proxy fence alone (no generic-written "
                     "bytes it alone fenced)")
         if "tcgen05.wait::ld" in text.splitlines()[line - 1]:
-            return ("equivalent on the executed paths: no TMEM write or release at the "
-                    "emulated launch depended on the loads the removed wait completed (each "
-                    "write to their cells came after the reader's next tcgen05.wait::ld)")
+            return ("equivalent on the executed paths: no TMEM write (by the reader or "
+                    "another thread) at the emulated launch depended on the loads the removed "
+                    "wait completed (each write to their cells came after the reader's next "
+                    "tcgen05.wait::ld; the loaded registers are ordered by their register "
+                    "dependency, rulebook TL4)")
         return ("equivalent on the executed paths: the removed wait never blocked, acquired "
                 "or retired anything at the emulated launch")
     if (barrier_effects is not None and cls == "no_bar_sync" and line in barrier_effects

@@ -88,6 +88,10 @@ def _errors(guard: str, skip: str) -> list[tuple[str, int]]:
      "sub.s32 %r24, %r4, 64;\nsetp.ge.s32 %p21, %r6, %r24;", True),
     ("add.s32 %r23, %r6, 64;\nsetp.lt.s32 %p10, %r23, %r4;",
      "sub.s32 %r24, %r4, 65;\nsetp.ge.s32 %p21, %r6, %r24;", False),
+    # a negative immediate is a negative offset: %r6 - 1 < %r4 and %r6 >= %r4 overlap at
+    # %r6 == %r4 (the review of 2026-12-07: -1 was read as 2**64 - 1)
+    ("add.s32 %r23, %r6, -1;\nsetp.lt.s32 %p10, %r23, %r4;",
+     "setp.ge.s32 %p21, %r6, %r4;", False),
     # the same with the operands swapped in the second compare: %r4 - 64 <= %r6
     ("add.s32 %r23, %r6, 64;\nsetp.lt.s32 %p10, %r23, %r4;",
      "add.s32 %r24, %r4, -64;\nsetp.le.s32 %p21, %r24, %r6;", True),

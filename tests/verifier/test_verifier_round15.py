@@ -384,3 +384,18 @@ def test_a_copy_several_lanes_issue_is_left_to_the_emulator_by_mb8():
     assert all(c.status == "ok" and not c.findings for c in ok), [c.render() for c in ok]
     bad = emulator.check_default_launch(text3, arch="sm_90a", filename="g.ptx")
     assert any(f.rule == "HB2" for c in bad for f in c.findings), [c.render() for c in bad]
+
+
+def test_w7_still_sees_the_first_of_many_stores():
+    # nine stores after the wait; the read overlaps only the first (the review of 2026-12-07:
+    # only the newest eight were kept)
+    stores = "st.shared.f32 [%r5+8192], %f1;\n" + "".join(
+        f"st.shared.f32 [%r5+{1024 * k}], %f1;\n" for k in range(1, 9))
+    text = W7_KERNEL.replace("st.shared.f32 [%r5+8192], %f1;\n", stores).replace("READ", "8196")
+    assert ("W7", "error") in _rules(text, "sm_90a")
+
+
+def test_mb8_keeps_an_expect_tx_no_number_of_lanes_can_reach():
+    # 4 lanes could deliver 2048 (a note), but 256 is less than one lane's 512 bytes
+    text = GATHER.replace("LANES", "4").replace("], 2048;", "], 256;")
+    assert ("MB8", "error") in _rules(text, "sm_90a")

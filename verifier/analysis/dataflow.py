@@ -334,11 +334,16 @@ class _Assume:
             if ins.parts[0] not in ("add", "sub") or len(ops) != 3 or ins.predicate is not None:
                 break
             step = None
+            t = ins.parts[-1]
+            w = int(t[1:]) if t[:1] in ("s", "u", "b") and t[1:] in ("16", "32", "64") else None
+            if w is None:
+                break
             for b, c, sign in ((ops[1], ops[2], 1), (ops[2], ops[1], 1)) if ins.parts[0] == "add" \
                     else ((ops[1], ops[2], -1),):
                 k = self.v.const(c, j)
                 if b.kind == "reg" and b.name and k is not None:
-                    step = (self.cfg.reg_key(b.name, j), sign * k)
+                    # two's complement: an immediate -64 comes back as 2**64 - 64
+                    step = (self.cfg.reg_key(b.name, j), sign * _wrap(k, w))
                     break
             if step is None or not self._same_reads(j, at, (step[0],)):
                 break

@@ -344,7 +344,7 @@ class Values:
             if "hi" in ins.parts or "wide" in ins.parts:
                 # the high half / the full double-width product: the low-width mask would
                 # keep the wrong bits (PTX ISA 9.1 §9.7.1.5)
-                if am != wm or cm != wm:
+                if (am & wm) != wm or (cm & wm) != wm:
                     return None
                 r = _mul_half(ins, x, y, w)
                 return ("k", M64 if "wide" in ins.parts else wm, r)

@@ -608,16 +608,24 @@ class WgmmaResultShareState(Property):
         if not done:
             return fact
         if _is_smem_store(ins):
-            return (done, st if i in st else (st + (i,))[-8:])
+            if i in st:
+                return fact
+            st = st + (i,)
+            if len(st) > 8:
+                # past 8 sites: the first stays (it names the finding) with a marker for the
+                # dropped ones, whose bytes are unknown (-1: may overlap any read)
+                first = st[0] if st[0] >= 0 else st[1]
+                st = (first, -1) + st[-6:]
+            return (done, st)
         if _is_smem_read_generic(ins) and st:
             # a store whose bytes the read cannot touch (both address intervals known, in
             # disjoint ranges of one shared symbol) exchanges nothing with it
             mine = _smem_span(self.fa, ins, i)
-            hit = next((j for j in st if _may_overlap(_smem_span(self.fa, self.cfg.instrs[j],
-                                                                 j), mine)), None)
+            hit = next((j for j in st if j < 0 or _may_overlap(
+                _smem_span(self.fa, self.cfg.instrs[j], j), mine)), None)
             if hit is None:
                 return fact
-            w = self.cfg.instrs[hit]
+            w = self.cfg.instrs[hit if hit >= 0 else st[0]]
             report("W7", f"'{ins.opcode}' reads shared memory that threads store after "
                          f"'wgmma.wait_group' (line {w.line}) with no barrier in between: "
                          "wait_group synchronizes only the executing warpgroup's own wgmma, "

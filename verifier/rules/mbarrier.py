@@ -1292,7 +1292,9 @@ def mbar_tx_count(ctx: Context) -> list[Finding]:
             e = sum(c for _, c in es)
             g = sum(c for _, c in got.get(b, []))
             multi = next((i for i, _ in got.get(b, []) if not v.guard_single_lane(i)), None)
-            if e != g and multi is not None:
+            # lanes multiply the copies' bytes: only a count that some number of lanes can
+            # reach (a multiple of what one pass of the copy sites delivers) is undecided
+            if e != g and multi is not None and g > 0 and e > g and e % g == 0:
                 # a copy several lanes issue (DeepEP's multi-lane gather) delivers its bytes once
                 # per lane: the count is the emulator's (it runs every lane)
                 out.append(note_finding(
@@ -1358,10 +1360,15 @@ class TxPhase(Property):
     def _expect_sites(self, b, at: int) -> int | None:
         """An ``expect_tx`` on mbarrier ``b`` that may execute before instruction ``at`` in
         the CFG (any thread), or None."""
+        cyc = self.cfg.in_cycle
+        looped = self.cfg.block_of[at] in cyc
         for j, ins in enumerate(self.cfg.instrs):
             p = ins.parts
+            # in the same phase structure as the wait (both in a loop, or neither: a prologue's
+            # expect_tx registers no loop iteration's bytes)
             if p[0] == "mbarrier" and len(p) > 1 and ("expect_tx" in p or p[1] == "expect_tx") \
-                    and self._key(mbar_operand(ins), j) == b and _in_order(self.cfg, j, at):
+                    and self._key(mbar_operand(ins), j) == b and _in_order(self.cfg, j, at) \
+                    and (self.cfg.block_of[j] in cyc) == looped:
                 return j
         return None
 

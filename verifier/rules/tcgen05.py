@@ -891,8 +891,9 @@ class TmemAccess(Property):
                 # tmem_empty + 8 * (i & 1))
                 f = self._fenced_span(_mbar_span(self.fa, ins, i, v))
                 since = False if f else (_SINCE_UNDECIDED if f is None else since)
-            # an unfenced .relaxed wait stays unfenced past a later acquire wait on another
-            # mbarrier (an acquire orders only what its own barrier's arrivals released)
+            # an unfenced .relaxed wait stays unfenced past a later acquire wait (on any
+            # mbarrier: the acquire orders what that phase's arrivals released, not what the
+            # relaxed wait observed)
             return (pl, ps, mma, mbar, since, 2 if "relaxed" in p or aw == 2 else 1, needf, unc)
         if is_cta_barrier(ins) or is_arrive_signal(ins):
             # a pending ld at a barrier is not reported: Triton 3.9 syncs before its
