@@ -795,6 +795,11 @@ def _dealloc_check(m, ins, pc, exe) -> None:
         c0, n = int(taddr[ln]) & 0xFFFF, int(ncol[ln])
         if c0 + n > 512:
             continue  # the dealloc faults in ops
+        # freeing is a write of every lane's cells: a tcgen05.ld of another thread still in
+        # flight (its wait::ld not ordered before) races with it, and a wait::ld that ordered
+        # it acted (coverage)
+        _tmem_war_check(m, sh, int(ln), c, np.arange(128)[:, None],
+                        np.arange(c0, c0 + n)[None, :], pc, "frees")
         warp = np.flatnonzero(exe & (m.cta_local == c) & (m.tid // 32 == m.tid[ln] // 32))
         warp = warp[warp < m.ntr]
         known = _tvc(m, warp).max(axis=0)

@@ -578,7 +578,11 @@ def _smem_span(fa, ins, i: int) -> tuple | None:
         return (a[0], a[1] - size, a[2] + size)
     bits = next((int(m.group(1)) for t in reversed(p) if (m := _SMEM_BYTES.match(t))), 128)
     vec = next((int(t[1:]) for t in p if t in ("v2", "v4", "v8")), 1)
-    return (a[0], a[1], a[2] + bits * vec // 8)
+    size = bits * vec // 8
+    # the access is naturally aligned (PTX ISA 9.1 §5.4.5; a misaligned one faults): its start
+    # lies on a multiple of its size within the interval (the symbol is at least that aligned)
+    lo, hi = -(-a[1] // size) * size, a[2] // size * size
+    return (a[0], lo, hi + size)
 
 
 def _may_overlap(x: tuple | None, y: tuple | None) -> bool:
@@ -586,13 +590,14 @@ def _may_overlap(x: tuple | None, y: tuple | None) -> bool:
 
 
 class WgmmaResultShareState(Property):
-    """Fact: (a wgmma.wait_group has retired results, sites of the shared-memory stores since
-    then not yet ordered by a barrier (the newest 8))."""
+    """Fact: (a wgmma.wait_group has retired results, the first shared-memory store since then
+    not yet ordered by a barrier (-1: none), the bytes those stores may touch: per shared
+    symbol the hull ``(sym, lo, hi)`` of their address intervals, None once one is unknown)."""
 
     RULES = ("W7",)
 
     def initial(self):
-        return (False, ())
+        return (False, -1, ())
 
     def relevant(self, ins):
         return (_wg(ins, "wait_group") or _is_smem_store(ins) or _is_smem_read_generic(ins)
@@ -600,37 +605,36 @@ class WgmmaResultShareState(Property):
                 or (ins.parts[0] == "bar" and len(ins.parts) > 1 and ins.parts[1] == "warp"))
 
     def transfer(self, i, ins, fact, report):
-        done, st = fact
+        done, first, spans = fact
         if _wg(ins, "wait_group"):
-            return (True, st)
+            return (True, first, spans)
         if is_cta_barrier(ins) or is_mbar_wait(ins):
-            return (done, ())
+            return (done, -1, ())
         if not done:
             return fact
         if _is_smem_store(ins):
-            if i in st:
-                return fact
-            st = st + (i,)
-            if len(st) > 8:
-                # past 8 sites: the first stays (it names the finding) with a marker for the
-                # dropped ones, whose bytes are unknown (-1: may overlap any read)
-                first = st[0] if st[0] >= 0 else st[1]
-                st = (first, -1) + st[-6:]
-            return (done, st)
-        if _is_smem_read_generic(ins) and st:
-            # a store whose bytes the read cannot touch (both address intervals known, in
-            # disjoint ranges of one shared symbol) exchanges nothing with it
+            sp = _smem_span(self.fa, ins, i)
+            if spans is not None:
+                if sp is None:
+                    spans = None
+                else:
+                    old = next((x for x in spans if x[0] == sp[0]), None)
+                    hull = sp if old is None else (sp[0], min(old[1], sp[1]), max(old[2], sp[2]))
+                    spans = tuple(sorted({x for x in spans if x[0] != sp[0]} | {hull}))
+            return (done, i if first < 0 else first, spans)
+        if _is_smem_read_generic(ins) and first >= 0:
+            # stores whose bytes the read cannot touch (address intervals known, disjoint from
+            # the hull of the stores' in one shared symbol) exchange nothing with it
             mine = _smem_span(self.fa, ins, i)
-            hit = next((j for j in st if j < 0 or _may_overlap(
-                _smem_span(self.fa, self.cfg.instrs[j], j), mine)), None)
-            if hit is None:
+            if spans is not None and mine is not None and not any(
+                    _may_overlap(x, mine) for x in spans if x[0] == mine[0]):
                 return fact
-            w = self.cfg.instrs[hit if hit >= 0 else st[0]]
+            w = self.cfg.instrs[first]
             report("W7", f"'{ins.opcode}' reads shared memory that threads store after "
                          f"'wgmma.wait_group' (line {w.line}) with no barrier in between: "
                          "wait_group synchronizes only the executing warpgroup's own wgmma, "
                          "not other threads")
-            return (done, ())
+            return (done, -1, ())
         return fact
 
 

@@ -1358,14 +1358,14 @@ class TxPhase(Property):
             or is_mbar_wait(ins)))
 
     def _expect_sites(self, b, at: int) -> int | None:
-        """An ``expect_tx`` on mbarrier ``b`` that may execute before instruction ``at`` in
+        """An ``expect_tx`` on mbarrier ``b`` that may execute before the copy at ``at`` in
         the CFG (any thread), or None."""
         cyc = self.cfg.in_cycle
         looped = self.cfg.block_of[at] in cyc
         for j, ins in enumerate(self.cfg.instrs):
             p = ins.parts
-            # in the same phase structure as the wait (both in a loop, or neither: a prologue's
-            # expect_tx registers no loop iteration's bytes)
+            # in the same phase structure as the copy (both in a loop, or neither: a
+            # prologue's expect_tx registers no loop iteration's bytes)
             if p[0] == "mbarrier" and len(p) > 1 and ("expect_tx" in p or p[1] == "expect_tx") \
                     and self._key(mbar_operand(ins), j) == b and _in_order(self.cfg, j, at) \
                     and (self.cfg.block_of[j] in cyc) == looped:
@@ -1386,14 +1386,15 @@ class TxPhase(Property):
         if b is None:
             return fact
         p = ins.parts
+        mine = {x for x in unreg if x[0] == b}  # (mbarrier, copy site) unregistered
         if _is_tx_copy(ins):
-            return fact if b in exp else (exp, unreg | {b})
+            return fact if b in exp else (exp, unreg | {(b, i)})
         if p[1] == "init" or is_mbar_wait(ins):
-            if b in unreg and is_mbar_wait(ins):
+            if mine and is_mbar_wait(ins):
                 # another thread may have registered the bytes (thread 0's expect_tx before a
                 # CTA barrier, lanes 0-3 issuing the copies): this path cannot tell; the
                 # emulator runs the threads together
-                other = self._expect_sites(b, i)
+                other = self._expect_sites(b, min(j for _, j in mine))
                 report("MB8", f"wait on mbarrier '{_fmt(b)}' whose phase received a bulk copy "
                               "(complete_tx) but never registered its bytes with expect_tx: the "
                               "phase can complete before the data lands"
@@ -1401,10 +1402,10 @@ class TxPhase(Property):
                           "another thread's path, may have registered them: not decided "
                           "statically)" if other is not None else ""),
                        severity="note" if other is not None else None)
-            return (exp - {b}, unreg - {b})
+            return (exp - {b}, unreg - mine)
         if "expect_tx" in p or p[1] == "expect_tx":
-            return (exp | {b}, unreg - {b})
-        if b in unreg:        # a plain arrive: may complete the phase
+            return (exp | {b}, unreg - mine)
+        if mine:              # a plain arrive: may complete the phase
             report("MB8", f"'{ins.opcode.split('.shared')[0]}' on mbarrier '{_fmt(b)}' may "
                           "complete a phase whose bulk copy bytes were never registered with "
                           "expect_tx")
