@@ -540,27 +540,33 @@ def _split(eq, x, how, eqs, steps, dist, params, loads) -> str:
         gap = _gap(eq[2], p)
         if gap:
             c.append((gap, "expect_tx split by the distance to the next copy's destination"))
-        # last: the phase's bytes split evenly over its copies (A and B boxes of one size,
-        # the common square-tile GEMM; a split-K CTA that loads one k-tile shows no step)
-        even, r = divmod(eq[1], sum(cnt.values()))
-        if not r:
-            c.append((even, "expect_tx split evenly between the maps' copies"))
         cands[p] = [(v, w) for v, w in c if v > 0 and v % 16 == 0 and
                     (dist[p] is None or v <= dist[p])]
-    for last in unknown:
-        fixed = [p for p in unknown if p != last]
-        for combo in itertools.product(*(cands[p] for p in fixed)):
-            tx, th = dict(x), dict(how)
-            for p, (v, w) in zip(fixed, combo):
-                tx[p], th[p] = v, w
-            if not _propagate(tx, th, eqs, params, dist) and last in tx and (
-                    dist[last] is None or tx[last] <= dist[last]) and _layout_ok(tx, loads):
-                th.setdefault(last, "expect_tx less the other maps' bytes")
-                if th[last] == "expect_tx of its mbarrier phases":
-                    th[last] = "expect_tx less the other maps' bytes"
-                x.clear(), x.update(tx)
-                how.clear(), how.update(th)
-                return ""
+    # a last resort, only when no other candidate fits: the phase's bytes split evenly over its
+    # copies (A and B boxes of one size, the common square-tile GEMM; a split-K CTA that loads
+    # one k-tile shows no step and no stage distance)
+    even, r = divmod(eq[1], sum(cnt.values()))
+    rounds = [cands]
+    if not r and even > 0 and even % 16 == 0:
+        rounds.append({p: cands[p] + [(even, "expect_tx split evenly between the maps' copies")]
+                       for p in unknown if dist[p] is None or even <= dist[p]})
+    for cs in rounds:
+        if len(cs) != len(unknown):
+            continue
+        for last in unknown:
+            fixed = [p for p in unknown if p != last]
+            for combo in itertools.product(*(cs[p] for p in fixed)):
+                tx, th = dict(x), dict(how)
+                for p, (v, w) in zip(fixed, combo):
+                    tx[p], th[p] = v, w
+                if not _propagate(tx, th, eqs, params, dist) and last in tx and (
+                        dist[last] is None or tx[last] <= dist[last]) and _layout_ok(tx, loads):
+                    th.setdefault(last, "expect_tx less the other maps' bytes")
+                    if th[last] == "expect_tx of its mbarrier phases":
+                        th[last] = "expect_tx less the other maps' bytes"
+                    x.clear(), x.update(tx)
+                    how.clear(), how.update(th)
+                    return ""
     if all(dist[p] for p in unknown):
         # the byte counts fit no split: the stage buffers decide, and the checked run reports
         # the phases whose expect_tx disagrees with them
