@@ -568,14 +568,8 @@ def data_barriers(fa) -> set:
     cfg = fa.cfg
     data: set = set()
     for i, ins in enumerate(cfg.instrs):
-        p = ins.parts
-        if is_tc(ins, "commit") or (p[0] == "cp" and any(
-                x.startswith("mbarrier::complete_tx") for x in p)) or (
-                p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
-            o = mbar_operand(ins)
-        elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
-            o = next((x for x in ins.operands if x.kind == "address"), None)
-        else:
+        o = _data_arrival(ins, commits=True)
+        if o is None:
             continue
         v = addr_val(fa, o, i)
         if v is not None:
@@ -598,27 +592,36 @@ def data_barriers(fa) -> set:
     return data | (every - plain)
 
 
+def _data_arrival(ins, commits: bool):
+    """The mbarrier operand of an asynchronous data arrival (a bulk / tensor copy's
+    complete-tx, an ``expect_tx``, ``cp.async.mbarrier.arrive``; with ``commits`` also
+    ``tcgen05.commit``), or None for any other instruction."""
+    p = ins.parts
+    if (commits and is_tc(ins, "commit")) or (p[0] == "cp" and any(
+            x.startswith("mbarrier::complete_tx") for x in p)) or (
+            p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
+        return mbar_operand(ins)
+    if p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
+        return next((x for x in ins.operands if x.kind == "address"), None)
+    return None
+
+
 def commit_only_barriers(fa) -> set:
     """Resolved mbarriers that ``tcgen05.commit`` targets and no bulk copy, expect_tx or
-    ``cp.async.mbarrier.arrive`` does. An unresolved data arrival (a ring-indexed address) may
-    target any of them: then none counts. Such a barrier is a data barrier (the accumulator is
-    ready) or a credit barrier (the MMA finished reading a buffer); which one is not decided
-    statically: MB5 leaves a first parity-1 wait on it to the emulator (a TMEM read of an
-    unfinished MMA is HB1 there)."""
+    ``cp.async.mbarrier.arrive`` does: an unresolved data arrival (a ring-indexed address)
+    excludes the barriers in its address interval, and every barrier when that interval is
+    unknown. Such a barrier is a data barrier (the accumulator is ready) or a credit barrier
+    (the MMA finished reading a buffer); which one is not decided statically: MB5 leaves a
+    first parity-1 wait on it to the emulator (a TMEM read of an unfinished MMA is HB1 there)."""
     commits, other, spans = set(), set(), []
     for i, ins in enumerate(fa.cfg.instrs):
-        p = ins.parts
         if is_tc(ins, "commit"):
             v = addr_val(fa, mbar_operand(ins), i)
             if v is not None:
                 commits.add(v)
             continue
-        if (p[0] == "cp" and any(x.startswith("mbarrier::complete_tx") for x in p)) \
-                or (p[0] == "mbarrier" and any("expect_tx" in x for x in p)):
-            o = mbar_operand(ins)
-        elif p[0] == "cp" and len(p) > 2 and p[1] == "async" and p[2] == "mbarrier":
-            o = next((x for x in ins.operands if x.kind == "address"), None)
-        else:
+        o = _data_arrival(ins, commits=False)
+        if o is None:
             continue
         v = addr_val(fa, o, i)
         if v is not None:
