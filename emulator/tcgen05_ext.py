@@ -451,12 +451,24 @@ def _note_ld_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols, rl) -> No
     hit = (dp >= 0) & (rl >= 0) & ~sh.r_pend[c][rows, cols]
     if not hit.any():
         return
-    dg = sh.r_done_gen[c][rows, cols][hit]
+    _add_used_waits(m, used, ln, dp[hit].tolist(), rl[hit].tolist(),
+                    sh.r_done_gen[c][rows, cols][hit].tolist(), sh.rclks)
+
+
+def _add_used_waits(m, used: set, ln: int, pcs: list, owners: list, gens: list,
+                    clks_of: dict) -> None:
+    """Add to ``used`` the pc of each wait (``pcs``: per access, the ``tcgen05.wait::st`` /
+    ``wait::ld`` that completed it; ``owners``: the global lane that waited; ``gens``: that
+    lane's count of such waits at it) that lane ``ln``'s access depends on: unless ``ln`` is
+    ordered after the owner's next wait (``clks_of``: per owner, its clock at each wait), which
+    would complete the access as well."""
     T = m.T
-    for pc_, r, k in set(zip(dp[hit].tolist(), rl[hit].tolist(), dg.tolist())):
-        clks = sh.rclks.get(int(r), [])
-        if len(clks) > k:  # the reader waited again: is the writer after that wait?
-            col = int(m.rk_of[r // T]) * (T + ASYNC_UNITS) + r % T
+    for pc_, w, k in set(zip(pcs, owners, gens)):
+        if w < 0:
+            continue
+        clks = clks_of.get(int(w), [])
+        if ln < m.ntr and len(clks) > k:  # the owner waited again: is ln after that wait?
+            col = int(m.rk_of[w // T]) * (T + ASYNC_UNITS) + w % T
             if int(_tvc(m, ln)[col]) >= clks[k]:
                 continue
         used.add(int(pc_))
@@ -901,16 +913,7 @@ def _note_wait_use(m, sh: _TmemShadow, ln: int, c: int, rows, cols) -> None:
         return
     wl = np.broadcast_to(sh.w_lane[c][rows, cols], dp.shape)[hit]
     dg = np.broadcast_to(sh.done_gen[c][rows, cols], dp.shape)[hit]
-    T = m.T
-    for pc_, w, k in set(zip(dp[hit].tolist(), wl.tolist(), dg.tolist())):
-        if w < 0:
-            continue
-        clks = sh.wclks.get(int(w), [])
-        if ln < m.ntr and len(clks) > k:  # the writer waited again: is the reader after it?
-            col = int(m.rk_of[w // T]) * (T + ASYNC_UNITS) + w % T
-            if int(_tvc(m, ln)[col]) >= clks[k]:
-                continue
-        used.add(int(pc_))
+    _add_used_waits(m, used, ln, dp[hit].tolist(), wl.tolist(), dg.tolist(), sh.wclks)
 
 
 def _tmem_acc_read_check(m, sh: _TmemShadow, ln: int, c: int, rows: np.ndarray, c0: int,
