@@ -672,18 +672,14 @@ def _tmap_operand(m, op, ln: int, pc: int):
     that of a probe map (the map returned is then a placeholder of the coordinates' rank) or
     of an inferred one."""
     addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
-    if op.base is not None and op.base.kind == "symbol" and (
-            op.base.name or op.base.text) in m.launch.params:
+    if _param_map(m, op):
         raw = _read_param(m, addr, 128, pc)  # [param, {..}]: a .param state-space address
     else:
         raw = _read_generic(m, addr, 128, pc)
-        if not PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32) and m.ntr and ln < m.ntr \
-                and m._gshadow is not None:
+        gidx = _global_descriptor(m, op, ln, pc)
+        if gidx is not None:
             # a descriptor in global memory (tensormap.cp_fenceproxy, or a generic store) read
             # by the copy: ordered after its writer only by a barrier or a release/acquire
-            a = np.array([addr], np.uint64)
-            reg, off = m.gmem.translate(a, 128)
-            gidx = (m._gstarts[reg] + off)[:, None] + np.arange(128)
             m._hb_check(m._gshadow, "global", np.array([ln]), gidx, pc, None, "plain")
     tm = decode_tensor_map(raw, m.prog.where(pc))
     vec = op.elems[0] if op.elems else None
@@ -702,6 +698,25 @@ def _tmap_operand(m, op, ln: int, pc: int):
     return tm, coords, tag
 
 
+def _param_map(m, op) -> bool:
+    """Whether the ``[tmap, {..}]`` operand ``op`` names a kernel parameter (``.param``)."""
+    return op.base is not None and op.base.kind == "symbol" and (
+        op.base.name or op.base.text) in m.launch.params
+
+
+def _global_descriptor(m, op, ln: int, pc: int) -> np.ndarray | None:
+    """The global race-shadow indices (1, 128) of the descriptor a non-parameter tensor-map
+    operand ``op`` names for traced lane ``ln``, or None (an untraced lane, no global shadow,
+    an address in the parameter window)."""
+    if not (m.ntr and ln < m.ntr and m._gshadow is not None):
+        return None
+    addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
+    if PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32):
+        return None
+    reg, off = m.gmem.translate(np.array([addr], np.uint64), 128)
+    return (m._gstarts[reg] + off)[:, None] + np.arange(128)
+
+
 def _descriptor_in_flight(m, op, ln: int, mbar: int, epoch: int, pc: int) -> None:
     """A tensor load through a descriptor in global memory reads it until the load completes
     (its complete-tx, ``epoch`` of the copy's unit): the 128 bytes are recorded as read by the
@@ -710,17 +725,9 @@ def _descriptor_in_flight(m, op, ln: int, mbar: int, epoch: int, pc: int) -> Non
     waited on the mbarrier phase, or is ordered after such a wait - races with the in-flight
     load (DeepGEMM#343: a grouped GEMM rewriting the per-group map before the last load through
     it landed). A map in the kernel parameters is never written."""
-    if not (m.ntr and ln < m.ntr and m._gshadow is not None):
+    gidx = None if _param_map(m, op) else _global_descriptor(m, op, ln, pc)
+    if gidx is None:
         return
-    if op.base is not None and op.base.kind == "symbol" and (
-            op.base.name or op.base.text) in m.launch.params:
-        return
-    addr = int(m.address(op, pc)[ln]) & 0xFFFF_FFFF_FFFF_FFFF
-    if PARAM_WINDOW <= addr < PARAM_WINDOW + (1 << 32):
-        return
-    a = np.array([addr], np.uint64)
-    reg, off = m.gmem.translate(a, 128)
-    gidx = (m._gstarts[reg] + off)[:, None] + np.arange(128)
     c = int(m.cta_local[ln])
     m._hb_check(m._gshadow, "global", np.array([ln]), gidx, pc, None, "plain",
                 rec_lane=_unit_lane(m, c, _copy_unit(m, ln, mbar, pc)), rec_clk=epoch)
