@@ -8,7 +8,7 @@
   kernels run it per partition (one-warp partitions) and are correct on the GPU.
   The CTA's register pool: every warp starts with the launch's per-thread count, which this
   model bounds from above by the entry's ``.maxnreg`` (without one: the most a CTA of the
-  launch's size can hold, ``REGISTER_FILE / threads`` rounded down to 8, at most 255); a
+  launch's size can hold, ``REGISTER_FILE / threads`` rounded down to 8, at most 256); a
   ``.dec`` returns ``32 x (old - new)`` registers to the pool, and a ``.inc`` takes
   ``32 x (new - old)`` from it or *blocks* until another warp releases enough (PTX ISA 9.1,
   'setmaxnreg': "A pool of available registers is maintained per-CTA"; ``.inc`` "blocks the
@@ -58,7 +58,8 @@ def _launch_regs(m) -> int:
 
 
 def _pool(m) -> dict:
-    """This batch's register pools: ``{"warp": {warp: count}, "free": {cta: registers}}``."""
+    """This batch's register pools: ``{"r0": launch count, "cap": registers per CTA, "warp":
+    {cta * 4096 + warp: count}, "free": {cta: registers}}``."""
     if getattr(m, "_regpool_batch", None) is not m.batch_ids:
         r0 = _launch_regs(m)
         warps = -(-m.T // 32)

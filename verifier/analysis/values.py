@@ -30,7 +30,7 @@ from verifier.analysis.cfg import CFG
 from verifier.tables import is_special_register
 from verifier.ptx.ast import Instruction, Operand
 
-__all__ = ["DIVERGENT", "NO_DEF", "UNIFORM", "WARP", "Val", "Values", "defs_uses"]
+__all__ = ["DIVERGENT", "NO_DEF", "UNIFORM", "WARP", "Val", "Values", "defs_uses", "mul_half"]
 
 UNIFORM, WARP, DIVERGENT = 0, 1, 2
 CLASS_NAME = {UNIFORM: "uniform", WARP: "warp-uniform", DIVERGENT: "divergent"}
@@ -51,7 +51,7 @@ NO_DEF = frozenset({"st", "stmatrix", "red", "bar", "barrier", "bra", "brx", "re
 _WIDTH = re.compile(r"^[bsuf](8|16|32|64)$")
 
 
-def _mul_half(ins: Instruction, x: int, y: int, w: int) -> int:
+def mul_half(ins: Instruction, x: int, y: int, w: int) -> int:
     """``mul.hi`` / ``mul.wide`` (and ``mad``'s product) of the ``w``-bit operands ``x``, ``y``
     (unsigned bit patterns; ``.s*`` types multiply them as signed): the high ``w`` bits, or the
     full ``2w``-bit product (PTX ISA 9.1 §9.7.1.5, §9.7.1.6)."""
@@ -346,7 +346,7 @@ class Values:
                 # keep the wrong bits (PTX ISA 9.1 §9.7.1.5)
                 if (am & wm) != wm or (cm & wm) != wm:
                     return None
-                r = _mul_half(ins, x, y, w)
+                r = mul_half(ins, x, y, w)
                 return ("k", M64 if "wide" in ins.parts else wm, r)
             r = x * y
         else:
@@ -831,7 +831,7 @@ class Values:
         elif b == "sub":
             r = a - c
         elif b in ("mul", "mad") and ("hi" in ins.parts or "wide" in ins.parts):
-            r = _mul_half(ins, a & wm, c & wm, w)
+            r = mul_half(ins, a & wm, c & wm, w)
             if b == "mad" and len(vals) == 3:
                 r += vals[2]
             return r & (M64 if "wide" in ins.parts else wm)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from verifier.analysis import FunctionAnalysis, Property
 from verifier.analysis.dataflow import Event
 from verifier.analysis.ranges import Ranges
+from verifier.analysis.values import mul_half
 from verifier.context import Context, FunctionInfo
 from verifier.findings import Finding, Note
 from verifier.ptx.ast import Instruction
@@ -257,11 +258,7 @@ def eval_instr(fa, j, env, syms, depth=0, entry=False, guarded=False, local=Fals
             # division by a constant ('mul.hi.u32 %q, %n, 0xAAAAAAAB; shr.u32 %q, %q, 1')
             w = next((int(t[1:]) for t in d.parts[2:] if t[1:].isdigit()), 32)
             m_ = (1 << w) - 1
-            x, y = a & m_, c & m_
-            if d.parts[-1].startswith("s"):
-                x, y = [(z ^ (1 << (w - 1))) - (1 << (w - 1)) for z in (x, y)]
-            prod = x * y
-            r = (prod >> w) & m_ if "hi" in d.parts else prod & m_
+            r = mul_half(d, a & m_, c & m_, w) if "hi" in d.parts else (a * c) & m_
             return r + vals[2] if b == "mad" and len(vals) == 3 else r
         if b == "mul":
             return a * c
