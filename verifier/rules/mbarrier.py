@@ -511,7 +511,7 @@ class MbarParity(Property):
             # finished reading a buffer: "scale buffer free", CUTLASS's smem 'empty' fed by
             # umma_arrive); whether the first pass reads an unfinished MMA's TMEM results is
             # the emulator's question (HB1 on the TMEM read), not decided here
-            committed = before == 0 and not credit and b in self._commit_only_bars()
+            committed = before == 0 and not credit and b in commit_only_barriers(self.fa)
             report("MB5", f"wait on mbarrier '{fmt_addr(b)}' with parity {par}, but {before} "
                           f"completed phase(s) were waited for on this path: it {what}"
                    + ("; nothing asynchronous completes this barrier (no bulk copy, expect_tx "
@@ -550,12 +550,6 @@ class MbarParity(Property):
         if getattr(self, "_data", None) is None:
             self._data = data_barriers(self.fa)
         return self._data
-
-    def _commit_only_bars(self) -> set:
-        """:func:`commit_only_barriers` of this function (cached)."""
-        if getattr(self, "_commit_only", None) is None:
-            self._commit_only = commit_only_barriers(self.fa)
-        return self._commit_only
 
 
 def data_barriers(fa) -> set:
@@ -612,7 +606,15 @@ def commit_only_barriers(fa) -> set:
     excludes the barriers in its address interval, and every barrier when that interval is
     unknown. Such a barrier is a data barrier (the accumulator is ready) or a credit barrier
     (the MMA finished reading a buffer); which one is not decided statically: MB5 leaves a
-    first parity-1 wait on it to the emulator (a TMEM read of an unfinished MMA is HB1 there)."""
+    first parity-1 wait on it to the emulator (a TMEM read of an unfinished MMA is HB1 there).
+    Cached on the function's analysis."""
+    got = fa.cache.get("commit_only_barriers")
+    if got is None:
+        got = fa.cache["commit_only_barriers"] = _commit_only(fa)
+    return got
+
+
+def _commit_only(fa) -> set:
     commits, other, spans = set(), set(), []
     for i, ins in enumerate(fa.cfg.instrs):
         if is_tc(ins, "commit"):
@@ -1369,7 +1371,7 @@ class TxPhase(Property):
             p = ins.parts
             # in the same phase structure as the copy (both in a loop, or neither: a
             # prologue's expect_tx registers no loop iteration's bytes)
-            if p[0] == "mbarrier" and len(p) > 1 and ("expect_tx" in p or p[1] == "expect_tx") \
+            if p[0] == "mbarrier" and "expect_tx" in p \
                     and self._key(mbar_operand(ins), j) == b and _in_order(self.cfg, j, at) \
                     and (self.cfg.block_of[j] in cyc) == looped:
                 return j
