@@ -628,16 +628,14 @@ def _tc_async(ins) -> bool:
 def _thread_sync(ins) -> str | None:
     """The kind of thread synchronisation ``ins`` is ("cta barrier", "mbarrier wait",
     "mbarrier arrive", "cluster barrier"), or None."""
+    from verifier.rules._flow import is_arrive_signal, is_mbar_wait
+
     p = ins.parts
-    if ins.base in ("bar", "barrier") and len(p) > 1 and p[1] == "cluster":
-        return "cluster barrier"
     if ins.base in ("bar", "barrier"):
-        return "cta barrier"
-    if ins.base == "mbarrier" and len(p) > 1 and p[1] in ("try_wait", "test_wait"):
+        return "cluster barrier" if len(p) > 1 and p[1] == "cluster" else "cta barrier"
+    if is_mbar_wait(ins):
         return "mbarrier wait"
-    if ins.base == "mbarrier" and len(p) > 1 and p[1].startswith("arrive"):
-        return "mbarrier arrive"
-    return None
+    return "mbarrier arrive" if is_arrive_signal(ins) else None
 
 
 def _adjacent_sync(cfg, i: int, forward: bool) -> int | None:
