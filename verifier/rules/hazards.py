@@ -558,9 +558,6 @@ def _is_smem_store(ins) -> bool:
     return (p[0] == "st" and len(p) > 1 and p[1].startswith("shared")) or p[0] == "stmatrix"
 
 
-_SMEM_BYTES = re.compile(r"[bsuf](8|16|32|64|128)$")
-
-
 def _smem_span(fa, ins, i: int) -> tuple | None:
     """``(sym, lo, hi)``: the bytes a shared-memory ``ld`` / ``st`` / ``ldmatrix`` /
     ``stmatrix`` may touch (``sym + lo .. sym + hi - 1``: its address interval plus its width),
@@ -576,9 +573,7 @@ def _smem_span(fa, ins, i: int) -> tuple | None:
         n = next((int(t[1:]) for t in p if t in ("x1", "x2", "x4")), 4)
         size = 16 * n * 32  # a warp's matrices, from any lane's address: generous
         return (a[0], a[1] - size, a[2] + size)
-    bits = next((int(m.group(1)) for t in reversed(p) if (m := _SMEM_BYTES.match(t))), 128)
-    vec = next((int(t[1:]) for t in p if t in ("v2", "v4", "v8")), 1)
-    size = bits * vec // 8
+    size = _read_size(ins)
     # the access is naturally aligned (PTX ISA 9.1 §5.4.5; a misaligned one faults): its start
     # lies on a multiple of its size within the interval (the symbol is at least that aligned)
     lo, hi = -(-a[1] // size) * size, a[2] // size * size
@@ -682,7 +677,8 @@ _TYPE_BITS = re.compile(r"[bsuf](8|16|32|64|128)$")
 
 
 def _read_size(ins) -> int:
-    """Bytes an ``ld.shared`` reads per thread (vector x element width; 16 when unknown)."""
+    """Bytes an ``ld.shared`` / ``st.shared`` accesses per thread (vector x element width; 16
+    when unknown)."""
     bits = next((int(m.group(1)) for p in reversed(ins.parts) if (m := _TYPE_BITS.match(p))), None)
     vec = next((int(p[1:]) for p in ins.parts if p in ("v2", "v4", "v8")), 1)
     return bits * vec // 8 if bits else 16
