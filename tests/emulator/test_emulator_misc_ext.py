@@ -32,13 +32,20 @@ ret;
 """
 
 
-def _run(body: str):
+def _launch(ptx: str, threads: int, words: int | None = None, arch: str = "sm_90a",
+            name: str = "m.ptx"):
+    """(result, the ``out`` buffer as u32) of one CTA of ``threads`` running ``ptx`` whose
+    only parameter is the pointer ``out`` (``words`` u32, default one per thread)."""
     gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(256, np.uint32))
-    launch = Launch(grid=(1, 1, 1), threads=256, arch="sm_100a",
+    out = gmem.add("out", np.zeros(words or threads, np.uint32))
+    launch = Launch(grid=(1, 1, 1), threads=threads, arch=arch,
                     params={"out": out.to_bytes(8, "little")})
-    res = run_launch(HEAD.format(body=body), launch, gmem, filename="m.ptx")
+    res = run_launch(ptx, launch, gmem, filename=name)
     return res, gmem.buffer("out").view(np.uint32)
+
+
+def _run(body: str):
+    return _launch(HEAD.format(body=body), 256, arch="sm_100a")
 
 
 WS = """@%p1 bra $L_prod;
@@ -107,14 +114,10 @@ ret;
 
 
 def _pool(inc: int, dec: int, prod: str = "", maxnreg: bool = True):
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(384, np.uint32))
-    launch = Launch(grid=(1, 1, 1), threads=384, arch="sm_90a",
-                    params={"out": out.to_bytes(8, "little")})
     ptx = POOL.format(inc=inc, dec=dec, prod=prod)
     if not maxnreg:
         ptx = ptx.replace(".maxnreg 168\n", "")
-    return run_launch(ptx, launch, gmem, filename="p.ptx")
+    return _launch(ptx, 384, name="p.ptx")[0]
 
 
 def test_setmaxnreg_inc_waits_for_the_registers_a_later_dec_releases():
@@ -337,13 +340,9 @@ ret;
 
 
 def test_register_parameters_are_copied_in_and_returned_by_value():
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(32 * 3, np.uint32))
-    res = run_launch(REGCALL, Launch(grid=(1, 1, 1), threads=32,
-                                     params={"out": out.to_bytes(8, "little")}), gmem,
-                     filename="regcall.ptx")
+    res, out = _launch(REGCALL, 32, words=32 * 3, name="regcall.ptx")
     assert res.status == "ok", res.message
-    got = gmem.buffer("out").view(np.uint32).reshape(32, 3)
+    got = out.reshape(32, 3)
 
     def step(a: int, b: int) -> int:
         a += b
@@ -392,12 +391,7 @@ ret;
 
 
 def _nocomplete(pre: int):
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(64, np.uint32))
-    res = run_launch(NOCOMPLETE.format(pre=pre), Launch(
-        grid=(1, 1, 1), threads=64, params={"out": out.to_bytes(8, "little")}), gmem,
-        filename="nc.ptx")
-    return res, gmem.buffer("out").view(np.uint32)
+    return _launch(NOCOMPLETE.format(pre=pre), 64, name="nc.ptx")
 
 
 def test_pending_count_reads_the_arrivals_pending_before_the_arrive():
@@ -417,9 +411,5 @@ def test_a_nocomplete_arrive_with_bytes_outstanding_does_not_complete_the_phase(
     text = NOCOMPLETE.format(pre=96).replace(
         "mbarrier.init.shared::cta.b64 [bar], 96;",
         "mbarrier.init.shared::cta.b64 [bar], 96;\nmbarrier.expect_tx.shared::cta.b64 [bar], 16;")
-    gmem = GlobalMemory()
-    out = gmem.add("out", np.zeros(64, np.uint32))
-    res = run_launch(text, Launch(grid=(1, 1, 1), threads=64,
-                                  params={"out": out.to_bytes(8, "little")}), gmem,
-                     filename="nc.ptx")
+    res, _ = _launch(text, 64, name="nc.ptx")
     assert res.status != "fault" or ".noComplete" not in res.message, res.message
