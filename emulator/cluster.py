@@ -423,27 +423,39 @@ def _arrival_check(m, c: int) -> None:
     after issuing does not (the arrival is made by the async proxy at completion: CUTLASS's
     "producer tail" waits on every stage's empty barrier for this reason)."""
     for (cta, off), st in m.mbar.items():
-        if cta != c or not st.get("remote"):
-            continue
-        seen = int(st.get("seen", 0))
-        late = [(pc, ph, who) for (pc, who), ph in st["remote"].items() if ph >= seen]
-        if not late:
-            continue
-        pc, ph, who = min(late)
-        key = ("HB9", "arrival", pc)
-        if key in m.findings:
-            continue
-        i1 = m.prog.insts[pc]
-        m.findings[key] = Finding(
-            rule="HB9", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
-            message=(f"CTA {int(m.batch_ids[c])} exits while the asynchronous arrival of "
-                     f"'{i1.opcode}' (issued by CTA {who}) on its mbarrier at shared 0x{off:x} "
-                     f"is not known to have been performed: no thread of CTA "
-                     f"{int(m.batch_ids[c])} waited on phase {ph} or a later one"),
-            notes=[Note(message="missing synchronisation: before exiting, wait on the phases "
-                                "of the mbarrier that peers' asynchronous operations arrive on "
-                                "(a producer tail); a cluster barrier after the issue does not "
-                                "order an asynchronous arrival")])
+        if cta == c:
+            late_arrival_check(m, c, off, st)
+
+
+def late_arrival_check(m, c: int, off: int, st: dict, inval_pc: int | None = None) -> None:
+    """HB9 for one mbarrier of CTA ``c`` (at shared ``off``, state ``st``) at the CTA's exit
+    or, with ``inval_pc``, at its ``mbarrier.inval`` (which ends the object as the exit does:
+    triton#10409, a CTA that invalidates its barriers and exits without the producer tail): a
+    peer's asynchronous arrival on it in a phase no thread of ``c`` observed."""
+    if not st.get("remote"):
+        return
+    seen = int(st.get("seen", 0))
+    late = [(pc, ph, who) for (pc, who), ph in st["remote"].items() if ph >= seen]
+    if not late:
+        return
+    pc, ph, who = min(late)
+    key = ("HB9", "arrival", pc)
+    if key in m.findings:
+        return
+    i1 = m.prog.insts[pc]
+    when = ("exits" if inval_pc is None else
+            f"invalidates it ('{m.prog.insts[inval_pc].opcode}' at line "
+            f"{m.prog.insts[inval_pc].line})")
+    m.findings[key] = Finding(
+        rule="HB9", severity="error", file=m.prog.filename, line=i1.line, col=i1.col,
+        message=(f"CTA {int(m.batch_ids[c])} {when} while the asynchronous arrival of "
+                 f"'{i1.opcode}' (issued by CTA {who}) on its mbarrier at shared 0x{off:x} "
+                 f"is not known to have been performed: no thread of CTA "
+                 f"{int(m.batch_ids[c])} waited on phase {ph} or a later one"),
+        notes=[Note(message="missing synchronisation: before exiting, wait on the phases "
+                            "of the mbarrier that peers' asynchronous operations arrive on "
+                            "(a producer tail); a cluster barrier after the issue does not "
+                            "order an asynchronous arrival")])
 
 
 def _outgoing_check(m, c: int) -> None:

@@ -1809,9 +1809,12 @@ def _mbarrier(m, ins, pc, exe, active):
     if kind == "inval":
         addr = _addr_u(m, ops[0], pc)
         _async_copy.mbar_access(m, exe, addr, pc, write=True)
+        from emulator import cluster as _cluster  # (cluster imports this module)
         for ln in np.flatnonzero(exe):
-            st = m.mbar.pop(m.mbar_key(int(ln), int(addr[ln])), None)
+            key = m.mbar_key(int(ln), int(addr[ln]))
+            st = m.mbar.pop(key, None)
             if st is not None:
+                _cluster.late_arrival_check(m, key[0], key[1], st, inval_pc=pc)
                 if m.tmap_probe is not None:
                     m.tmap_probe.close(st)
                 _async_copy.check_inval(m, st, int(addr[ln]), pc)
