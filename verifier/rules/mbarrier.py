@@ -1188,6 +1188,11 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
                             for k, a in enumerate(blocks) for c in blocks[k + 1:])
             phased = any(_in_order(cfg, a, w) and _in_order(cfg, w, c)
                          for w in all_waits.get(b, ()) for a in arr for c in arr if a != c)
+            # several tcgen05.commit sites in sequence (FA4's unrolled P0.V0 commit, P1.V1
+            # commit on one count-1 barrier): each arrives when its MMAs complete, so they may
+            # complete successive phases the waiters take in turn
+            phased = phased or (total is not None and total > count and total % count == 0
+                                and sum(is_tc(cfg.instrs[i], "commit") for i in arr) >= 2)
             if total is not None and total > count and phased:
                 # a wait on the barrier between two arrival sites (arrive; wait; arrive; wait):
                 # the sites may serve different phases (fewer arrivals than the count in all
@@ -1195,7 +1200,8 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
                 first = cfg.instrs[arr[0]]
                 out.append(note_finding(ctx, "MB7", first,
                                         f"mbarrier '{fmt_addr(b)}' expects {count} arrivals per "
-                                        f"phase and a wait on it lies between its arrival sites "
+                                        f"phase and a wait on it lies between its arrival sites, "
+                                        f"or they are commits completing successive phases "
                                         f"({total} if all served one phase): not decided "
                                         f"statically"))
             elif total is not None and total != count and exclusive:
