@@ -170,7 +170,8 @@ def barrier_count_mismatch(ctx: Context) -> list[Finding]:
                                        "the CTA: it never completes"))
             elif (fa.threads is not None and 0 < cnt < fa.threads and fi.fn.kind == "entry"
                   and ins.predicate is None and fa.values.context_class(i) == UNIFORM
-                  and fa.cfg.block_of[i] not in fa.values.partial_blocks):
+                  and fa.cfg.block_of[i] not in fa.values.partial_blocks
+                  and not _per_group_id(fa, ins, i)):
                 # every thread of the CTA reaches it: the first `cnt` arrivals complete it and
                 # the rest start a new instance, so which threads it orders depends on timing
                 out.append(ctx.finding(
@@ -190,6 +191,15 @@ def barrier_count_mismatch(ctx: Context) -> list[Finding]:
                                                    col=first.col)]))
             seen.setdefault(bid, (cnt, ins))
     return out
+
+
+def _per_group_id(fa, ins, i: int) -> bool:
+    """The barrier id of ``ins`` is a register that is not CTA-uniform (FA3 / CUTLASS's
+    ``bar.sync 1 + tid / 128, 128``: each warpgroup its own named barrier, so a count below
+    the CTA's threads is that group's)."""
+    o = ins.operands[0] if ins.operands else None
+    return (o is not None and o.kind == "reg" and bool(o.name)
+            and fa.values.cls.get(fa.cfg.reg_key(o.name, i), DIVERGENT) != UNIFORM)
 
 
 def barrier_partial_cta(ctx: Context) -> list[Finding]:
