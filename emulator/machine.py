@@ -1187,6 +1187,13 @@ class Machine:
                 if ln < self.ntr and kk < len(pf_clk[ln]) and \
                         int(known[cc]) >= pf_clk[ln][kk]:
                     ok[es] = True
+        # (c) a writer in another cluster that fenced since its write: its clock is not in the
+        # reader's cluster clocks (cross-cluster knowledge travels as flags' release/acquire,
+        # emulator.flags), so whether the fence precedes the release is not decided here; the
+        # write itself must still be ordered before the read (HB1). A split-K fix-up's
+        # workspace: st.global, fence.proxy.async.global, bar.sync, release; the reader
+        # acquires and bulk-copies it (red team round 16)
+        ok |= fenced & ~same
         bad = inb & ~ok
         late = bad & fenced
         return bad, late
