@@ -1,4 +1,4 @@
-"""Red team rounds 11 to 15 (``fixtures/redteam11`` ... ``fixtures/redteam15``, READMEs
+"""Red team rounds 11 to 16 (``fixtures/redteam11`` ... ``fixtures/redteam16``, READMEs
 there):
 each file gets the verdict of
 ``ailower verify FILE --arch ARCH`` without ``--kernel`` or a launch file - ``flag`` when the
@@ -17,7 +17,7 @@ import emulator
 from verifier import verify
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FOLDERS = ("redteam11", "redteam12", "redteam13", "redteam14", "redteam15")
+FOLDERS = ("redteam11", "redteam12", "redteam13", "redteam14", "redteam15", "redteam16")
 
 
 def _rows(folder: str) -> list[tuple[str, str, str, str]]:
