@@ -1191,7 +1191,8 @@ def mbar_arrival_count(ctx: Context) -> list[Finding]:
             # several tcgen05.commit sites in sequence (FA4's unrolled P0.V0 commit, P1.V1
             # commit on one count-1 barrier): each arrives when its MMAs complete, so they may
             # complete successive phases the waiters take in turn
-            phased = phased or (total is not None and total > count and total % count == 0
+            phased = phased or (total is not None and count > 0 and total > count
+                                and total % count == 0
                                 and sum(is_tc(cfg.instrs[i], "commit") for i in arr) >= 2)
             if total is not None and total > count and phased:
                 # a wait on the barrier between two arrival sites (arrive; wait; arrive; wait):
